@@ -1,0 +1,589 @@
+"""Run untrusted dataset code in a separate, limited process.
+
+Dataset code (example fixes, validation snippets) is untrusted input, so every run:
+
+* is a separate process in its own session, started in an empty temporary folder;
+* gets a scrubbed environment: only what the run declares, plus a minimal PATH and a
+  HOME/TMPDIR inside that folder (never the real HOME);
+* runs under rlimits (CPU time, address space, file size, open files, processes);
+* where the OS allows it (root, util-linux ``unshare``): its own network namespace
+  (no network, or only its own loopback), its own PID namespace (every descendant dies
+  with it, even one that left the process group), its own mount namespace with the
+  root file system read-only, a private ``/dev/shm`` and empty tmpfs over the real
+  HOME's secret folders, and a pids cgroup, because RLIMIT_NPROC does not bind root;
+* is killed, with its whole process group and namespace, at the wall-time limit.
+
+Every isolation step that could not be applied is said in ``SandboxResult.notes``.
+This file is also the launcher that runs inside the namespaces (``python sandbox.py
+--launch SPEC``), so it imports nothing outside the standard library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+OUTCOMES = ("pass", "fail", "skipped", "error", "timeout")
+
+MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+# Folders under the real HOME that hold credentials; hidden behind an empty tmpfs when
+# the whole HOME cannot be hidden (because the interpreter lives inside it).
+SECRET_DIRS = (".ssh", ".gnupg", ".aws", ".azure", ".docker", ".kube", ".config", ".netrc", ".pypirc")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one run. ``None`` leaves a limit as inherited."""
+
+    wall_seconds: float = 60.0
+    cpu_seconds: int | None = 30
+    memory_bytes: int | None = 1 << 30  # RLIMIT_AS
+    file_size_bytes: int | None = 64 << 20
+    open_files: int | None = 256
+    processes: int | None = 64
+    output_bytes: int = 1 << 20  # kept of each of stdout and stderr
+
+
+@dataclass
+class SandboxResult:
+    outcome: str  # pass | fail | skipped | error | timeout
+    reason: str
+    returncode: int | None
+    duration_s: float
+    stdout: str
+    stderr: str
+    exception_class: str | None = None
+    exception_message: str | None = None
+    network: str = "host"  # what was really applied: none | loopback | host
+    notes: list[str] = field(default_factory=list)
+    pgid: int | None = None
+    pid_namespace: str | None = None  # "pid:[inode]" of the run's PID namespace, if it had one
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What isolation this host can give (probed once per process)."""
+
+    unshare: str | None
+    namespaces: bool  # unshare --net --pid --mount works
+    pids_cgroup_root: Path | None
+
+
+_CAPS: Capabilities | None = None
+
+
+def capabilities() -> Capabilities:
+    global _CAPS
+    if _CAPS is None:
+        _CAPS = _probe_capabilities()
+    return _CAPS
+
+
+def _probe_capabilities() -> Capabilities:
+    unshare = shutil.which("unshare") or (os.path.exists("/usr/bin/unshare") and "/usr/bin/unshare") or None
+    namespaces = False
+    if unshare:
+        try:
+            probe = subprocess.run(
+                [unshare, "--net", "--pid", "--fork", "--mount", "--propagation", "private", "true"],
+                capture_output=True,
+                timeout=10,
+            )
+            namespaces = probe.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            namespaces = False
+    return Capabilities(unshare=unshare, namespaces=namespaces, pids_cgroup_root=_pids_cgroup_root())
+
+
+def _pids_cgroup_root() -> Path | None:
+    for root in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
+        if (root / "cgroup.procs").exists() and os.access(root, os.W_OK):
+            probe = root / f"errkb-probe-{uuid.uuid4().hex[:8]}"
+            try:
+                probe.mkdir()
+            except OSError:
+                continue
+            try:
+                if (probe / "pids.max").exists():
+                    return root
+            finally:
+                try:
+                    probe.rmdir()
+                except OSError:
+                    pass
+    return None
+
+
+def has_mount_namespace() -> bool:
+    """Whether runs can use ``unshare --mount`` (needed by reproducers that fake nodes)."""
+    return capabilities().namespaces
+
+
+def run(
+    argv: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    limits: Limits = Limits(),
+    network: str = "none",
+    files: dict[str, str | bytes] | None = None,
+    private_shm: bool = True,
+    stdin: str | None = None,
+    readable: list[str | Path] = (),
+) -> SandboxResult:
+    """Run ``argv`` in a fresh sandbox and classify how it ended.
+
+    ``network``: "none" (own namespace, loopback down), "loopback" (own namespace,
+    only its own 127.0.0.1) or "host". ``files`` are written into the empty working
+    folder first (name -> content). ``env`` is everything the code gets besides a
+    minimal PATH (overridable) and HOME/TMPDIR inside the working folder.
+    ``readable``: folders the code needs that may lie under the real HOME (kept
+    visible, read-only, when the HOME is hidden).
+    """
+    if network not in ("none", "loopback", "host"):
+        raise ValueError(f"network must be none, loopback or host, not {network!r}")
+    caps = capabilities()
+    notes: list[str] = []
+    base = Path(tempfile.mkdtemp(prefix="errkb-sandbox-"))
+    work = base / "work"
+    (work / "home").mkdir(parents=True)
+    (work / "tmp").mkdir()
+    for name, content in (files or {}).items():
+        target = (work / name).resolve()
+        if work.resolve() not in target.parents:
+            raise ValueError(f"sandbox file {name!r} would land outside the working folder")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content.encode() if isinstance(content, str) else content)
+
+    run_env = {"PATH": MINIMAL_PATH, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+    run_env.update(env or {})
+    run_env.update({"HOME": str(work / "home"), "TMPDIR": str(work / "tmp"), "PWD": str(work)})
+
+    cgroup = _make_cgroup(caps, limits) if limits.processes else None
+    if limits.processes and cgroup is None:
+        notes.append("process limit: RLIMIT_NPROC only (no pids cgroup here; RLIMIT_NPROC does not bind root)")
+
+    use_ns = caps.namespaces
+    if not use_ns:
+        notes.append("no namespaces (unshare unavailable or not permitted): network, PID and mount isolation not applied")
+    spec = {
+        "argv": argv,
+        "env": run_env,
+        "cwd": str(work),
+        "base": str(base),
+        "limits": asdict(limits),
+        "mounts": use_ns,
+        "private_shm": use_ns and private_shm,
+        "loopback_up": use_ns and network == "loopback",
+        "hide_home": _real_home(),
+        "keep_visible": _paths_to_keep(argv, readable),
+        "cgroup": str(cgroup) if cgroup else None,
+        "control": str(base / "control.json"),
+    }
+    (base / "spec.json").write_text(json.dumps(spec))
+    launcher = [sys.executable, "-I", "-S", str(Path(__file__).resolve()), "--launch", str(base / "spec.json")]
+    if use_ns:
+        ns_flags = ["--pid", "--fork", "--kill-child", "--mount", "--propagation", "private"]
+        if network != "host":
+            ns_flags.insert(0, "--net")
+        command = [caps.unshare, *ns_flags, "--", *launcher]
+        applied_network = network
+    else:
+        command = launcher
+        applied_network = "host"
+        if network != "host":
+            notes.append(f"network {network!r} requested but not applied: the run had the host network")
+
+    stdout_path, stderr_path = base / "stdout", base / "stderr"
+    started = time.monotonic()
+    timed_out = False
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            env={"PATH": MINIMAL_PATH, "LANG": "C.UTF-8"},
+            cwd=work,
+            start_new_session=True,
+        )
+        pgid = proc.pid
+        try:
+            if stdin is not None:
+                try:
+                    proc.stdin.write(stdin.encode())
+                    proc.stdin.close()
+                except BrokenPipeError:
+                    pass
+            proc.wait(timeout=limits.wall_seconds)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            _kill_everything(proc, pgid, cgroup)
+    duration = time.monotonic() - started
+
+    stdout, out_cut = _read_capped(stdout_path, limits.output_bytes)
+    stderr, err_cut = _read_capped(stderr_path, limits.output_bytes)
+    control = _read_json(base / "control.json")
+    notes.extend(control.get("notes", []))
+    if out_cut or err_cut:
+        notes.append(f"output capped at {limits.output_bytes} bytes per stream")
+    launch_error = control.get("launch_error")
+    returncode = proc.returncode
+    if "signal" in control:
+        returncode = -int(control["signal"])
+    elif "exit_status" in control:
+        returncode = int(control["exit_status"])
+    try:
+        shutil.rmtree(base)
+    except OSError as e:
+        notes.append(f"could not remove the working folder: {e}")
+    if cgroup is not None:
+        _remove_cgroup(cgroup)
+
+    result = SandboxResult(
+        outcome="error",
+        reason="",
+        returncode=returncode,
+        duration_s=round(duration, 3),
+        stdout=stdout,
+        stderr=stderr,
+        network=applied_network,
+        notes=notes,
+        pgid=pgid,
+        pid_namespace=control.get("pid_namespace"),
+    )
+    result.exception_class, result.exception_message = parse_exception(stderr)
+    if launch_error:
+        result.outcome, result.reason = "error", f"sandbox could not start the code: {launch_error}"
+    elif timed_out:
+        result.outcome, result.reason = "timeout", f"wall-time limit of {limits.wall_seconds:g}s reached; process group killed"
+    else:
+        result.outcome, result.reason = classify(returncode, stderr, limits, result.exception_class, result.exception_message)
+    return result
+
+
+def classify(
+    returncode: int | None,
+    stderr: str,
+    limits: Limits,
+    exception_class: str | None,
+    exception_message: str | None,
+) -> tuple[str, str]:
+    """Outcome and reason of a run that ended by itself (not by the wall timeout)."""
+    if returncode == 0:
+        return "pass", "exit status 0"
+    if returncode is not None and returncode < 0:
+        sig = -returncode
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and limits.cpu_seconds and "CPU" in stderr):
+            return "timeout", f"CPU-time limit of {limits.cpu_seconds}s reached ({name})"
+        if sig == signal.SIGXFSZ:
+            return "error", f"file-size limit of {limits.file_size_bytes} bytes reached ({name})"
+        return "error", f"killed by {name}"
+    exc = f"{exception_class}: {exception_message}" if exception_class else None
+    if exception_class == "MemoryError" or "Cannot allocate memory" in stderr[-2000:]:
+        return "error", f"memory limit of {limits.memory_bytes} bytes reached ({exc or 'out of memory'})"
+    tail = stderr[-2000:]
+    if "[Errno 27]" in tail or "File too large" in tail:
+        return "error", f"file-size limit of {limits.file_size_bytes} bytes reached ({exc or 'File too large'})"
+    if "[Errno 24]" in tail or "Too many open files" in tail:
+        return "error", f"open-file limit of {limits.open_files} reached ({exc or 'Too many open files'})"
+    if "[Errno 11]" in tail or "Cannot fork" in tail or "fork: retry" in tail or "Resource temporarily unavailable" in tail:
+        return "error", f"process limit of {limits.processes} reached ({exc or 'cannot fork'})"
+    if exc:
+        return "fail", exc
+    last = next((line for line in reversed(stderr.splitlines()) if line.strip()), "")
+    return "fail", f"exit status {returncode}" + (f": {last.strip()[:300]}" if last else "")
+
+
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Fault)\w*)(?::\s?(.*))?$")
+
+
+def parse_exception(stderr: str) -> tuple[str | None, str | None]:
+    """The exception class and message of the last Python traceback in ``stderr``."""
+    start = stderr.rfind("Traceback (most recent call last):")
+    if start < 0:
+        return None, None
+    lines = stderr[start:].splitlines()[1:]
+    # Frame lines are indented; the first unindented line after them starts the
+    # exception, whose message may continue over several lines.
+    for i, line in enumerate(lines):
+        if line and not line.startswith((" ", "\t")):
+            m = _EXC_LINE.match(line)
+            if not m:
+                continue
+            message = "\n".join([m.group(2) or "", *lines[i + 1 :]]).strip()
+            return m.group(1).rsplit(".", 1)[-1], message
+    return None, None
+
+
+def _interpreter_roots(python: Path) -> set[str]:
+    """The folders a Python interpreter (or a venv's) needs: its prefix and its base prefix."""
+    roots: set[str] = set()
+    exe = python if python.is_absolute() else Path(shutil.which(str(python)) or python)
+    venv = exe.parent.parent
+    cfg = venv / "pyvenv.cfg"
+    if cfg.is_file():
+        roots.add(str(venv.resolve()))
+        for line in cfg.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                roots.add(str(Path(value.strip()).resolve().parent))
+    resolved = exe.resolve()
+    roots.add(str(resolved.parent.parent))
+    return roots
+
+
+def _paths_to_keep(argv: list[str], readable) -> list[str]:
+    keep = {str(Path(p).resolve()) for p in readable}
+    keep |= _interpreter_roots(Path(sys.executable))  # the launcher itself
+    keep.add(str(Path(__file__).resolve().parent))
+    if argv and os.sep in argv[0]:
+        keep |= _interpreter_roots(Path(argv[0]))
+    return sorted(keep)
+
+
+def _real_home() -> str | None:
+    home = os.environ.get("HOME") or os.path.expanduser("~")
+    return home if home and home != "/" and os.path.isdir(home) else None
+
+
+def _make_cgroup(caps: Capabilities, limits: Limits) -> Path | None:
+    if caps.pids_cgroup_root is None:
+        return None
+    path = caps.pids_cgroup_root / f"errkb-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        path.mkdir()
+        # +2: the unshare process and the launcher are in the group too.
+        (path / "pids.max").write_text(str(limits.processes + 2))
+        return path
+    except OSError:
+        return None
+
+
+def _cgroup_pids(cgroup: Path) -> list[int]:
+    try:
+        return [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _kill_everything(proc: subprocess.Popen, pgid: int, cgroup: Path | None) -> None:
+    """End the run's process group, PID namespace and cgroup members, then reap."""
+    for attempt in range(50):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        stray = _cgroup_pids(cgroup) if cgroup else []
+        for pid in stray:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            proc.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            continue
+        if not stray and not _group_alive(pgid):
+            return
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _remove_cgroup(cgroup: Path) -> None:
+    for _ in range(50):
+        try:
+            cgroup.rmdir()
+            return
+        except OSError:
+            for pid in _cgroup_pids(cgroup):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.05)
+
+
+def _read_capped(path: Path, cap: int) -> tuple[str, bool]:
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            data = f.read(cap)
+    except OSError:
+        return "", False
+    text = data.decode("utf-8", errors="replace")
+    if size > cap:
+        text += f"\n[errkb: output truncated, {size - cap} more bytes]"
+        return text, True
+    return text, False
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+# ---------------------------------------------------------------------------
+# The launcher: runs inside the namespaces, sets them up, then execs the code.
+# ---------------------------------------------------------------------------
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 32, 4096, 16384
+
+
+def _mount(libc, source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    if libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target}: {os.strerror(err)}")
+
+
+def _loopback_up() -> None:
+    import fcntl
+    import socket
+    import struct
+
+    SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifreq = struct.pack("16sH22x", b"lo", 0)
+        flags = struct.unpack("16sH22x", fcntl.ioctl(s, SIOCGIFFLAGS, ifreq))[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
+
+
+def _hide_home(libc, home: str, keep: list[str], base: str) -> None:
+    """Empty tmpfs over the real HOME, with the folders the run needs bound back read-only."""
+    inside = sorted({k for k in keep if k.startswith(home.rstrip("/") + "/") and os.path.isdir(k)})
+    staged = []
+    for i, path in enumerate(inside):
+        stage = os.path.join(base, "keep", str(i))
+        os.makedirs(stage)
+        _mount(libc, path, stage, None, MS_BIND | MS_REC, None)
+        staged.append((stage, path))
+    _mount(libc, "tmpfs", home, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=755")
+    for stage, path in staged:
+        os.makedirs(path, exist_ok=True)
+        _mount(libc, stage, path, None, MS_BIND | MS_REC, None)
+        try:
+            _mount(libc, None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
+        except OSError:
+            pass
+
+
+def _launch(spec_path: str) -> None:
+    """Set up the namespaces, then run the code as a child and report how it ended.
+
+    The launcher stays as the parent (PID 1 of the namespace when there is one) so it
+    can report a death by signal faithfully and reap orphans; when the code's main
+    process ends, the launcher exits and the kernel kills whatever is left.
+    """
+    spec = json.loads(Path(spec_path).read_text())
+    notes: list[str] = []
+    control: dict = {"notes": notes}
+
+    def save() -> None:
+        try:
+            Path(spec["control"]).write_text(json.dumps(control))
+        except OSError:
+            pass
+
+    try:
+        control["pid_namespace"] = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        pass
+    try:
+        if spec["cgroup"]:
+            try:
+                Path(spec["cgroup"], "cgroup.procs").write_text("0")
+            except OSError as e:
+                notes.append(f"could not join the pids cgroup: {e}")
+        if spec["mounts"]:
+            libc = ctypes.CDLL(None, use_errno=True)
+            base = spec["base"]
+            home = spec["hide_home"]
+            if home:
+                _hide_home(libc, home, [spec["cwd"], *spec["keep_visible"]], base)
+            # The working folder stays writable; everything else on / becomes read-only.
+            _mount(libc, base, base, None, MS_BIND | MS_REC, None)
+            try:
+                _mount(libc, None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
+            except OSError as e:
+                notes.append(f"root file system left writable: {e}")
+            if spec["private_shm"] and os.path.isdir("/dev/shm"):
+                _mount(libc, "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777")
+        if spec["loopback_up"]:
+            _loopback_up()
+    except Exception as e:  # noqa: BLE001 - any failure here is reported, never raised
+        control["launch_error"] = f"{type(e).__name__}: {e}"
+        save()
+        os._exit(125)
+    save()
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            limits = spec["limits"]
+            for key, res in (
+                ("cpu_seconds", resource.RLIMIT_CPU),
+                ("memory_bytes", resource.RLIMIT_AS),
+                ("file_size_bytes", resource.RLIMIT_FSIZE),
+                ("open_files", resource.RLIMIT_NOFILE),
+                ("processes", resource.RLIMIT_NPROC),
+            ):
+                if limits[key] is not None:
+                    # CPU: soft < hard so the kernel sends SIGXCPU (reported as a timeout)
+                    # before the SIGKILL at the hard limit.
+                    hard = limits[key] + 1 if res == resource.RLIMIT_CPU else limits[key]
+                    resource.setrlimit(res, (limits[key], hard))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            os.chdir(spec["cwd"])
+            argv = spec["argv"]
+            os.execvpe(argv[0], argv, spec["env"])
+        except BaseException as e:  # noqa: BLE001
+            os.write(2, f"errkb sandbox: cannot run {spec['argv'][:1]}: {e}\n".encode())
+            os._exit(126)
+    while True:
+        try:
+            reaped, status = os.wait()
+        except ChildProcessError:
+            break
+        if reaped == pid:
+            if os.WIFSIGNALED(status):
+                control["signal"] = os.WTERMSIG(status)
+                save()
+                os._exit(128 + os.WTERMSIG(status))
+            control["exit_status"] = os.WEXITSTATUS(status)
+            save()
+            os._exit(os.WEXITSTATUS(status))
+    os._exit(125)
+
+
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--launch":
+    _launch(sys.argv[2])
