@@ -1,0 +1,528 @@
+"""What a dataset ``messagePattern`` (Python ``re`` syntax) needs to run safely.
+
+Everything here is pure analysis of the parse tree that Python's own ``re`` parser
+builds (``re._parser``), so the answers describe exactly the pattern ``re`` would run:
+
+* which features only a backtracking engine can run (backreferences, lookaround,
+  conditionals, possessive quantifiers, atomic groups),
+* whether it can match the empty string or almost any line (too generic to be useful),
+* how specific it is (literal characters every match pins down) and which literal
+  factors every match must contain (the matcher's prefilter keys on the longest),
+* an RE2 translation that means exactly what ``re.search`` means, where one exists.
+
+The translation is emitted from the parse tree, never by textual substitution, because
+``re`` and RE2 disagree on the details that matter for exactness: ``\\d``/``\\w``/``\\s``
+are Unicode-aware in ``re`` and ASCII in RE2, ``$`` also matches before a final newline
+in ``re``, ``\\b`` is Unicode-aware in ``re``, and case folding differs.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+
+import re._casefix as _casefix
+import re._constants as C
+import re._parser as sre_parse
+
+try:  # the C helpers that `re` itself uses for case folding
+    import _sre
+except ImportError:  # pragma: no cover - CPython always has it
+    _sre = None
+
+# RE2 rejects counted repetition above 1000.
+RE2_MAX_REPEAT = 1000
+# Fewer pinned literal characters than this and a pattern matches almost any line.
+MIN_SPECIFIC_LITERALS = 4
+
+
+class Untranslatable(Exception):
+    """The pattern has no exact RE2 equivalent (it needs the bounded path)."""
+
+
+@dataclass
+class PatternAnalysis:
+    pattern: str
+    compile_error: str | None = None
+    needs_backtracking: bool = False
+    backtracking_reasons: list[str] = field(default_factory=list)
+    matches_empty: bool = False
+    too_generic: bool = False
+    literal_chars: int = 0
+    required_literals: list[str] = field(default_factory=list)
+    anchored_start: bool = False
+    anchored_end: bool = False
+    ignore_case: bool = False
+    # Nested unbounded repetition: exponential in a backtracking engine such as `re`,
+    # harmless under RE2. Lint reports it; the matcher never runs it through `re`.
+    exponential_in_re: bool = False
+    # RE2 syntax with the same meaning as the `re` pattern, or None (see re2_issue).
+    re2_pattern: str | None = None
+    re2_issue: str | None = None
+    # The RE2 translation is exact only on ASCII text (Unicode \b / \B); on other
+    # text the matcher uses the bounded path.
+    re2_ascii_only: bool = False
+    # Zero-width assertions (^ $ \A \Z \b \B) make a match depend on what surrounds it,
+    # so a match inside a longer text does not imply one in the message alone.
+    has_assertions: bool = False
+
+    @property
+    def linear_safe(self) -> bool:
+        """True when a linear-time engine (RE2) runs this pattern with `re`'s meaning."""
+        return self.compile_error is None and self.re2_pattern is not None
+
+    @property
+    def prefilter_literal(self) -> str | None:
+        """The longest required literal (by UTF-8 length): the prefilter's key."""
+        if not self.required_literals:
+            return None
+        return max(self.required_literals, key=lambda s: len(s.encode("utf-8", "surrogatepass")))
+
+
+def analyze(pattern: str) -> PatternAnalysis:
+    """Analyse one Python-``re`` pattern; never raises for bad patterns (see compile_error)."""
+    result = PatternAnalysis(pattern=pattern)
+    if not isinstance(pattern, str):
+        result.compile_error = f"pattern is {type(pattern).__name__}, not a string"
+        return result
+    try:
+        re.compile(pattern)
+        parsed = sre_parse.parse(pattern)
+    except (re.error, RecursionError, OverflowError, ValueError) as e:
+        result.compile_error = str(e)
+        return result
+    flags = parsed.state.flags
+    result.ignore_case = bool(flags & re.IGNORECASE)
+
+    walker = _Walker()
+    walker.sequence(list(parsed), flags)
+    result.backtracking_reasons = sorted(set(walker.backtracking))
+    result.needs_backtracking = bool(result.backtracking_reasons)
+    result.exponential_in_re = walker.nested_unbounded
+    result.has_assertions = walker.assertions
+    if walker.ignore_case_seen:
+        result.ignore_case = True
+
+    result.matches_empty = parsed.getwidth()[0] == 0
+    factors = _required_factors(list(parsed), flags)
+    result.required_literals = [f for f in factors if f]
+    result.literal_chars = sum(len(f) for f in result.required_literals)
+    result.too_generic = result.matches_empty or result.literal_chars < MIN_SPECIFIC_LITERALS
+
+    items = list(parsed)
+    result.anchored_start = bool(items) and items[0][0] is C.AT and items[0][1] in (C.AT_BEGINNING, C.AT_BEGINNING_STRING)
+    result.anchored_end = bool(items) and items[-1][0] is C.AT and items[-1][1] in (C.AT_END, C.AT_END_STRING)
+
+    if result.needs_backtracking:
+        result.re2_issue = "needs backtracking: " + ", ".join(result.backtracking_reasons)
+    else:
+        try:
+            translator = _RE2Translator()
+            result.re2_pattern = translator.translate(parsed, flags)
+            result.re2_ascii_only = translator.ascii_only
+        except Untranslatable as e:
+            result.re2_issue = str(e)
+        except RecursionError:
+            result.re2_issue = "pattern nests too deeply to translate"
+    return result
+
+
+# ---------------------------------------------------------------------------------
+# Feature walk: backtracking-only constructs, nested repetition, assertions.
+
+
+class _Walker:
+    def __init__(self) -> None:
+        self.backtracking: list[str] = []
+        self.nested_unbounded = False
+        self.assertions = False
+        self.ignore_case_seen = False
+
+    def sequence(self, items, flags: int, in_unbounded: bool = False) -> None:
+        for op, av in items:
+            self.node(op, av, flags, in_unbounded)
+
+    def node(self, op, av, flags: int, in_unbounded: bool) -> None:
+        if op is C.GROUPREF:
+            self.backtracking.append("backreference")
+        elif op is C.GROUPREF_EXISTS:
+            self.backtracking.append("conditional group")
+            _group, yes, no = av
+            self.sequence(list(yes), flags, in_unbounded)
+            if no is not None:
+                self.sequence(list(no), flags, in_unbounded)
+        elif op in (C.ASSERT, C.ASSERT_NOT):
+            direction, sub = av
+            kind = "lookahead" if direction == 1 else "lookbehind"
+            self.backtracking.append(("negative " if op is C.ASSERT_NOT else "") + kind)
+            self.sequence(list(sub), flags, in_unbounded)
+        elif op is C.POSSESSIVE_REPEAT:
+            self.backtracking.append("possessive quantifier")
+            self.sequence(list(av[2]), flags, in_unbounded)
+        elif op is C.ATOMIC_GROUP:
+            self.backtracking.append("atomic group")
+            self.sequence(list(av), flags, in_unbounded)
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT):
+            lo, hi, sub = av
+            # A repeat whose body can itself repeat without bound (or repeats many times)
+            # is the classic exponential shape: (a+)+, (.*a){25}.
+            big = hi is C.MAXREPEAT or hi > 10
+            if in_unbounded and _has_unbounded(list(sub)):
+                self.nested_unbounded = True
+            if big and _has_unbounded(list(sub)):
+                self.nested_unbounded = True
+            self.sequence(list(sub), flags, in_unbounded or big)
+        elif op is C.SUBPATTERN:
+            _group, add, delete, sub = av
+            sub_flags = (flags | add) & ~delete
+            if sub_flags & re.IGNORECASE:
+                self.ignore_case_seen = True
+            self.sequence(list(sub), sub_flags, in_unbounded)
+        elif op is C.BRANCH:
+            for alt in av[1]:
+                self.sequence(list(alt), flags, in_unbounded)
+        elif op is C.AT:
+            self.assertions = True
+
+
+def _has_unbounded(items) -> bool:
+    for op, av in items:
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            if av[1] is C.MAXREPEAT or av[1] > 10:
+                return True
+            if _has_unbounded(list(av[2])):
+                return True
+        elif op is C.SUBPATTERN:
+            if _has_unbounded(list(av[3])):
+                return True
+        elif op is C.ATOMIC_GROUP:
+            if _has_unbounded(list(av)):
+                return True
+        elif op is C.BRANCH:
+            if any(_has_unbounded(list(alt)) for alt in av[1]):
+                return True
+    return False
+
+
+# ---------------------------------------------------------------------------------
+# Required literal factors: strings every match must contain.
+
+
+def _is_exact_literal(op, av, flags: int) -> bool:
+    if op is not C.LITERAL:
+        return False
+    if flags & re.IGNORECASE and _iscased(av, flags):
+        return False
+    return True
+
+
+def _required_factors(items, flags: int) -> list[str]:
+    """Literal runs that every match contains. Zero-width assertions keep a run going
+    (nothing is consumed between its two sides); anything else ends it."""
+    factors: list[str] = []
+    run: list[str] = []
+
+    def end_run() -> None:
+        if run:
+            factors.append("".join(run))
+            run.clear()
+
+    for op, av in items:
+        if _is_exact_literal(op, av, flags):
+            run.append(chr(av))
+        elif op is C.AT:
+            continue
+        elif op is C.SUBPATTERN:
+            _group, add, delete, sub = av
+            sub_flags = (flags | add) & ~delete
+            inner = list(sub)
+            exact = _exact_string(inner, sub_flags)
+            if exact is not None:
+                run.append(exact)
+            else:
+                end_run()
+                factors.extend(_required_factors(inner, sub_flags))
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            lo, hi, sub = av
+            inner = list(sub)
+            exact = _exact_string(inner, flags)
+            if exact is not None and lo == hi and lo * len(exact) <= 256:
+                run.append(exact * lo)
+                continue
+            end_run()
+            if lo >= 1:
+                factors.extend(_required_factors(inner, flags))
+        elif op is C.ATOMIC_GROUP:
+            end_run()
+            factors.extend(_required_factors(list(av), flags))
+        else:
+            end_run()
+    end_run()
+    return factors
+
+
+def _exact_string(items, flags: int) -> str | None:
+    """The one string a sub-sequence matches, when it is a plain literal."""
+    out: list[str] = []
+    for op, av in items:
+        if _is_exact_literal(op, av, flags):
+            out.append(chr(av))
+        elif op is C.SUBPATTERN:
+            _group, add, delete, sub = av
+            inner = _exact_string(list(sub), (flags | add) & ~delete)
+            if inner is None:
+                return None
+            out.append(inner)
+        else:
+            return None
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------------
+# Exact translation to RE2 syntax.
+
+
+def _iscased(ch: int, flags: int) -> bool:
+    if flags & re.ASCII:
+        return _sre.ascii_iscased(ch)
+    return _sre.unicode_iscased(ch)
+
+
+@functools.lru_cache(maxsize=1)
+def _unicode_lower_inverse() -> dict[int, tuple[int, ...]]:
+    """lowered codepoint -> every codepoint that lowers to it (the way `re` folds case)."""
+    inverse: dict[int, list[int]] = {}
+    for cp in range(0x110000):
+        lo = _sre.unicode_tolower(cp)
+        inverse.setdefault(lo, []).append(cp) if lo != cp else None
+    return {lo: tuple(v) for lo, v in inverse.items()}
+
+
+def _case_equivalents(ch: int, flags: int) -> list[int]:
+    """Every character `re` treats as equal to `ch` under IGNORECASE."""
+    if flags & re.ASCII:
+        lo = _sre.ascii_tolower(ch)
+        return sorted({ch, lo, ord(chr(lo).upper()) if lo < 128 else lo})
+    lo = _sre.unicode_tolower(ch)
+    lows = {lo}
+    lows.update(_casefix._EXTRA_CASES.get(lo, ()))
+    inverse = _unicode_lower_inverse()
+    out = set(lows)
+    for low in lows:
+        out.update(inverse.get(low, ()))
+    out.add(ch)
+    return sorted(c for c in out if not 0xD800 <= c <= 0xDFFF)
+
+
+def _ranges(codepoints) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for cp in sorted(set(codepoints)):
+        if out and cp == out[-1][1] + 1:
+            out[-1] = (out[-1][0], cp)
+        else:
+            out.append((cp, cp))
+    return out
+
+
+def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    nxt = 0
+    for lo, hi in ranges:
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    if nxt <= 0x10FFFF:
+        out.append((nxt, 0x10FFFF))
+    return out
+
+
+def _without_surrogates(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out = []
+    for lo, hi in ranges:
+        if hi < 0xD800 or lo > 0xDFFF:
+            out.append((lo, hi))
+            continue
+        if lo < 0xD800:
+            out.append((lo, 0xD7FF))
+        if hi > 0xDFFF:
+            out.append((0xE000, hi))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _category_ranges(category) -> tuple[tuple[int, int], ...]:
+    """The exact character set `re` uses for a category, as codepoint ranges.
+
+    Computed from Python's own Unicode tables, so RE2 (which has its own, possibly
+    different, Unicode version and ASCII-only \\d \\w \\s) agrees with `re` exactly."""
+    ascii_digit = [(0x30, 0x39)]
+    ascii_space = _ranges(map(ord, " \t\n\r\f\v"))
+    ascii_word = _ranges([*range(0x30, 0x3A), *range(0x41, 0x5B), 0x5F, *range(0x61, 0x7B)])
+    table = {
+        C.CATEGORY_DIGIT: lambda: _ranges(cp for cp in range(0x110000) if chr(cp).isdecimal()),
+        C.CATEGORY_SPACE: lambda: _ranges(cp for cp in range(0x3001) if chr(cp).isspace()),
+        C.CATEGORY_WORD: lambda: _ranges(cp for cp in range(0x110000) if chr(cp).isalnum() or cp == 0x5F),
+    }
+    negated = {C.CATEGORY_NOT_DIGIT: C.CATEGORY_DIGIT, C.CATEGORY_NOT_SPACE: C.CATEGORY_SPACE, C.CATEGORY_NOT_WORD: C.CATEGORY_WORD}
+    if category in negated:
+        return tuple(_without_surrogates(_complement(list(_category_ranges(negated[category])))))
+    if category in table:
+        return tuple(_without_surrogates(table[category]()))
+    ascii_table = {"ascii_digit": ascii_digit, "ascii_space": ascii_space, "ascii_word": ascii_word}
+    if category in ascii_table:
+        return tuple(ascii_table[category])
+    raise Untranslatable(f"unsupported category {category}")
+
+
+def _ascii_category_ranges(category) -> list[tuple[int, int]]:
+    base = {
+        C.CATEGORY_DIGIT: "ascii_digit", C.CATEGORY_NOT_DIGIT: "ascii_digit",
+        C.CATEGORY_SPACE: "ascii_space", C.CATEGORY_NOT_SPACE: "ascii_space",
+        C.CATEGORY_WORD: "ascii_word", C.CATEGORY_NOT_WORD: "ascii_word",
+    }
+    if category not in base:
+        raise Untranslatable(f"unsupported category {category}")
+    ranges = list(_category_ranges(base[category]))
+    if category in (C.CATEGORY_NOT_DIGIT, C.CATEGORY_NOT_SPACE, C.CATEGORY_NOT_WORD):
+        ranges = _without_surrogates(_complement(ranges))
+    return ranges
+
+
+def _cp(cp: int) -> str:
+    ch = chr(cp)
+    if ch.isascii() and ch.isalnum():
+        return ch
+    return "\\x{%x}" % cp
+
+
+def _class_body(ranges) -> str:
+    return "".join(_cp(lo) if lo == hi else f"{_cp(lo)}-{_cp(hi)}" for lo, hi in ranges)
+
+
+class _RE2Translator:
+    def __init__(self) -> None:
+        self.ascii_only = False
+
+    def translate(self, parsed, flags: int) -> str:
+        return self.sequence(list(parsed), flags, tail=True)
+
+    def sequence(self, items, flags: int, tail: bool) -> str:
+        parts = []
+        last = len(items) - 1
+        for i, (op, av) in enumerate(items):
+            parts.append(self.node(op, av, flags, tail and i == last))
+        return "".join(parts)
+
+    def char_set(self, ch: int, flags: int) -> list[int]:
+        if flags & re.IGNORECASE and _iscased(ch, flags):
+            return _case_equivalents(ch, flags)
+        return [ch]
+
+    def node(self, op, av, flags: int, tail: bool) -> str:
+        if op is C.LITERAL:
+            chars = self.char_set(av, flags)
+            if 0xD800 <= av <= 0xDFFF:
+                raise Untranslatable("pattern contains a lone surrogate")
+            if len(chars) == 1:
+                return _cp(av)
+            return "[" + _class_body(_ranges(chars)) + "]"
+        if op is C.NOT_LITERAL:
+            if 0xD800 <= av <= 0xDFFF:
+                raise Untranslatable("pattern contains a lone surrogate")
+            return "[^" + _class_body(_ranges(self.char_set(av, flags))) + "]"
+        if op is C.ANY:
+            return "(?s:.)" if flags & re.DOTALL else "[^\\x{a}]"
+        if op is C.IN:
+            return self.char_class(av, flags)
+        if op is C.BRANCH:
+            return "(?:" + "|".join(self.sequence(list(alt), flags, tail) for alt in av[1]) + ")"
+        if op is C.SUBPATTERN:
+            _group, add, delete, sub = av
+            return "(?:" + self.sequence(list(sub), (flags | add) & ~delete, tail) + ")"
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT):
+            lo, hi, sub = av
+            if lo > RE2_MAX_REPEAT or (hi is not C.MAXREPEAT and hi > RE2_MAX_REPEAT):
+                raise Untranslatable(f"repeat count above RE2's limit of {RE2_MAX_REPEAT}")
+            body = self.sequence(list(sub), flags, tail=False)
+            if hi is C.MAXREPEAT:
+                quant = {0: "*", 1: "+"}.get(lo, "{%d,}" % lo)
+            elif lo == hi:
+                quant = "{%d}" % lo
+            elif (lo, hi) == (0, 1):
+                quant = "?"
+            else:
+                quant = "{%d,%d}" % (lo, hi)
+            if op is C.MIN_REPEAT and lo != hi:
+                quant += "?"
+            return "(?:" + body + ")" + quant
+        if op is C.AT:
+            return self.at(av, flags, tail)
+        raise Untranslatable(f"construct {op} has no RE2 equivalent")
+
+    def at(self, code, flags: int, tail: bool) -> str:
+        if code is C.AT_BEGINNING:
+            return "(?m:^)" if flags & re.MULTILINE else "\\A"
+        if code is C.AT_BEGINNING_STRING:
+            return "\\A"
+        if code is C.AT_END_STRING:
+            return "\\z"
+        if code is C.AT_END:
+            if flags & re.MULTILINE:
+                return "(?m:$)"
+            # `re`'s $ also matches just before a final newline. At the very end of a
+            # pattern, consuming that optional newline decides the same texts.
+            if tail:
+                return "(?:\\x{a}?\\z)"
+            raise Untranslatable("'$' before more pattern (re also matches it before a final newline)")
+        if code in (C.AT_BOUNDARY, C.AT_NON_BOUNDARY):
+            if not flags & re.ASCII:
+                # RE2's \b is ASCII-only; on ASCII text the two agree exactly.
+                self.ascii_only = True
+            return "\\b" if code is C.AT_BOUNDARY else "\\B"
+        raise Untranslatable(f"assertion {code} has no RE2 equivalent")
+
+    def char_class(self, items, flags: int) -> str:
+        negate = False
+        codepoints: list[int] = []
+        ranges: list[tuple[int, int]] = []
+        ignore = bool(flags & re.IGNORECASE)
+        for op, av in items:
+            if op is C.NEGATE:
+                negate = True
+            elif op is C.LITERAL:
+                if 0xD800 <= av <= 0xDFFF:
+                    raise Untranslatable("pattern contains a lone surrogate")
+                codepoints.extend(self.char_set(av, flags))
+            elif op is C.RANGE:
+                lo, hi = av
+                if ignore:
+                    if hi - lo > 2000:
+                        raise Untranslatable("large case-insensitive character range")
+                    for cp in range(lo, hi + 1):
+                        if not 0xD800 <= cp <= 0xDFFF:
+                            codepoints.extend(self.char_set(cp, flags))
+                else:
+                    ranges.extend(_without_surrogates([(lo, hi)]))
+            elif op is C.CATEGORY:
+                if flags & re.ASCII:
+                    ranges.extend(_ascii_category_ranges(av))
+                else:
+                    ranges.extend(_category_ranges(av))
+            else:
+                raise Untranslatable(f"character class item {op} has no RE2 equivalent")
+        merged = _merge(ranges + [(c, c) for c in codepoints])
+        if not merged:
+            # [^\s\S]-style empty classes: `re` never matches; RE2 rejects "[]".
+            return "[^\\x{0}-\\x{10ffff}]" if not negate else "(?s:.)"
+        return ("[^" if negate else "[") + _class_body(merged) + "]"
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
