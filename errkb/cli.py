@@ -7,7 +7,6 @@ bundles are decorators so every command spells ``--db`` and ``--json`` the same 
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from pathlib import Path
@@ -44,12 +43,15 @@ def print_json(data) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
-def open_store(db_path: Path | None):
-    """Open the store named by ``--db``; library errors become one-line usage errors."""
+def open_store(db_path: Path | None, read_only: bool = False):
+    """Open the store named by ``--db``; library errors become one-line usage errors.
+
+    Commands that only read pass ``read_only=True`` so many can run at once.
+    """
     from errkb.store import Store, StoreError
 
     try:
-        return Store.open(db_path)
+        return Store.open(db_path, read_only=read_only)
     except StoreError as e:
         raise UsageError(str(e)) from e
 
@@ -62,6 +64,185 @@ def cli():
     Matches log lines and tracebacks against an error-knowledge dataset
     (schema v2 records) and explains them.
     """
+
+
+# -- foundation: schema, lint, ingest, rejects, show, list, stats ----------------
+
+
+def _echo_err(line: str) -> None:
+    click.echo(line, err=True)
+
+
+@cli.command()
+def schema():
+    """Print the JSON Schema (draft 2020-12) of a v2 record."""
+    from errkb.schema import schema_text
+
+    click.echo(schema_text(), nl=False)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@json_option
+def lint(paths, as_json):
+    """Check records beyond the schema; exit 1 when any error-level finding exists.
+
+    PATHS are files (any form: wrapper, bare record, array, JSON Lines) or folders.
+    """
+    from errkb.lint import has_errors, lint_records
+    from errkb.records import InputError, read_records
+
+    try:
+        findings = lint_records(read_records(paths))
+    except InputError as e:
+        raise UsageError(str(e)) from e
+    if as_json:
+        print_json([f.as_dict() for f in findings])
+    else:
+        for f in findings:
+            click.echo(str(f))
+        errors = sum(f.level == "error" for f in findings)
+        _echo_err(f"{errors} error(s), {len(findings) - errors} warning(s)")
+    sys.exit(1 if has_errors(findings) else 0)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@db_option
+@json_option
+def ingest(paths, db_path, as_json):
+    """Validate and store records: one transaction, every version kept.
+
+    Exit 0 when all were accepted, 1 when some were rejected (they are kept in the
+    rejects table: `errkb rejects`), 2 when a path cannot be read.
+    """
+    from errkb.records import InputError
+    from errkb.store import Store, StoreError
+
+    progress = None
+    if sys.stderr.isatty():
+        def progress(n):
+            if n % 500 == 0:
+                click.echo(f"\r{n} records read", err=True, nl=False)
+    try:
+        with Store.open(db_path) as store:
+            report = store.ingest(paths, progress=progress)
+    except InputError as e:
+        raise UsageError(str(e)) from e
+    except StoreError as e:
+        raise UsageError(str(e)) from e
+    if progress:
+        click.echo("\r", err=True, nl=False)
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        click.echo(report.summary())
+        for w in report.warnings:
+            _echo_err(f"warning: {w}")
+        for r in report.rejects[:20]:
+            for reason in r.reasons:
+                _echo_err(reason)
+        if len(report.rejects) > 20:
+            _echo_err(f"... and {len(report.rejects) - 20} more rejects")
+        if report.rejected:
+            _echo_err(f"{report.rejected} rejected record(s) kept with their reasons; see them with `errkb rejects`")
+    sys.exit(1 if report.rejected else 0)
+
+
+@cli.command()
+@click.option("--run", "run_id", type=int, default=None, help="Only the rejects of this ingest run.")
+@db_option
+@json_option
+def rejects(run_id, db_path, as_json):
+    """List rejected inputs, verbatim, with every reason."""
+    with open_store(db_path, read_only=True) as store:
+        rows = store.rejects(run_id)
+    if as_json:
+        print_json(rows)
+        return
+    for r in rows:
+        where = f"{r['file']}:{r['line']}:{r['column']}" + (f" (array item {r['index']})" if r["index"] is not None else "")
+        click.echo(f"#{r['reject_id']} run {r['run_id']} {where}" + (f" id {r['record_id']}" if r["record_id"] else ""))
+        for reason in r["reasons"]:
+            click.echo(f"  {reason}")
+    _echo_err(f"{len(rows)} reject(s)")
+
+
+def _record_text(record: dict) -> str:
+    lines = []
+    for key, value in record.items():
+        if isinstance(value, list):
+            lines.append(f"{key}:")
+            lines.extend(f"  - {v}" for v in value)
+        elif isinstance(value, str) and "\n" in value:
+            lines.append(f"{key}:")
+            lines.extend(f"    {v}" for v in value.split("\n"))
+        else:
+            lines.append(f"{key}: {'null' if value is None else value}")
+    return "\n".join(lines)
+
+
+@cli.command()
+@click.argument("key")
+@click.option("--history", is_flag=True, help="Every stored version of the record, oldest first.")
+@db_option
+@json_option
+def show(key, history, db_path, as_json):
+    """Show one record by id, slug or OWNER/NAME/SLUG (--json: exactly as ingested)."""
+    from errkb.store import StoreError
+
+    with open_store(db_path, read_only=True) as store:
+        try:
+            record = store.get(key)
+        except StoreError as e:
+            raise UsageError(str(e)) from e
+        if record is None:
+            raise UsageError(f"no record with id or slug {key!r} (try `errkb list` or `errkb search`)")
+        versions = store.history(record["id"]) if history else None
+    if as_json:
+        print_json(versions if history else record)
+    elif history:
+        for v in versions:
+            click.echo(f"{v['ingested_at']}  run {v['run_id']}  datasetVersion {v['dataset_version']}  {v['content_hash'][:12]}  {v['file']}")
+    else:
+        click.echo(_record_text(record))
+
+
+@cli.command("list")
+@click.option("--repo", default=None, help="Only records of this owner/name.")
+@click.option("--tag", default=None, help="Only records with this tag.")
+@click.option("--class", "error_class", default=None, help="Only records of this error class.")
+@click.option("--severity", default=None, help="Only records of this severity.")
+@db_option
+@json_option
+def list_(repo, tag, error_class, severity, db_path, as_json):
+    """List current records (filters combine)."""
+    with open_store(db_path, read_only=True) as store:
+        records = store.records(repo=repo, tag=tag, error_class=error_class, severity=severity)
+    if as_json:
+        print_json(records)
+        return
+    for r in records:
+        click.echo(f"{r['id']}  {r['repo']}  {r['errorClass']}  {r['slug']}")
+    _echo_err(f"{len(records)} record(s)")
+
+
+@cli.command()
+@db_option
+@json_option
+def stats(db_path, as_json):
+    """Counts by repo, class, type, severity and lint status."""
+    with open_store(db_path, read_only=True) as store:
+        data = store.stats()
+    if as_json:
+        print_json(data)
+        return
+    for key in ("records", "versions", "rejects", "ingest_runs", "verification_runs", "dataset_version"):
+        click.echo(f"{key}: {data[key]}")
+    for key in ("by_repo", "by_class", "by_type", "by_severity", "by_lint_status"):
+        click.echo(f"{key}:")
+        for name, count in data[key].items():
+            click.echo(f"  {count:6d}  {name}")
 
 
 # ---- commands are added above this line (keep this marker) ----

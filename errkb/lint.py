@@ -1,0 +1,226 @@
+"""Lint: what a record must satisfy beyond the schema.
+
+Each rule has a stable code (like ruff or ShellCheck) and every finding is one line
+naming the file, the position, the record id, the reason and the fix. Error-level
+findings keep a record out of the store (it goes to rejects, with every reason);
+warnings are stored next to the record and shown by ``errkb lint`` and the site.
+
+The batch rules (duplicate id, duplicate slug) are checked by a :class:`Linter`
+that sees records one at a time, so ingest can stream.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+from errkb import patterns
+from errkb.records import Origin, SourcedRecord, content_hash
+from errkb.schema import validate
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    level: str  # "error" | "warning"
+    fix: str
+
+
+RULES = {
+    r.code: r
+    for r in [
+        Rule("E100", "unreadable", "error", "make the file valid UTF-8 JSON: a record object, a wrapper, an array or JSON Lines"),
+        Rule("E101", "schema", "error", "make the record match the v2 schema (`errkb schema` prints it)"),
+        Rule("E201", "pattern-compile", "error", "write messagePattern in Python `re` syntax"),
+        Rule("E202", "pattern-self-match", "error", "make messagePattern match errorMessage (escape literal text, use (.+?) for values)"),
+        Rule("E203", "pattern-too-generic", "error", "pin down more of the message's literal text in messagePattern"),
+        Rule("W204", "pattern-needs-backtracking", "warning", "avoid backreferences and lookarounds so the pattern runs on a linear-time engine"),
+        Rule("E301", "line-outside-window", "error", "set lineNumber within sourceCodeStart..sourceCodeEnd"),
+        Rule("E302", "window-line-count", "error", "make sourceCode exactly sourceCodeEnd - sourceCodeStart + 1 lines"),
+        Rule("E303", "raise-line-lacks-message", "error", "point lineNumber at the raise that builds this message"),
+        Rule("E304", "github-url-mismatch", "error", "build githubUrl from repo, analyzedSha, filePath and the source window"),
+        Rule("E401", "duplicate-id", "error", "give each record its own id"),
+        Rule("E402", "duplicate-slug", "error", "give each record of a repo its own slug"),
+    ]
+}
+
+# How far around lineNumber the message's first words may sit: a message is often
+# built a few lines above the raise (msg = f"..."; raise X(msg)) or wrapped below it.
+RAISE_AREA = 6
+
+
+@dataclass
+class Finding:
+    code: str
+    message: str
+    record_id: str | None
+    origin: Origin | None
+    level: str = field(init=False)
+    name: str = field(init=False)
+
+    def __post_init__(self):
+        rule = RULES[self.code]
+        self.level = rule.level
+        self.name = rule.name
+
+    @property
+    def fix(self) -> str:
+        return RULES[self.code].fix
+
+    def __str__(self) -> str:
+        where = f"{self.origin}: " if self.origin else ""
+        rid = f"[{self.record_id}] " if self.record_id else ""
+        return f"{where}{self.code} {self.name} {rid}{self.message} (fix: {self.fix})"
+
+    def as_dict(self) -> dict:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "level": self.level,
+            "record_id": self.record_id,
+            "file": self.origin.file if self.origin else None,
+            "line": self.origin.line if self.origin else None,
+            "column": self.origin.column if self.origin else None,
+            "index": self.origin.index if self.origin else None,
+            "message": self.message,
+            "fix": self.fix,
+        }
+
+
+def _first_words(pattern_literal: str, count: int = 3) -> list[str]:
+    return re.findall(r"[A-Za-z0-9_]{2,}", pattern_literal)[:count]
+
+
+def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
+    """The rules that look at one record alone."""
+    rid = record.get("id") if isinstance(record.get("id"), str) else None
+    out: list[Finding] = []
+
+    def add(code: str, message: str) -> None:
+        out.append(Finding(code, message, rid, origin))
+
+    for problem in validate(record):
+        add("E101", problem)
+
+    pattern, message = record.get("messagePattern"), record.get("errorMessage")
+    if isinstance(pattern, str) and pattern:
+        analysis = patterns.analyze(pattern)
+        if analysis.compile_error:
+            add("E201", f"messagePattern does not compile: {analysis.compile_error}")
+        else:
+            if analysis.needs_backtracking:
+                add("W204", "messagePattern needs a backtracking engine (" + ", ".join(analysis.backtracking_reasons) + "); it runs on the bounded path")
+            if analysis.matches_empty:
+                add("E203", "messagePattern matches the empty string, so it matches every line")
+            elif analysis.too_generic:
+                add("E203", f"messagePattern pins down only {analysis.literal_chars} literal characters, so it matches almost any line")
+            if isinstance(message, str):
+                verdict = _self_match(analysis, message)
+                if verdict is False:
+                    add("E202", "messagePattern does not match its own errorMessage")
+                elif verdict is None:
+                    add("E202", "messagePattern could not be checked against errorMessage within the time bound")
+
+    start, end, line = record.get("sourceCodeStart"), record.get("sourceCodeEnd"), record.get("lineNumber")
+    source = record.get("sourceCode")
+    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end, line))
+    if ints:
+        if not start <= line <= end:
+            add("E301", f"lineNumber {line} is outside sourceCodeStart..sourceCodeEnd ({start}..{end})")
+        if isinstance(source, str):
+            have, want = len(source.split("\n")), end - start + 1
+            if have != want:
+                add("E302", f"sourceCode has {have} lines, sourceCodeStart..sourceCodeEnd ({start}..{end}) needs {want}")
+            elif start <= line <= end and isinstance(pattern, str):
+                analysis = patterns.analyze(pattern)
+                words = _first_words(analysis.required_literals[0]) if analysis.required_literals else []
+                if words:
+                    lines = source.split("\n")
+                    lo, hi = max(0, line - start - RAISE_AREA), min(len(lines), line - start + RAISE_AREA + 1)
+                    area = "\n".join(lines[lo:hi]).lower()
+                    missing = [w for w in words if w.lower() not in area]
+                    if missing:
+                        add("E303", f"the source around line {line} does not contain the message's first words ({' '.join(words)}); missing: {' '.join(missing)}")
+
+    url = record.get("githubUrl")
+    if isinstance(url, str) and ints and all(isinstance(record.get(k), str) for k in ("repo", "analyzedSha", "filePath")):
+        want = f"https://github.com/{record['repo']}/blob/{record['analyzedSha']}/{record['filePath']}#L{start}-L{end}"
+        if url != want:
+            add("E304", f"githubUrl is {url}, expected {want}")
+    return out
+
+
+# Self-match runs the dataset's own regex on its own message: both untrusted, so it
+# goes through a linear-time engine where the pattern allows, and a time bound where not.
+SELF_MATCH_TIMEOUT_S = 1.0
+
+
+def _self_match(analysis: patterns.PatternAnalysis, message: str) -> bool | None:
+    """Does the pattern match its message? None when that cannot be decided safely."""
+    if analysis.re2_pattern is not None and not (analysis.re2_ascii_only and not message.isascii()):
+        try:
+            import re2
+        except ImportError:
+            re2 = None
+        if re2 is not None:
+            return re2.search(analysis.re2_pattern, message) is not None
+    if not analysis.needs_backtracking and not analysis.exponential_in_re:
+        # No nested unbounded repetition: polynomial at worst in `re`, and a
+        # message is short.
+        return re.search(analysis.pattern, message) is not None
+    try:
+        import regex
+    except ImportError:
+        return None
+    try:
+        return regex.search(analysis.pattern, message, timeout=SELF_MATCH_TIMEOUT_S) is not None
+    except TimeoutError:
+        return None
+
+
+class Linter:
+    """Lints a stream of records, including the rules that span the whole batch."""
+
+    def __init__(self, known_slugs: dict[tuple[str, str], str] | None = None):
+        # (repo, slug) -> id, preloaded with the store's current records by ingest
+        self.slugs: dict[tuple[str, str], tuple[str, Origin | None]] = {
+            k: (v, None) for k, v in (known_slugs or {}).items()
+        }
+        self.ids: dict[str, tuple[str, Origin]] = {}
+
+    def check(self, item: SourcedRecord) -> list[Finding]:
+        if item.error or item.record is None:
+            return [Finding("E100", item.error or "no record", None, item.error_at or item.origin)]
+        record = item.record
+        findings = lint_record(record, item.origin)
+        rid = record.get("id") if isinstance(record.get("id"), str) else None
+        if rid:
+            digest = content_hash(record)
+            seen = self.ids.get(rid)
+            if seen and seen[0] != digest:
+                findings.append(Finding("E401", f"id {rid} already appears at {seen[1]} with different content", rid, item.origin))
+            elif not seen:
+                self.ids[rid] = (digest, item.origin)
+        repo, slug = record.get("repo"), record.get("slug")
+        if rid and isinstance(repo, str) and isinstance(slug, str) and not any(f.code == "E401" for f in findings):
+            owner = self.slugs.get((repo, slug))
+            if owner and owner[0] != rid:
+                where = f"at {owner[1]}" if owner[1] else "in the store"
+                findings.append(Finding("E402", f"slug {slug!r} of {repo} is already used by record {owner[0]} {where}", rid, item.origin))
+            elif not owner:
+                self.slugs[(repo, slug)] = (rid, item.origin)
+        return findings
+
+
+def lint_records(items: Iterable[SourcedRecord]) -> list[Finding]:
+    linter = Linter()
+    out: list[Finding] = []
+    for item in items:
+        out.extend(linter.check(item))
+    return out
+
+
+def has_errors(findings: Iterable[Finding]) -> bool:
+    return any(f.level == "error" for f in findings)

@@ -1,0 +1,316 @@
+"""Read schema-v2 records from every form the dataset comes in.
+
+One reader, :func:`read_records`, accepts the dataset's wrapper
+``{"record": {...}, "datasetVersion": "..."}``, a bare record, a JSON array of
+either, JSON Lines of either (or any whitespace-separated sequence of JSON values,
+so a single pretty-printed document works too), and folders of such files,
+whatever their extension (the seed file ends in ``.txt``).
+
+Files are streamed in chunks, so a 100 MB file is never held whole in memory. The
+reader never raises on bad content: every value it cannot turn into a record comes
+out as a :class:`SourcedRecord` with ``record=None``, the raw bytes verbatim and a
+one-line ``error`` naming the line, column and reason, so ingest can keep it in the
+rejects table. Only an unusable path (missing, unreadable) raises
+:class:`InputError`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+CHUNK_SIZE = 1 << 20
+# One JSON value larger than this is refused rather than buffered without bound.
+MAX_VALUE_BYTES = 64 << 20
+
+_WS = " \t\r\n\ufeff"
+_SURROGATE = re.compile("[\udc80-\udcff]")
+
+
+class InputError(Exception):
+    """A path that cannot be read at all (missing, a device, no permission)."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a value came from: file, 1-based line and column, index in an array."""
+
+    file: str
+    line: int
+    column: int = 1
+    index: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}:{self.column}"
+        return where if self.index is None else f"{where} (array item {self.index})"
+
+
+@dataclass
+class SourcedRecord:
+    """A record (or a value that failed to become one) with its provenance."""
+
+    record: dict | None
+    raw: bytes
+    origin: Origin
+    dataset_version: str | None = None
+    error: str | None = None  # the reason, without position
+    error_at: Origin | None = None  # where exactly the error is (may be past origin)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.record is not None
+
+    @property
+    def error_line(self) -> str | None:
+        """The error as one line: ``file:line:column: reason``."""
+        if self.error is None:
+            return None
+        at = self.error_at or self.origin
+        return f"{at.file}:{at.line}:{at.column}: {self.error}"
+
+
+def content_hash(record: dict) -> str:
+    """Hash of a record's content, independent of key order and formatting."""
+    canonical = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def canonical_json(record: dict) -> str:
+    """The record as stored: its own key order, no insignificant whitespace."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
+    """Expand paths to files: folders recursively, sorted, hidden entries skipped."""
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in sorted(files):
+                    if not name.startswith("."):
+                        yield Path(root) / name
+        elif path.is_file() or str(p) == "-":
+            yield path
+        elif path.exists():
+            raise InputError(f"{path}: not a regular file or folder")
+        else:
+            raise InputError(f"{path}: no such file or folder")
+
+
+def read_records(paths: Iterable[str | os.PathLike]) -> Iterator[SourcedRecord]:
+    """Yield every value found under ``paths`` as a :class:`SourcedRecord`."""
+    for path in iter_files(paths):
+        yield from read_file(path)
+
+
+def read_file(path: Path) -> Iterator[SourcedRecord]:
+    try:
+        handle = open(path, "rb")
+    except OSError as e:
+        raise InputError(f"{path}: cannot open: {e.strerror or e}") from e
+    with handle:
+        yield from _ValueStream(handle, str(path)).values()
+
+
+def _type_name(value) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def unwrap(value, raw: bytes, origin: Origin) -> SourcedRecord:
+    """Turn one parsed JSON value into a SourcedRecord (wrapper or bare record)."""
+    if not isinstance(value, dict):
+        return SourcedRecord(None, raw, origin, error=f"JSON value is {_type_name(value)}, not a record object")
+    if isinstance(value.get("record"), dict):
+        version = value.get("datasetVersion")
+        warnings = []
+        if version is not None and not isinstance(version, str):
+            warnings.append(f"{origin}: datasetVersion is {_type_name(version)}, not a string; ignored")
+            version = None
+        extra = sorted(set(value) - {"record", "datasetVersion"})
+        if extra:
+            warnings.append(f"{origin}: wrapper keys {', '.join(extra)} are not part of the dataset format; ignored")
+        return SourcedRecord(value["record"], raw, origin, dataset_version=version, warnings=warnings)
+    return SourcedRecord(value, raw, origin)
+
+
+class _ValueStream:
+    """Incremental splitter of a byte stream into top-level JSON values.
+
+    Decodes UTF-8 with ``surrogateescape`` so that no byte is lost and invalid
+    bytes can be pointed at precisely; parses with ``json.JSONDecoder.raw_decode``
+    on a sliding buffer so memory stays bounded by the largest single value.
+    """
+
+    def __init__(self, handle, name: str):
+        self.handle = handle
+        self.name = name
+        self.decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+        self.json = json.JSONDecoder()
+        self.buf = ""
+        self.base_line = 1  # line number of buf[0]
+        self.base_col = 1  # column of buf[0]
+        self.eof = False
+
+    # -- buffer management -------------------------------------------------
+    def _fill(self) -> bool:
+        if self.eof:
+            return False
+        chunk = self.handle.read(CHUNK_SIZE)
+        if not chunk:
+            self.eof = True
+            self.buf += self.decoder.decode(b"", final=True)
+            return False
+        self.buf += self.decoder.decode(chunk)
+        return True
+
+    def _drop(self, pos: int) -> None:
+        """Forget buf[:pos], keeping line/column bookkeeping right."""
+        dropped = self.buf[:pos]
+        newlines = dropped.count("\n")
+        if newlines:
+            self.base_line += newlines
+            self.base_col = pos - dropped.rfind("\n")
+        else:
+            self.base_col += pos
+        self.buf = self.buf[pos:]
+
+    def _where(self, pos: int, index: int | None = None) -> Origin:
+        head = self.buf[:pos]
+        newlines = head.count("\n")
+        if newlines:
+            return Origin(self.name, self.base_line + newlines, pos - head.rfind("\n"), index)
+        return Origin(self.name, self.base_line, self.base_col + pos, index)
+
+    def _skip_ws(self, pos: int) -> int:
+        while True:
+            n = len(self.buf)
+            while pos < n and self.buf[pos] in _WS:
+                pos += 1
+            if pos < n or not self._fill():
+                return pos
+
+    @staticmethod
+    def _raw(text: str) -> bytes:
+        return text.encode("utf-8", "surrogateescape")
+
+    # -- parsing -------------------------------------------------------------
+    def _decode_at(self, pos: int):
+        """Parse one value at buf[pos:]; return (value, end) or raise ValueError(reason, error_pos)."""
+        while True:
+            try:
+                return self.json.raw_decode(self.buf, pos)
+            except json.JSONDecodeError as e:
+                truncated = e.pos >= len(self.buf) - 1 or e.msg.startswith("Unterminated string")
+                if truncated and not self.eof and len(self.buf) - pos < MAX_VALUE_BYTES:
+                    self._fill()
+                    continue
+                if truncated and self.eof:
+                    raise ValueError("unexpected end of file (truncated JSON)", len(self.buf)) from None
+                if len(self.buf) - pos >= MAX_VALUE_BYTES:
+                    raise ValueError(f"JSON value larger than {MAX_VALUE_BYTES >> 20} MB", pos) from None
+                reason = "control character inside a string (unterminated string?)" if e.msg.startswith("Invalid control character") else e.msg
+                raise ValueError(reason, e.pos) from None
+
+    def _emit(self, value, start: int, end: int, index: int | None) -> SourcedRecord:
+        text = self.buf[start:end]
+        origin = self._where(start, index)
+        bad = _SURROGATE.search(text)
+        if bad:
+            where = self._where(start + bad.start(), index)
+            byte = ord(bad.group()) - 0xDC00
+            return SourcedRecord(None, self._raw(text), origin, error=f"invalid UTF-8 byte 0x{byte:02x}", error_at=where)
+        return unwrap(value, self._raw(text), origin)
+
+    def _error(self, start: int, stop: int, reason: str, error_pos: int, index: int | None) -> SourcedRecord:
+        where = self._where(min(error_pos, len(self.buf)), index)
+        text = self.buf[start:stop]
+        return SourcedRecord(None, self._raw(text), self._where(start, index), error=f"invalid JSON: {reason}", error_at=where)
+
+    def values(self) -> Iterator[SourcedRecord]:
+        pos = self._skip_ws(0)
+        if pos >= len(self.buf):
+            yield SourcedRecord(None, b"", Origin(self.name, 1, 1), error="empty file, no records")
+            return
+        if self.buf[pos] == "[":
+            yield from self._array(pos)
+        else:
+            yield from self._sequence(pos)
+
+    def _sequence(self, pos: int) -> Iterator[SourcedRecord]:
+        """JSON Lines, or any whitespace-separated sequence of values."""
+        while True:
+            pos = self._skip_ws(pos)
+            if pos >= len(self.buf):
+                return
+            self._drop(pos)
+            pos = 0
+            try:
+                value, end = self._decode_at(0)
+            except ValueError as e:
+                reason, error_pos = e.args
+                # Resynchronise at the end of the line holding the error, so one
+                # bad line of a JSON Lines file does not take the rest with it.
+                while "\n" not in self.buf[error_pos:] and self._fill():
+                    pass
+                nl = self.buf.find("\n", error_pos)
+                stop = len(self.buf) if nl < 0 else nl
+                yield self._error(0, stop, reason, error_pos, None)
+                pos = stop
+                continue
+            yield self._emit(value, 0, end, None)
+            pos = end
+
+    def _array(self, pos: int) -> Iterator[SourcedRecord]:
+        self._drop(pos + 1)
+        pos, index = 0, 0
+        while True:
+            pos = self._skip_ws(pos)
+            if pos < len(self.buf) and self.buf[pos] == "]" and index == 0:
+                pos += 1
+                break
+            self._drop(pos)
+            pos = 0
+            if not self.buf:
+                yield self._error(0, 0, "unexpected end of file (array not closed)", 0, index)
+                return
+            try:
+                value, end = self._decode_at(0)
+            except ValueError as e:
+                # Inside an array there is no safe place to resume: keep the
+                # rest of the file verbatim as one reject.
+                reason, error_pos = e.args
+                while self._fill():
+                    pass
+                yield self._error(0, len(self.buf), reason, error_pos, index)
+                return
+            yield self._emit(value, 0, end, index)
+            index += 1
+            pos = self._skip_ws(end)
+            if pos < len(self.buf) and self.buf[pos] == ",":
+                pos += 1
+                continue
+            if pos < len(self.buf) and self.buf[pos] == "]":
+                pos += 1
+                break
+            reason = "unexpected end of file (array not closed)" if pos >= len(self.buf) else "expected ',' or ']'"
+            while self._fill():
+                pass
+            yield self._error(pos, len(self.buf), reason, pos, index)
+            return
+        pos = self._skip_ws(pos)
+        if pos < len(self.buf):
+            while self._fill():
+                pass
+            yield self._error(pos, len(self.buf), "extra data after the closing ']'", pos, None)
