@@ -1,0 +1,64 @@
+"""Shared fixtures. Every test runs against a private cache folder, never the user's."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SEED_FILE = REPO / "data" / "vllm-project" / "vllm" / "000_82135fca3cf8df92.txt"
+SEED_ID = "2e3fedf4ee50f84a"
+SEED_MESSAGE = json.loads(SEED_FILE.read_text())["record"]["errorMessage"]
+BENCH_CORPUS = Path(os.environ.get("ERRKB_BENCH_CORPUS", REPO.parent / "shared" / "bench-corpus"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache(tmp_path_factory):
+    """Keep the per-user cache store (built from data/) inside the test session."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ERRKB_CACHE_DIR", str(tmp_path_factory.mktemp("errkb-cache")))
+        mp.delenv("ERRKB_DB", raising=False)
+        mp.setenv("NO_COLOR", "1")
+        yield
+
+
+@pytest.fixture
+def seed_wrapper() -> dict:
+    return json.loads(SEED_FILE.read_text())
+
+
+@pytest.fixture
+def seed_record(seed_wrapper) -> dict:
+    return seed_wrapper["record"]
+
+
+def variant(record: dict, i: int) -> dict:
+    """A schema-valid, lint-clean variant of ``record`` with its own id, slug, message and pattern."""
+    rec = copy.deepcopy(record)
+    word = f"variant{i}"
+    rec["errorMessage"] = rec["errorMessage"].replace("Flashinfer", f"Flashinfer {word}", 1)
+    rec["messagePattern"] = rec["messagePattern"].replace("Flashinfer", f"Flashinfer {word}", 1)
+    rec["sourceCode"] = rec["sourceCode"].replace('"Flashinfer', f'"Flashinfer {word}', 1)
+    rec["id"] = hashlib.sha256(f"{rec['repo']}\n{rec['messagePattern']}".encode()).hexdigest()[:16]
+    rec["slug"] = f"{word}-{rec['slug']}"[:100]
+    return rec
+
+
+@pytest.fixture
+def make_variant(seed_record):
+    return lambda i: variant(seed_record, i)
+
+
+@pytest.fixture
+def db_path(tmp_path) -> Path:
+    return tmp_path / "store.duckdb"
+
+
+def write_jsonl(path: Path, values) -> Path:
+    path.write_text("".join(json.dumps(v) + "\n" for v in values))
+    return path
