@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -97,10 +98,10 @@ def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
                 for name in sorted(files):
                     if not name.startswith("."):
                         yield Path(root) / name
-        elif path.is_file() or str(p) == "-":
+        elif str(p) == "-" or path.is_file() or path.is_fifo():
             yield path
         elif path.exists():
-            raise InputError(f"{path}: not a regular file or folder")
+            raise InputError(f"{path}: not a regular file, pipe or folder")
         else:
             raise InputError(f"{path}: no such file or folder")
 
@@ -112,6 +113,10 @@ def read_records(paths: Iterable[str | os.PathLike]) -> Iterator[SourcedRecord]:
 
 
 def read_file(path: Path) -> Iterator[SourcedRecord]:
+    """Every value in one file (``-`` is standard input)."""
+    if str(path) == "-":
+        yield from _ValueStream(sys.stdin.buffer, "<stdin>").values()
+        return
     try:
         handle = open(path, "rb")
     except OSError as e:
@@ -212,11 +217,14 @@ class _ValueStream:
             try:
                 return self.json.raw_decode(self.buf, pos)
             except json.JSONDecodeError as e:
-                truncated = e.pos >= len(self.buf) - 1 or e.msg.startswith("Unterminated string")
+                # An error close to the end of the buffer may only mean the value
+                # continues in the next chunk (a literal like `true` cut in two).
+                truncated = len(self.buf) - e.pos < 64 or e.msg.startswith("Unterminated string")
                 if truncated and not self.eof and len(self.buf) - pos < MAX_VALUE_BYTES:
                     self._fill()
                     continue
-                if truncated and self.eof:
+                at_end = not self.buf[e.pos :].strip(_WS) or e.msg.startswith("Unterminated string")
+                if self.eof and at_end:
                     raise ValueError("unexpected end of file (truncated JSON)", len(self.buf)) from None
                 if len(self.buf) - pos >= MAX_VALUE_BYTES:
                     raise ValueError(f"JSON value larger than {MAX_VALUE_BYTES >> 20} MB", pos) from None
@@ -260,17 +268,24 @@ class _ValueStream:
                 value, end = self._decode_at(0)
             except ValueError as e:
                 reason, error_pos = e.args
-                # Resynchronise at the end of the line holding the error, so one
-                # bad line of a JSON Lines file does not take the rest with it.
-                while "\n" not in self.buf[error_pos:] and self._fill():
-                    pass
-                nl = self.buf.find("\n", error_pos)
-                stop = len(self.buf) if nl < 0 else nl
-                yield self._error(0, stop, reason, error_pos, None)
+                # Resynchronise at the next line that starts a value ("{" in
+                # column 1), so one bad line of a JSON Lines file does not take the
+                # rest with it, while a broken pretty-printed document stays whole.
+                stop = self._next_value_line(error_pos)
+                text_end = stop - 1 if stop and self.buf[stop - 1] == "\n" else stop
+                yield self._error(0, text_end, reason, error_pos, None)
                 pos = stop
                 continue
             yield self._emit(value, 0, end, None)
             pos = end
+
+    def _next_value_line(self, pos: int) -> int:
+        while True:
+            found = self.buf.find("\n{", pos)
+            if found >= 0:
+                return found + 1
+            if not self._fill():
+                return len(self.buf)
 
     def _array(self, pos: int) -> Iterator[SourcedRecord]:
         self._drop(pos + 1)

@@ -1,0 +1,197 @@
+"""Ingest into the DuckDB store: counts, versions, rejects, exit codes, atomicity."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from errkb.cli import cli
+from errkb.store import Store
+from tests.conftest import REPO, SEED_FILE, SEED_ID, write_jsonl
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def test_ingest_then_reingest_changes_nothing(db_path):
+    first = run("ingest", "--db", db_path, SEED_FILE)
+    assert first.exit_code == 0
+    assert first.stdout == "1 new, 0 updated, 0 unchanged, 0 rejected\n"
+    with Store.open(db_path) as store:
+        before = store.dataset_hash(), store.stats()["versions"]
+    again = run("ingest", "--db", db_path, SEED_FILE)
+    assert again.stdout == "0 new, 0 updated, 1 unchanged, 0 rejected\n"
+    with Store.open(db_path) as store:
+        assert (store.dataset_hash(), store.stats()["versions"]) == before
+
+
+def test_changed_record_becomes_current_and_old_version_stays(db_path, tmp_path, seed_wrapper):
+    run("ingest", "--db", db_path, SEED_FILE)
+    seed_wrapper["record"]["documentation"] += " Seen on 0.28.0."
+    seed_wrapper["datasetVersion"] = "2026-12-01T00:00:00.000Z"
+    changed = tmp_path / "changed.json"
+    changed.write_text(json.dumps(seed_wrapper))
+    result = run("ingest", "--db", db_path, changed)
+    assert result.stdout == "0 new, 1 updated, 0 unchanged, 0 rejected\n"
+    with Store.open(db_path, read_only=True) as store:
+        assert store.get(SEED_ID)["documentation"].endswith("Seen on 0.28.0.")
+        history = store.history(SEED_ID)
+    assert [v["dataset_version"] for v in history] == ["2026-08-15T22:17:37.221Z", "2026-12-01T00:00:00.000Z"]
+    shown = run("show", "--db", db_path, "--history", "--json", SEED_ID)
+    assert len(json.loads(shown.stdout)) == 2
+
+
+def test_show_json_returns_the_record_exactly_as_ingested(db_path, seed_record):
+    run("ingest", "--db", db_path, SEED_FILE)
+    for key in (SEED_ID, seed_record["slug"], f"vllm-project/vllm/{seed_record['slug']}"):
+        result = run("show", "--db", db_path, "--json", key)
+        assert result.exit_code == 0
+        assert json.loads(result.stdout) == seed_record
+        assert list(json.loads(result.stdout)) == list(seed_record)
+
+
+def test_show_unknown_key_is_a_usage_error(db_path):
+    run("ingest", "--db", db_path, SEED_FILE)
+    result = run("show", "--db", db_path, "nope")
+    assert result.exit_code == 2
+    assert result.stderr == "Error: no record with id or slug 'nope' (try `errkb list` or `errkb search`)\n"
+
+
+BAD_INPUTS = {
+    "invalid.json": b'{"record": {"id": }}',
+    "truncated.json": SEED_FILE.read_bytes()[:300],
+    "number.json": b"42",
+    "version1.json": json.dumps({**json.loads(SEED_FILE.read_text())["record"], "schemaVersion": 1}).encode(),
+    "empty.json": b"",
+    "latin1.json": SEED_FILE.read_bytes().replace(b"Flashinfer", "Fl\u00e4shinfer".encode("latin-1"), 1),
+}
+
+
+def test_every_bad_input_is_rejected_kept_verbatim_and_named(db_path, tmp_path):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    for name, raw in BAD_INPUTS.items():
+        (folder / name).write_bytes(raw)
+    result = run("ingest", "--db", db_path, SEED_FILE, folder)
+    assert result.exit_code == 1
+    assert result.stdout == f"1 new, 0 updated, 0 unchanged, {len(BAD_INPUTS)} rejected\n"
+    assert result.stderr.endswith(f"{len(BAD_INPUTS)} rejected record(s) kept with their reasons; see them with `errkb rejects`\n")
+    listing = run("rejects", "--db", db_path, "--json")
+    rejects = {os.path.basename(r["file"]): r for r in json.loads(listing.stdout)}
+    assert set(rejects) == set(BAD_INPUTS)
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        raw = dict(con.execute("SELECT source_file, raw FROM rejects").fetchall())
+    for name, data in BAD_INPUTS.items():
+        assert bytes(raw[str(folder / name)]) == data
+    assert rejects["invalid.json"]["reasons"] == [f"{folder / 'invalid.json'}:1:19: E100 unreadable invalid JSON: Expecting value (fix: make the file valid UTF-8 JSON: a record object, a wrapper, an array or JSON Lines)"]
+    assert any("E101 schema [2e3fedf4ee50f84a] /schemaVersion: 2 was expected" in r for r in rejects["version1.json"]["reasons"])
+    assert "invalid UTF-8 byte 0xe4" in rejects["latin1.json"]["reasons"][0]
+    assert "empty file, no records" in rejects["empty.json"]["reasons"][0]
+    assert "truncated JSON" in rejects["truncated.json"]["reasons"][0]
+
+
+def test_reingesting_the_same_rejects_adds_no_rows(db_path, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'[1, {"id": 2')
+    first = run("ingest", "--db", db_path, bad)
+    assert first.stdout == "0 new, 0 updated, 0 unchanged, 2 rejected\n"
+    run("ingest", "--db", db_path, bad)
+    assert len(json.loads(run("rejects", "--db", db_path, "--json").stdout)) == 2
+
+
+def test_same_id_twice_with_different_content_keeps_first_rejects_second(db_path, tmp_path, seed_record):
+    path = write_jsonl(tmp_path / "twice.jsonl", [seed_record, {**seed_record, "documentation": "other"}])
+    result = run("ingest", "--db", db_path, path)
+    assert result.exit_code == 1
+    assert result.stdout == "1 new, 0 updated, 0 unchanged, 1 rejected\n"
+    assert f"{path}:2:1: E401 duplicate-id [{SEED_ID}] id {SEED_ID} already appears at {path}:1:1 with different content" in result.stderr
+
+
+def test_duplicate_slug_against_the_store(db_path, tmp_path, make_variant, seed_record):
+    run("ingest", "--db", db_path, SEED_FILE)
+    clash = {**make_variant(1), "slug": seed_record["slug"]}
+    result = run("ingest", "--db", db_path, write_jsonl(tmp_path / "clash.jsonl", [clash]))
+    assert result.exit_code == 1
+    assert f"slug '{seed_record['slug']}' of vllm-project/vllm is already used by record {SEED_ID} in the store" in result.stderr
+
+
+def test_unreadable_path_is_exit_2_and_writes_nothing(db_path):
+    run("ingest", "--db", db_path, SEED_FILE)
+    result = run("ingest", "--db", db_path, SEED_FILE, "/no/such/dir")
+    assert result.exit_code == 2
+    assert result.stderr == "Error: /no/such/dir: no such file or folder\n"
+    assert json.loads(run("stats", "--db", db_path, "--json").stdout)["ingest_runs"] == 1
+
+
+def test_list_filters_and_stats(db_path, tmp_path, make_variant):
+    other = {**make_variant(1), "errorClass": "RuntimeError", "severity": "warning", "tags": ["cuda"]}
+    run("ingest", "--db", db_path, SEED_FILE, write_jsonl(tmp_path / "o.jsonl", [other]))
+    ids = lambda *a: [r["id"] for r in json.loads(run("list", "--db", db_path, "--json", *a).stdout)]  # noqa: E731
+    assert len(ids()) == 2
+    assert ids("--class", "RuntimeError") == [other["id"]]
+    assert ids("--severity", "error") == [SEED_ID]
+    assert ids("--tag", "cuda") == [other["id"]]
+    assert ids("--repo", "pytorch/pytorch") == []
+    stats = json.loads(run("stats", "--db", db_path, "--json").stdout)
+    assert stats["by_class"] == {"RuntimeError": 1, "ValueError": 1}
+    assert stats["by_lint_status"] == {"clean": 2}
+
+
+def test_read_commands_need_an_existing_store(tmp_path):
+    missing = tmp_path / "missing.duckdb"
+    result = run("list", "--db", missing)
+    assert result.exit_code == 2
+    assert result.stderr == f"Error: {missing}: no such store (create it with `errkb ingest --db {missing} PATH`)\n"
+
+
+def test_default_store_is_built_from_bundled_data_and_refreshed(tmp_path, monkeypatch, seed_wrapper, make_variant):
+    import errkb.store as store_mod
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "seed.txt").write_text(json.dumps(seed_wrapper))
+    monkeypatch.setattr(store_mod, "data_dir", lambda: data)
+    monkeypatch.setenv("ERRKB_CACHE_DIR", str(tmp_path / "cache"))
+    assert [r["id"] for r in json.loads(run("list", "--json").stdout)] == [SEED_ID]
+    (data / "more.json").write_text(json.dumps(make_variant(7)))
+    assert len(json.loads(run("list", "--json").stdout)) == 2
+    assert (tmp_path / "cache" / "errkb.duckdb").exists()
+
+
+def _variants_file(path, make_variant, n):
+    return write_jsonl(path, [make_variant(i) for i in range(n)])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])
+def test_crash_or_ctrl_c_mid_ingest_leaves_store_as_it_was(db_path, tmp_path, make_variant, how):
+    run("ingest", "--db", db_path, SEED_FILE)
+    with Store.open(db_path) as store:
+        before = (store.dataset_hash(), store.stats())
+    fifo = tmp_path / "records.fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "errkb", "ingest", "--db", str(db_path), str(fifo)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    # More records than one flush (2000), so rows reach DuckDB inside the open
+    # transaction; then the writer stalls and the process is killed mid-run.
+    with open(fifo, "w") as w:
+        for i in range(2600):
+            w.write(json.dumps(make_variant(i)) + "\n")
+        w.flush()
+        time.sleep(1)
+        proc.send_signal(how)
+        proc.wait(timeout=30)
+    assert proc.returncode != 0
+    with Store.open(db_path) as store:
+        assert (store.dataset_hash(), store.stats()) == before

@@ -1,0 +1,128 @@
+"""Schema and lint rules: each rule fires on the record it is for, with its code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from errkb.cli import cli
+from errkb.lint import RULES, lint_record
+from errkb.schema import schema, validator
+from tests.conftest import SEED_FILE, write_jsonl
+
+
+def codes(record) -> list[str]:
+    return sorted({f.code for f in lint_record(record)})
+
+
+def test_schema_is_valid_draft_2020_12_and_requires_every_seed_key(seed_record):
+    import jsonschema
+
+    jsonschema.Draft202012Validator.check_schema(schema())
+    assert schema()["required"] == list(seed_record)
+    assert schema()["additionalProperties"] is False
+
+
+def test_schema_command_prints_the_shipped_schema():
+    result = CliRunner().invoke(cli, ["schema"])
+    assert result.exit_code == 0
+    assert json.loads(result.output) == schema()
+
+
+def test_seed_lints_clean():
+    result = CliRunner().invoke(cli, ["lint", str(SEED_FILE)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    assert result.stderr == "0 error(s), 0 warning(s)\n"
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        ({"schemaVersion": 1}, "/schemaVersion: 2 was expected"),
+        ({"id": "XYZ"}, '/id: "XYZ" does not match "^[0-9a-f]{16}$"'),
+        ({"lineNumber": "221"}, '/lineNumber: "221" is not of type "integer"'),
+        ({"analyzedSha": "abc"}, '/analyzedSha: "abc" does not match "^[0-9a-f]{40}$"'),
+        ({"solutions": []}, "/solutions: [] has less than 1 item"),
+        ({"extra": 1}, "(record): Additional properties are not allowed ('extra' was unexpected)"),
+    ],
+)
+def test_schema_violations(seed_record, change, problem):
+    record = {**seed_record, **change}
+    findings = [f for f in lint_record(record) if f.code == "E101"]
+    assert [f.message for f in findings] == [problem]
+
+
+def test_missing_keys_are_reported_on_one_line(seed_record):
+    record = {k: v for k, v in seed_record.items() if k not in ("slug", "tags")}
+    (finding,) = [f for f in lint_record(record) if f.code == "E101"]
+    assert finding.message == "(record): missing required keys: slug, tags"
+
+
+def test_draft_records_may_leave_prose_empty(seed_record):
+    draft = {**seed_record, "documentation": "", "solutions": [], "tags": ["draft"]}
+    assert codes(draft) == []
+    curated = {**draft, "tags": ["vllm"]}
+    assert codes(curated) == ["E101"]
+
+
+def test_python_and_rust_validators_agree(seed_record):
+    cases = [seed_record, {**seed_record, "severity": "loud"}, {**seed_record, "httpStatus": 99}, {"id": 1}]
+    py, rs = validator("python"), validator("rust")
+    for case in cases:
+        assert bool(py.errors(case)) == bool(rs.errors(case))
+
+
+def test_pattern_rules(seed_record):
+    assert codes({**seed_record, "messagePattern": "Flashinfer (unclosed"}) == ["E201"]
+    assert "E202" in codes({**seed_record, "messagePattern": "Totally different message"})
+    generic = {**seed_record, "messagePattern": ".*", "errorMessage": "anything"}
+    assert "E203" in codes(generic)
+    assert "E203" in codes({**seed_record, "messagePattern": "(.+?) (.+?)"})
+    backref = {**seed_record, "messagePattern": r"Flashinfer (\w+) \1", "errorMessage": "Flashinfer x x"}
+    assert "W204" in codes(backref)
+
+
+def test_catastrophic_pattern_does_not_stall_self_match(seed_record):
+    record = {**seed_record, "messagePattern": "Flashinfer (a+)+$", "errorMessage": "Flashinfer " + "a" * 40 + "!"}
+    assert "E202" in codes(record)
+
+
+def test_source_window_rules(seed_record):
+    assert codes({**seed_record, "lineNumber": 300}) == ["E301"]
+    assert codes({**seed_record, "sourceCodeEnd": 240, "githubUrl": seed_record["githubUrl"].replace("L239", "L240")}) == ["E302"]
+    assert codes({**seed_record, "lineNumber": 206}) == ["E303"]
+
+
+def test_github_url_must_agree(seed_record):
+    url = seed_record["githubUrl"].replace("#L203-L239", "#L200-L239")
+    (finding,) = lint_record({**seed_record, "githubUrl": url})
+    assert finding.code == "E304"
+    assert finding.message.endswith(f"expected {seed_record['githubUrl']}")
+
+
+def test_duplicate_id_and_slug_in_one_batch(tmp_path, seed_record, make_variant):
+    changed = {**seed_record, "documentation": "changed"}
+    other = make_variant(1)
+    same_slug = {**make_variant(2), "slug": other["slug"]}
+    path = write_jsonl(tmp_path / "dups.jsonl", [seed_record, changed, other, same_slug])
+    result = CliRunner().invoke(cli, ["lint", "--json", str(path)])
+    assert result.exit_code == 1
+    found = [(f["code"], f["line"]) for f in json.loads(result.output)]
+    assert found == [("E401", 2), ("E402", 4)]
+
+
+def test_lint_line_names_file_position_record_and_fix(tmp_path, seed_record):
+    path = write_jsonl(tmp_path / "one.jsonl", [{**seed_record, "lineNumber": 300}])
+    result = CliRunner().invoke(cli, ["lint", str(path)])
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[0] == (
+        f"{path}:1:1: E301 line-outside-window [2e3fedf4ee50f84a] lineNumber 300 is outside "
+        "sourceCodeStart..sourceCodeEnd (203..239) (fix: set lineNumber within sourceCodeStart..sourceCodeEnd)"
+    )
+
+
+def test_every_rule_has_a_unique_stable_code():
+    assert sorted(RULES) == ["E100", "E101", "E201", "E202", "E203", "E301", "E302", "E303", "E304", "E401", "E402", "W204"]
