@@ -403,6 +403,7 @@ def _kill_everything(proc: subprocess.Popen, pgid: int, cgroup: Path | None) -> 
             continue
         if not stray and not _group_alive(pgid):
             return
+        time.sleep(0.02)
     try:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
@@ -410,11 +411,21 @@ def _kill_everything(proc: subprocess.Popen, pgid: int, cgroup: Path | None) -> 
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs (zombies, dead but not yet reaped by
+    init, do not count)."""
     try:
         os.killpg(pgid, 0)
-        return True
     except (ProcessLookupError, PermissionError):
         return False
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
 
 
 def _remove_cgroup(cgroup: Path) -> None:

@@ -516,6 +516,8 @@ def judge_scenario(record: dict, rep: Reproducer, scenario: Scenario, res: sandb
     else:
         if raiser and matched:
             outcome, reason = "fail", f"the record's error is still raised ({exc_class} at {site['file_name']}:{site['line']})"
+        elif raiser and matched is None:
+            outcome, reason = "error", f"{exc_class} raised but could not be matched: {match_why}"
         else:
             outcome = "pass"
             next_step = (f"then {exc_class}: {exc_message} at {site['file_name']}:{site['line']} in {site['function']}"

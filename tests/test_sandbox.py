@@ -1,0 +1,279 @@
+"""The sandbox against hostile code: each run ends as timeout/error/fail with a reason,
+leaves no process behind and changes nothing outside its temporary folder."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from errkb import sandbox
+from errkb.sandbox import Limits, parse_exception
+
+CAPS = sandbox.capabilities()
+needs_ns = pytest.mark.skipif(not CAPS.namespaces, reason="needs root and util-linux unshare (namespaces)")
+
+FAST = Limits(wall_seconds=10, cpu_seconds=5, memory_bytes=512 << 20, file_size_bytes=8 << 20, processes=32)
+
+
+def py(code: str, **kw) -> sandbox.SandboxResult:
+    kw.setdefault("limits", FAST)
+    return sandbox.run([sys.executable, "-I", "-c", textwrap.dedent(code)], **kw)
+
+
+def processes_with_token(token: str) -> list[int]:
+    """Host pids whose environment carries ``token`` (every process the run started)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if token.encode() in f.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def live_processes_in_group(pgid: int) -> list[int]:
+    """Pids in process group ``pgid`` that are not zombies (already dead, awaiting reaping)."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+def assert_nothing_left(result: sandbox.SandboxResult, token: str) -> None:
+    assert processes_with_token(token) == []
+    assert live_processes_in_group(result.pgid) == []
+    if result.pid_namespace:
+        for entry in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                in_namespace = os.readlink(f"/proc/{entry}/ns/pid") == result.pid_namespace
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            assert not (in_namespace and state != "Z"), f"pid {entry} of the run is still alive"
+
+
+def test_pass_and_fail_are_told_apart():
+    ok = py("print('hello')")
+    assert ok.outcome == "pass" and ok.stdout.strip() == "hello" and ok.returncode == 0
+    bad = py("raise ValueError('boom: it broke')")
+    assert bad.outcome == "fail"
+    assert bad.exception_class == "ValueError"
+    assert bad.exception_message == "boom: it broke"
+    assert bad.reason == "ValueError: boom: it broke"
+    assert bad.duration_s > 0
+
+
+def test_environment_is_scrubbed_and_home_is_inside_the_temp_folder(monkeypatch):
+    monkeypatch.setenv("ERRKB_TEST_SECRET", "do-not-leak")
+    r = py(
+        """
+        import json, os
+        print(json.dumps({"env": dict(os.environ), "cwd": os.getcwd(), "ls": sorted(os.listdir("."))}))
+        """,
+        env={"DECLARED": "yes"},
+    )
+    import json
+
+    seen = json.loads(r.stdout)
+    assert "ERRKB_TEST_SECRET" not in seen["env"]
+    assert seen["env"]["DECLARED"] == "yes"
+    assert seen["env"]["HOME"].startswith(seen["cwd"]) and seen["env"]["HOME"] != os.path.expanduser("~")
+    assert seen["env"]["TMPDIR"].startswith(seen["cwd"])
+    assert set(seen["env"]) <= {"PATH", "LANG", "PYTHONDONTWRITEBYTECODE", "HOME", "TMPDIR", "PWD", "DECLARED", "LC_CTYPE"}
+    assert seen["ls"] == ["home", "tmp"]
+    assert not Path(seen["cwd"]).exists(), "the temporary folder is removed after the run"
+
+
+def test_infinite_loop_hits_the_wall_time_limit():
+    token = uuid.uuid4().hex
+    r = py("while True: pass", env={"TOKEN": token}, limits=Limits(wall_seconds=1.5, cpu_seconds=60))
+    assert r.outcome == "timeout"
+    assert "wall-time limit of 1.5s" in r.reason
+    assert 1.5 <= r.duration_s < 10
+    assert_nothing_left(r, token)
+
+
+def test_cpu_burn_hits_the_cpu_time_limit():
+    r = py("while True: pass", limits=Limits(wall_seconds=30, cpu_seconds=1))
+    assert r.outcome == "timeout"
+    assert r.reason.startswith("CPU-time limit of 1s reached")
+
+
+def test_unbounded_allocation_hits_the_memory_limit():
+    token = uuid.uuid4().hex
+    r = py(
+        """
+        hog = []
+        while True:
+            hog.append(bytearray(64 << 20))
+        """,
+        env={"TOKEN": token},
+    )
+    assert r.outcome == "error"
+    assert r.reason.startswith("memory limit of 536870912 bytes reached")
+    assert r.exception_class == "MemoryError"
+    assert_nothing_left(r, token)
+
+
+def test_fork_bomb_is_bounded_and_fully_killed():
+    # Bounded in the test itself: at most 300 children, no grandchildren, so this is safe
+    # on a 2-core machine even if every sandbox limit failed. Each child leaves the
+    # process group (setsid) to prove the PID namespace/cgroup still catches it.
+    token = uuid.uuid4().hex
+    r = py(
+        """
+        import os, time
+        for i in range(300):
+            if os.fork() == 0:
+                os.setsid()
+                time.sleep(60)
+                os._exit(0)
+        time.sleep(60)
+        """,
+        env={"TOKEN": token},
+        limits=Limits(wall_seconds=4, cpu_seconds=10, processes=32),
+    )
+    assert r.outcome in ("error", "timeout")
+    if CAPS.pids_cgroup_root is not None:
+        assert r.outcome == "error"
+        assert r.reason.startswith("process limit of 32 reached")
+    assert_nothing_left(r, token)
+
+
+def test_huge_file_write_hits_the_file_size_limit():
+    r = py(
+        """
+        with open("big.bin", "wb") as f:
+            while True:
+                f.write(b"x" * (1 << 20))
+        """
+    )
+    assert r.outcome == "error"
+    assert r.reason.startswith("file-size limit of 8388608 bytes reached")
+
+
+def test_open_file_limit():
+    r = py("fs = [open('f%d' % i, 'w') for i in range(10000)]", limits=Limits(wall_seconds=10, open_files=64))
+    assert r.outcome == "error"
+    assert r.reason.startswith("open-file limit of 64 reached")
+
+
+def test_output_is_captured_and_capped():
+    r = py("import sys; sys.stdout.write('y' * 3_000_000)", limits=Limits(wall_seconds=10, output_bytes=100_000))
+    assert r.outcome == "pass"
+    assert r.stdout.startswith("y" * 100_000)
+    assert "[errkb: output truncated, 2900000 more bytes]" in r.stdout
+    assert "output capped at 100000 bytes per stream" in r.notes
+
+
+@needs_ns
+def test_reading_ssh_keys_finds_nothing(tmp_path, monkeypatch):
+    real_home = tmp_path / "realhome"
+    (real_home / ".ssh").mkdir(parents=True)
+    (real_home / ".ssh" / "id_rsa").write_text("PRIVATE-KEY-MATERIAL")
+    monkeypatch.setenv("HOME", str(real_home))
+    r = py(
+        f"""
+        import os
+        for path in (os.path.expanduser("~/.ssh/id_rsa"), {str(real_home / ".ssh" / "id_rsa")!r}):
+            try:
+                print(open(path).read())
+            except OSError as e:
+                print("blocked", type(e).__name__)
+        open({str(real_home / ".ssh" / "id_rsa")!r}).read()
+        """
+    )
+    assert "PRIVATE-KEY-MATERIAL" not in r.stdout + r.stderr
+    assert r.stdout.split() == ["blocked", "FileNotFoundError", "blocked", "FileNotFoundError"]
+    assert r.outcome == "fail" and r.exception_class == "FileNotFoundError"
+    assert (real_home / ".ssh" / "id_rsa").read_text() == "PRIVATE-KEY-MATERIAL"
+
+
+@needs_ns
+def test_opening_a_socket_gets_no_network():
+    # A real listener on the host's loopback: the sandboxed code must not reach it.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.settimeout(0.2)
+        port = listener.getsockname()[1]
+        r = py(f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3).sendall(b'leak')")
+        assert r.outcome == "fail"
+        assert r.exception_class in ("ConnectionRefusedError", "OSError")
+        assert r.network == "none"
+        with pytest.raises(socket.timeout):
+            listener.accept()
+
+
+@needs_ns
+def test_loopback_network_is_the_runs_own():
+    r = py(
+        """
+        import socket, threading
+        srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+        port = srv.getsockname()[1]
+        c = socket.create_connection(("127.0.0.1", port), timeout=3)
+        conn, _ = srv.accept(); c.sendall(b"ping"); print(conn.recv(4).decode())
+        """,
+        network="loopback",
+    )
+    assert r.outcome == "pass", r.stderr
+    assert r.stdout.strip() == "ping"
+    assert r.network == "loopback"
+
+
+@needs_ns
+def test_writes_outside_the_temp_folder_change_nothing(tmp_path):
+    target = tmp_path / "escaped.txt"
+    r = py(f"open({str(target)!r}, 'w').write('escaped')")
+    assert r.outcome == "fail"
+    assert "Read-only file system" in r.reason
+    assert not target.exists()
+
+
+def test_background_processes_are_ended_at_the_timeout():
+    token = uuid.uuid4().hex
+    r = sandbox.run(
+        ["bash", "-c", "setsid sleep 300 & nohup sleep 300 & sleep 300"],
+        env={"TOKEN": token},
+        limits=Limits(wall_seconds=1, processes=16),
+    )
+    assert r.outcome == "timeout"
+    assert_nothing_left(r, token)
+
+
+def test_missing_program_is_an_error_with_the_reason():
+    r = sandbox.run(["no-such-program-errkb"], limits=FAST)
+    assert r.outcome == "fail"
+    assert "cannot run ['no-such-program-errkb']" in r.stderr
+
+
+def test_files_cannot_be_placed_outside_the_working_folder():
+    with pytest.raises(ValueError, match="outside the working folder"):
+        sandbox.run(["true"], files={"../escape.txt": "x"})
+
+
+def test_parse_exception_takes_the_last_traceback_and_multiline_messages():
+    stderr = (
+        "noise\nTraceback (most recent call last):\n  File \"a.py\", line 1, in <module>\n    f()\n"
+        "KeyError: 'first'\n\nDuring handling...\nTraceback (most recent call last):\n"
+        "  File \"b.py\", line 2, in g\n    raise ValueError('x')\nvllm.errors.ValueError: line one\nline two\n"
+    )
+    assert parse_exception(stderr) == ("ValueError", "line one\nline two")
+    assert parse_exception("no traceback here") == (None, None)
