@@ -1,0 +1,208 @@
+"""`errkb verify` and `errkb runs`: language detection, syntax, fix states, validation
+runs in the sandbox, stored runs, exit codes and error text."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from errkb import sandbox, verify
+from errkb.cli import cli
+from tests.conftest import SEED_FILE, SEED_ID, write_jsonl
+
+needs_ns = pytest.mark.skipif(not sandbox.capabilities().namespaces, reason="needs root and util-linux unshare (namespaces)")
+
+
+def run(*args):
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    return result
+
+
+@pytest.fixture
+def seed_db(db_path):
+    assert run("ingest", "--db", db_path, SEED_FILE).exit_code == 0
+    return db_path
+
+
+def store_with(db_path, tmp_path, records):
+    path = write_jsonl(tmp_path / "records.jsonl", records)
+    result = run("ingest", "--db", db_path, path)
+    assert result.exit_code == 0, result.output
+    return db_path
+
+
+@pytest.fixture
+def fast_limits(monkeypatch):
+    monkeypatch.setattr(verify, "SANDBOX_LIMITS", sandbox.Limits(wall_seconds=3, cpu_seconds=2, memory_bytes=1 << 30))
+
+
+# -- language and syntax ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "language"),
+    [
+        ("# before\nexport A=1\n\n# after\nexport A=2", "shell"),
+        ("import os\nassert os.environ['A'] == '2'", "python"),
+        ("pip install -U vllm\nnvidia-smi", "shell"),
+        ("x = compute()\nprint(x)", "python"),
+        ("#!/usr/bin/env python3\nmain()", "python"),
+    ],
+)
+def test_detect_language(code, language):
+    assert verify.detect_language(code)[0] == language
+
+
+def test_other_languages_are_named_and_not_run():
+    assert verify.detect_language("const x = require('fs');\nconsole.log(x)") == (None, "looks like javascript, not Python or shell")
+    assert verify.detect_language("Set the flag to true before starting.")[0] is None
+
+
+def test_syntax_errors_name_the_position():
+    assert verify.syntax_error("def f(:\n  pass", "python") == "line 1, column 7: invalid syntax"
+    err = verify.syntax_error("if [ -f x ]; then\n  echo hi\n", "shell")
+    assert err is not None and "<snippet>" in err and "syntax error" in err
+    assert verify.syntax_error("export A=1", "shell") is None
+
+
+def test_split_states_of_the_seed_fix(seed_record):
+    assert verify.split_states(seed_record["exampleFix"]) == {
+        "before": "export VLLM_FLASHINFER_ALLREDUCE_BACKEND=trtllm  # breaks when TP spans nodes",
+        "after": "export VLLM_FLASHINFER_ALLREDUCE_BACKEND=mnnvl",
+    }
+    assert verify.split_states("export A=1") is None
+
+
+def test_record_drift_names_the_function_the_traceback_shows(seed_record):
+    site = {"file": "vllm/distributed/device_communicators/flashinfer_all_reduce.py", "file_name": "flashinfer_all_reduce.py",
+            "line": 221, "function": "get_fi_ar_quant_workspace"}
+    assert verify.record_drift(seed_record, site) == [
+        "record's documentation names get_flashinfer_allreduce_quant_workspace; the traceback raises in get_fi_ar_quant_workspace"
+    ]
+    assert verify.record_drift(seed_record, {**site, "line": 230})[0] == "record's lineNumber is 221; raised at line 230"
+
+
+# -- the CLI --------------------------------------------------------------------------------
+
+
+def test_verify_seed_captures_both_states_and_skips_missing_vllm(seed_db):
+    result = run("verify", "--db", seed_db, SEED_ID, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    by_check = {r["check"]: r for r in report["results"]}
+    assert by_check["exampleFix:syntax"]["outcome"] == "pass"
+    assert by_check["validationCode:syntax"]["outcome"] == "pass"
+    assert by_check["exampleFix:state:before"]["details"]["state_env"] == {"VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm"}
+    assert by_check["exampleFix:state:after"]["details"]["state_env"] == {"VLLM_FLASHINFER_ALLREDUCE_BACKEND": "mnnvl"}
+    # errkb's own environment has no vLLM: skipped with the package named, not "fail".
+    for state in ("before", "after"):
+        assert by_check[f"validationCode:{state}"]["outcome"] == "skipped"
+        assert by_check[f"validationCode:{state}"]["reason"] == "needs vllm"
+    assert report["ok"] is True
+
+    runs = run("runs", "--db", seed_db, "flashinfer-allreduce-quantization-fusion-is-not-su", "--json")
+    assert runs.exit_code == 0
+    stored = json.loads(runs.output)
+    assert [r["check"] for r in stored] == [r["check"] for r in report["results"]]
+    first = stored[0]
+    assert first["record_id"] == SEED_ID and len(first["record_hash"]) == 64
+    assert set(first["runner"]) >= {"hostname", "os", "python", "packages", "gpus"}
+    assert first["runner"]["gpus"] == verify.gpu_identity()
+
+
+def test_tier_syntax_runs_nothing(seed_db):
+    result = run("verify", "--db", seed_db, SEED_ID, "--tier", "syntax", "--json")
+    assert result.exit_code == 0
+    assert {r["check"] for r in json.loads(result.output)["results"]} == {"exampleFix:syntax", "validationCode:syntax"}
+
+
+def test_gpu_tier_is_skipped_with_needs_cuda_without_a_gpu(seed_db):
+    if verify.gpu_identity():
+        pytest.skip("a GPU is present here")
+    result = run("verify", "--db", seed_db, SEED_ID, "--tier", "gpu", "--json")
+    assert result.exit_code == 0
+    gpu = [r for r in json.loads(result.output)["results"] if r["tier"] == "gpu"]
+    assert [(r["check"], r["outcome"], r["reason"]) for r in gpu] == [("reproducer:fused-workspace-nccl", "skipped", "needs CUDA")]
+
+
+@needs_ns
+def test_validation_must_fail_before_and_pass_after(db_path, tmp_path, make_variant):
+    good = make_variant(1)
+    good["exampleFix"] = "# before\nexport MODE=broken\n\n# after\nexport MODE=fixed\n"
+    good["validationCode"] = "import os\nassert os.environ.get('MODE') == 'fixed', 'MODE must be fixed'\n"
+    blind = make_variant(2)
+    blind["exampleFix"] = good["exampleFix"]
+    blind["validationCode"] = "import os\nprint('looks fine to me')\n"
+    store_with(db_path, tmp_path, [good, blind])
+
+    ok = run("verify", "--db", db_path, good["id"], "--json")
+    assert ok.exit_code == 0, ok.output
+    checks = {r["check"]: r for r in json.loads(ok.output)["results"]}
+    assert checks["validationCode:before"]["outcome"] == "pass"
+    assert checks["validationCode:before"]["reason"] == "rejects the 'before' state, as it must (AssertionError: MODE must be fixed)"
+    assert checks["validationCode:after"]["outcome"] == "pass"
+
+    bad = run("verify", "--db", db_path, blind["id"])
+    assert bad.exit_code == 1
+    assert "passed in the 'before' state: the validation does not detect the broken state" in bad.output
+    assert bad.output.splitlines()[-1] == "6 checks: 5 pass, 1 fail"
+
+
+@needs_ns
+def test_missing_package_is_skipped_not_failed(db_path, tmp_path, make_variant):
+    rec = make_variant(3)
+    rec["exampleFix"] = None
+    rec["validationCode"] = "import errkb_no_such_package_xyz\nerrkb_no_such_package_xyz.check()\n"
+    store_with(db_path, tmp_path, [rec])
+    result = run("verify", "--db", db_path, rec["id"], "--json")
+    assert result.exit_code == 0
+    checks = {r["check"]: r for r in json.loads(result.output)["results"]}
+    assert checks["validationCode:run"]["outcome"] == "skipped"
+    assert checks["validationCode:run"]["reason"] == "needs errkb_no_such_package_xyz"
+    assert checks["exampleFix:language"]["reason"] == "no exampleFix"
+
+
+@needs_ns
+def test_hostile_validation_code_times_out_and_is_stored(db_path, tmp_path, make_variant, fast_limits):
+    rec = make_variant(4)
+    rec["exampleFix"] = "export MODE=fixed"
+    rec["validationCode"] = "import os\nwhile True:\n    os.getpid()\n"
+    store_with(db_path, tmp_path, [rec])
+    result = run("verify", "--db", db_path, rec["id"], "--json")
+    assert result.exit_code == 1
+    checks = {r["check"]: r for r in json.loads(result.output)["results"]}
+    assert checks["validationCode:after"]["outcome"] == "timeout"
+    stored = json.loads(run("runs", "--db", db_path, rec["id"], "--json").output)
+    assert [r["outcome"] for r in stored if r["check"] == "validationCode:after"] == ["timeout"]
+
+
+def test_python_syntax_error_fails_with_position(db_path, tmp_path, make_variant):
+    rec = make_variant(5)
+    rec["validationCode"] = "import os\nif os.environ.get('A') ==:\n    pass\n"
+    store_with(db_path, tmp_path, [rec])
+    result = run("verify", "--db", db_path, rec["id"], "--tier", "syntax")
+    assert result.exit_code == 1
+    assert "python syntax error: line 2, column 26: invalid syntax" in result.output
+
+
+def test_usage_errors_exit_2_with_one_line(seed_db):
+    none = run("verify", "--db", seed_db)
+    assert none.exit_code == 2
+    assert none.output.strip() == "Error: name at least one record (id or slug), or use --all"
+    both = run("verify", "--db", seed_db, SEED_ID, "--all")
+    assert both.exit_code == 2
+    assert both.output.strip() == "Error: give record ids/slugs or --all, not both"
+    unknown = run("verify", "--db", seed_db, "no-such-record")
+    assert unknown.exit_code == 2
+    assert unknown.output.strip() == f"Error: no record with id or slug 'no-such-record' in {seed_db}"
+    tier = run("verify", "--db", seed_db, SEED_ID, "--tier", "quantum")
+    assert tier.exit_code == 2
+
+
+def test_runs_without_runs_exits_1(seed_db):
+    result = run("runs", "--db", seed_db, SEED_ID)
+    assert result.exit_code == 1
+    assert "no runs for 2e3fedf4ee50f84a (run `errkb verify`)" in result.output
+    assert json.loads(run("runs", "--db", seed_db, "--json").output) == []
