@@ -29,6 +29,9 @@ SEED_KEYS = list(json.loads(SEED_FILE.read_text())["record"])
 CONFUSABLE_PAIRS = [
     ("03ff8298c5833134", SEED_ID,
      "flashinfer_all_reduce.py: non-quant vs quant-fusion workspace, same multi-node 'trtllm' check"),
+    ("b71de35158803692", "cf6947ec4f1f5925",
+     "V1 kv_cache_utils.py vs V0 worker.py 'No available memory for the cache blocks': the V0 pattern also "
+     "matches the longer V1 message"),
 ]
 
 
@@ -91,7 +94,8 @@ def test_record_is_derived_the_dataset_way(record):
     key = f"{record['repo']}\n{record['filePath']}\n{record['messagePattern']}"
     assert record["id"] == hashlib.sha256(key.encode()).hexdigest()[:16]
     slug = re.sub(r"[^a-z0-9]+", "-", record["errorMessage"].lower()).strip("-")[:50].strip("-")
-    assert record["slug"] == slug
+    # Two messages sharing their first 50 characters: the later record keeps the rule's prefix plus a short tag.
+    assert record["slug"] == slug or (len(record["slug"]) <= 50 and slug.startswith(record["slug"].rsplit("-", 1)[0]))
     start, end = record["sourceCodeStart"], record["sourceCodeEnd"]
     assert len(record["sourceCode"].split("\n")) == end - start + 1
     assert "raise" in record["sourceCode"].split("\n")[record["lineNumber"] - start]
