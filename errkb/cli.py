@@ -317,4 +317,124 @@ def runs(key, db_path, as_json):
     sys.exit(0 if found else 1)
 
 
+# -- mine and drift: records from raise sites, and records that drifted ----------
+
+
+@cli.command("mine")
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option("--package", default=None, help="Mine an installed package (import name) instead of PATH.")
+@click.option("--repo", default=None, help="owner/name on GitHub (default: git remote or package metadata).")
+@click.option("--sha", default=None, help="40-hex commit of the code (default: git HEAD, or direct_url.json of the install).")
+@click.option("--path-prefix", default="", help="Folder the package sits under in the repository (e.g. src).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the JSON Lines here (default: stdout).")
+@json_option
+def mine_command(path, package, repo, sha, path_prefix, out, as_json):
+    """Draft records (JSON Lines) for every raise site of a Python codebase.
+
+    PATH is a checkout, a package folder, a .py file, a wheel or an sdist. Drafts
+    carry the "draft" tag and empty prose for a person to write. The report (sites
+    found, templated, skipped and why) goes to stderr, or to stdout with --json
+    (then --out is required). Exit 0 when drafts were written, 1 when none.
+    """
+    from errkb.mine import MineError, mine
+
+    if as_json and out is None:
+        raise UsageError("--json prints the report on stdout: give --out FILE for the records")
+    try:
+        result = mine(path, package=package, repo=repo, sha=sha, path_prefix=path_prefix)
+    except MineError as e:
+        raise UsageError(f"errkb mine: {e}") from e
+    if out is None:
+        result.write_jsonl(click.get_text_stream("stdout"))
+    else:
+        try:
+            with open(out, "w", encoding="utf-8") as f:
+                result.write_jsonl(f)
+        except OSError as e:
+            raise UsageError(f"{out}: cannot write: {e.strerror or e}") from e
+    summary = result.summary()
+    if as_json:
+        print_json(summary)
+    else:
+        _echo_err(f"{summary['source']}; filePath relative to {result.root} (use --path-prefix for a src/ layout)")
+        _echo_err(
+            f"{summary['files']} files, {summary['sites']} raise sites, {summary['templated']} templated "
+            f"({summary['templated_share']:.0%}), {summary['records']} drafts written"
+            + (f" to {out}" if out else "")
+        )
+        for reason, count in summary["untemplated_reasons"].items():
+            _echo_err(f"  {count:6d}  not templated: {reason}")
+        for reason, count in summary["refused_by_lint"].items():
+            _echo_err(f"  {count:6d}  refused by {reason}")
+        for file, reason in result.scan.unparsable[:10]:
+            _echo_err(f"  unparsable: {file}: {reason}")
+    sys.exit(0 if result.records else 1)
+
+
+def _drift_lines(report) -> list[str]:
+    lines = []
+    for e in report.entries:
+        rec = e.recorded
+        where = f"{rec['file']}:{rec['line']}" + (f" {rec['function']}" if rec["function"] else "")
+        if e.current:
+            cur = e.current
+            now = f"{cur['file']}:{cur['line']} {cur['function']}"
+            lines.append(f"{e.status:9s} {e.slug}  {where} -> {now}" + (f"  [{', '.join(e.changes)}]" if e.changes else ""))
+        else:
+            lines.append(f"{e.status:9s} {e.slug}  {where}")
+        if e.diff:
+            lines.append(f"          diff: {e.as_dict()['word_diff']}")
+        if e.closest:
+            c = e.closest
+            lines.append(f"          closest elsewhere: {c['file']}:{c['line']} {c['function']} (similarity {c['similarity']:.2f})")
+            lines.append(f"          diff: {c['word_diff']}")
+        for other in e.also_raised_at[:5]:
+            lines.append(f"          also raised at {other}")
+        for note in e.notes:
+            lines.append(f"          note: {note}")
+    return lines
+
+
+@cli.command("drift")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--repo", required=True, help="owner/name of the records to check.")
+@click.option("--sha", default=None, help="40-hex commit PATH is at (a wheel or installed package has none of its own).")
+@click.option("--fix", is_flag=True, help="Write moved records with their new location as new versions.")
+@db_option
+@json_option
+def drift_command(path, repo, sha, fix, db_path, as_json):
+    """Check where each record of REPO is raised now in PATH.
+
+    PATH is a checkout, an installed package folder, a wheel or an sdist. Each
+    record is same, moved (new file, line or function), reworded (a close message
+    at the recorded site) or gone. Exit 0 when all are the same, 1 when any
+    drifted (after --fix: when any is left that --fix could not write).
+    """
+    from errkb.drift import DriftError, drift
+
+    with open_store(db_path, read_only=not fix) as store:
+        try:
+            report = drift(store, path, repo, sha=sha, fix=fix)
+        except DriftError as e:
+            raise UsageError(f"errkb drift: {e}") from e
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        _echo_err(f"{path}: {report.provenance.describe()}")
+        for line in _drift_lines(report):
+            click.echo(line)
+        counts = report.counts()
+        scan = report.scan
+        _echo_err(
+            ", ".join(f"{n} {status}" for status, n in counts.items())
+            + f" ({scan.files} files, {scan.parsed} parsed for these records' words)"
+        )
+        if report.fixed is not None:
+            _echo_err(f"--fix: {report.fixed['new']} new, {report.fixed['updated']} updated, {report.fixed['rejected']} rejected")
+    left = [e for e in report.entries if e.status != "same"]
+    if report.fixed is not None:
+        left = [e for e in left if e.status != "moved"] + ([None] * report.fixed["rejected"])
+    sys.exit(1 if left else 0)
+
+
 # ---- commands are added above this line (keep this marker) ----

@@ -66,6 +66,7 @@ class MineResult:
     dataset_version: str
     # raise sites with a template whose draft lint refused, by lint code
     refused: Counter = field(default_factory=Counter)
+    root: str = ""  # the folder (or archive) filePath is relative to
 
     def summary(self) -> dict:
         summary = self.scan.summary()
@@ -116,6 +117,10 @@ def mine(
         raise MineError(f"{path}: no GitHub repository named in its git remote or package metadata: pass --repo owner/name")
     if not _REPO.match(repo):
         raise MineError(f"--repo {repo!r}: expected owner/name as on GitHub")
+    if sha is not None and provenance.sha is None:
+        provenance.note = "commit given by --sha"
+    elif sha is not None and sha != provenance.sha:
+        provenance.note = f"commit given by --sha (the tree itself says {provenance.sha})"
     sha = sha or provenance.sha
     if sha is None:
         raise MineError(f"{path}: {provenance.describe()}")
@@ -130,7 +135,8 @@ def mine(
     refused: Counter = Counter()
     if lint:
         records, refused = _keep_lint_clean(records)
-    return MineResult(records, found, provenance, repo, sha, stamp, refused)
+    root = str(tree.root if tree.root is not None else tree.path)
+    return MineResult(records, found, provenance, repo, sha, stamp, refused, root)
 
 
 def draft_records(sites: list[RaiseSite], *, repo: str, sha: str, analyzed_at: str, path_prefix: str = "") -> list[dict]:

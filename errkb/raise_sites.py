@@ -22,7 +22,7 @@ import subprocess
 import tarfile
 import zipfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -173,6 +173,26 @@ class Template:
         return any(_chunks_match(chunks, line) for line in text.split("\n"))
 
 
+    def fullmatches(self, text: str) -> bool:
+        """Whether ``self.pattern()`` matches all of ``text`` (as ``re.fullmatch``), in linear time."""
+        if not self.multiline and "\n" in text:
+            return False  # neither the literal text nor a wildcard can hold a line break
+        parts = list(self.parts)
+        if parts and isinstance(parts[0], str):
+            if not text.startswith(parts[0]):
+                return False
+            text, parts = text[len(parts[0]) :], parts[1:]
+        if parts and isinstance(parts[-1], str):
+            if not text.endswith(parts[-1]) or len(text) < len(parts[-1]):
+                return False
+            text, parts = text[: len(text) - len(parts[-1])], parts[:-1]
+        if not parts:
+            return text == ""
+        # Now parts start and end with a wildcard: leftmost placement of the middle
+        # chunks leaves the most room for the rest.
+        return _chunks_match([p if isinstance(p, str) else None for p in parts], text)
+
+
 def _chunks_match(chunks: list[str | None], text: str) -> bool:
     pos = 0
     gap = 0  # characters a preceding wildcard still has to consume
@@ -241,6 +261,7 @@ class Scan:
 
     root: str
     files: int = 0
+    parsed: int = 0
     sites: list[RaiseSite] = field(default_factory=list)
     unparsable: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
 
@@ -256,6 +277,7 @@ class Scan:
         return {
             "root": self.root,
             "files": self.files,
+            "files_parsed": self.parsed,
             "files_unparsable": len(self.unparsable),
             "sites": len(self.sites),
             "templated": templated,
@@ -274,11 +296,16 @@ def sites_in_source(text: str, file: str) -> list[RaiseSite]:
     return finder.sites
 
 
-def scan(source: SourceTree | str | Path) -> Scan:
+def scan(source: SourceTree | str | Path, include: Callable[[str, str], bool] | None = None) -> Scan:
+    """Scan every .py file of ``source``; ``include(file, text)`` may skip files cheaply
+    before they are parsed (drift only needs files that mention a record's words)."""
     tree = source if isinstance(source, SourceTree) else SourceTree.open(source)
     result = Scan(root=str(tree.path))
     for file, text in tree.python_files():
         result.files += 1
+        if include is not None and not include(file, text):
+            continue
+        result.parsed += 1
         try:
             result.sites.extend(sites_in_source(text, file))
         except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
@@ -712,6 +739,10 @@ class SourceTree:
         if self.archive:
             yield from self._archive_files()
             return
+        for rel, p in self._paths():
+            yield rel, _decode(p.read_bytes())
+
+    def _paths(self) -> list[tuple[str, Path]]:
         if self.path.is_file():
             files = [self.path]
         else:
@@ -720,9 +751,16 @@ class SourceTree:
                 for p in self.path.rglob("*.py")
                 if p.is_file() and not (set(p.relative_to(self.path).parts[:-1]) & _SKIP_DIRS)
             )
-        for p in files:
-            rel = p.relative_to(self.root).as_posix() if self.root else p.name
-            yield rel, _decode(p.read_bytes())
+        return [(p.relative_to(self.root).as_posix() if self.root else p.name, p) for p in files]
+
+    def file_names(self) -> set[str]:
+        """Relative paths of every .py file, without reading them."""
+        if not self.archive:
+            return {rel for rel, _ in self._paths()}
+        if self.path.suffix in (".whl", ".zip"):
+            with zipfile.ZipFile(self.path) as zf:
+                return {n for n in zf.namelist() if n.endswith(".py")}
+        return {rel for rel, _ in self._archive_files()}
 
     def _archive_files(self) -> Iterator[tuple[str, str]]:
         if self.path.name.endswith((".tar.gz", ".tgz")):
@@ -742,6 +780,12 @@ class SourceTree:
     def read_text(self, rel: str) -> str | None:
         """One file's text by its relative path (None if absent)."""
         if self.archive:
+            if self.path.suffix in (".whl", ".zip"):
+                with zipfile.ZipFile(self.path) as zf:
+                    try:
+                        return _decode(zf.read(rel))
+                    except KeyError:
+                        return None
             for name, text in self._archive_files():
                 if name == rel:
                     return text
