@@ -437,4 +437,70 @@ def drift_command(path, repo, sha, fix, db_path, as_json):
     sys.exit(1 if left else 0)
 
 
+# -- enrich: log-pipeline filter and archive batch path (errkb/enrich.py, errkb/archive.py)
+
+
+def _enrich_reporter(as_json: bool):
+    def report(counters) -> None:
+        _echo_err(json.dumps(counters.as_dict()) if as_json else counters.summary())
+    return report
+
+
+@cli.command()
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--field", "fields", multiple=True, default=("message",), show_default=True,
+              help="Key or dotted path holding the message of JSON lines (or archive rows); repeat to try several.")
+@click.option("--site-url", envvar="ERRKB_SITE_URL", default=None,
+              help="Where the fix pages are hosted (default $ERRKB_SITE_URL); without it `url` is a relative path.")
+@click.option("--only-matched", is_flag=True, help="Write only the lines that matched a record.")
+@click.option("--flush", "flush_each_line", is_flag=True, help="Write every line on its own (lowest latency).")
+@click.option("--batch", type=click.IntRange(min=1), default=4096, show_default=True,
+              help="Most lines matched and written at once (a batch never waits for more input).")
+@click.option("--input", "archives", multiple=True,
+              help="Archive to enrich in bulk (.jsonl/.ndjson/.json, .parquet, .csv; globs allowed); needs --output.")
+@click.option("--output", type=click.Path(dir_okay=False), default=None,
+              help="File the archive path writes (.parquet, or .jsonl/.csv).")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Matcher processes for --input (default: CPU count).")
+@click.option("--quiet", "-q", is_flag=True, help="No counters on stderr at the end (SIGUSR1 still prints them).")
+@db_option
+@json_option
+def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archives, output, workers, quiet, db_path, as_json):
+    """Add the matching record to each log line: NDJSON in, NDJSON out.
+
+    Reads FILES (or stdin) line by line and writes one JSON object per line to
+    stdout, in order; a matched line gains an `errkb` object (id, slug, repo,
+    errorClass, severity, score, solution, url). With --input/--output it enriches
+    whole archives through DuckDB instead. Counters go to stderr at the end and on
+    SIGUSR1; SIGTERM stops after writing every line already read. --json prints the
+    counters as JSON.
+    """
+    from errkb.enrich import EnrichError, load_matcher, run_filter
+
+    report = _enrich_reporter(as_json)
+    with open_store(db_path, read_only=True) as store:
+        try:
+            matcher = load_matcher(store)
+            if archives or output:
+                from errkb.archive import ArchiveError, enrich_archive
+
+                if not archives or not output:
+                    raise EnrichError("--input and --output go together (an archive in, an enriched file out)")
+                if files:
+                    raise EnrichError("give archives with --input, not as arguments, when --output is used")
+                try:
+                    summary = enrich_archive(archives, output, matcher, fields=fields, site_url=site_url,
+                                             only_matched=only_matched, workers=workers)
+                except ArchiveError as e:
+                    raise EnrichError(str(e)) from e
+                if not quiet:
+                    _echo_err(json.dumps(summary.as_dict()) if as_json else summary.summary())
+                return
+            result = run_filter(matcher, files, fields=fields, site_url=site_url, only_matched=only_matched,
+                                batch=batch, flush_each_line=flush_each_line, report=report)
+        except EnrichError as e:
+            raise UsageError(str(e)) from e
+    if not quiet:
+        report(result.counters)
+
+
 # ---- commands are added above this line (keep this marker) ----

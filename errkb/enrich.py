@@ -1,0 +1,614 @@
+"""Enrich log lines with the known error they show: a streaming filter and a Python API.
+
+Every line that matches a record gains an ``errkb`` object (id, slug, repo,
+errorClass, severity, score, the first solution, the fix-page URL); every other line
+passes through. A filter inside a log pipeline must never drop, reorder or stall a
+line, and must not die on one bad byte, so the rules are:
+
+- One output line per input line, in input order (``only_matched`` drops unmatched
+  lines, nothing else does). A line is whatever ends in ``\\n``; a final line without
+  one is still a line. A ``\\r`` right before the ``\\n`` is part of the line ending
+  (CRLF logs) and is not kept; a ``\\r`` anywhere else is kept.
+- A line that is a JSON object keeps every field, byte for byte: when it matches,
+  the ``errkb`` object is spliced in before its closing brace; when it does not, the
+  line is written unchanged. Its message is read from the first present ``fields``
+  entry (dotted paths reach into nested objects; a literal key with dots wins).
+- Any other line (plain text, broken JSON, a JSON array or scalar) becomes
+  ``{"message": <line>}``. When the line is not valid UTF-8, ``message`` holds it
+  with U+FFFD for the bad bytes and ``message_b64`` holds the original bytes, so the
+  line round-trips exactly.
+- Output is never held back waiting for more input: the lines of each read are
+  matched as one batch (at most ``batch`` lines) and written at once, so a slow
+  producer (``tail -F``) sees each line written as soon as it arrives.
+
+Matching is :meth:`errkb.match.Matcher.match_lines`, the matcher's batch API; this
+module only frames lines, reads fields and writes JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import json
+import os
+import select
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import IO, Any, Callable, Iterable, Iterator, Sequence
+
+from errkb.urls import fix_page_path, fix_page_url
+
+DEFAULT_FIELDS = ("message",)
+DEFAULT_BATCH = 4096
+READ_SIZE = 1 << 16
+
+_escape = json.encoder.encode_basestring  # C-accelerated; keeps non-ASCII as UTF-8
+_decode_json = json.JSONDecoder().decode
+
+
+# -- what a match adds to a line -----------------------------------------------
+
+
+def errkb_object(match: Any, site_url: str | None = None) -> dict:
+    """The ``errkb`` object of a line matched by ``match`` (an :class:`errkb.match.Match`)."""
+    record = match.record or {}
+    solutions = record.get("solutions") or []
+    repo, slug = match.repo, match.slug
+    return {
+        "id": match.record_id,
+        "slug": slug,
+        "repo": repo,
+        "errorClass": match.error_class,
+        "severity": match.severity,
+        "score": round(float(match.score), 3),
+        "solution": solutions[0] if solutions else None,
+        "url": fix_page_url(site_url, repo, slug) if site_url else fix_page_path(repo, slug),
+    }
+
+
+class _Fragments:
+    """The ``errkb`` object of each record as JSON text, built once per record.
+
+    Only the score differs between two lines matching one record, so the text
+    around it is cached and a matched line costs two string joins.
+    """
+
+    def __init__(self, site_url: str | None):
+        self.site_url = site_url
+        self._cache: dict[str, tuple[str, str]] = {}
+
+    def text(self, match: Any) -> str:
+        parts = self._cache.get(match.record_id)
+        if parts is None:
+            obj = errkb_object(match, self.site_url)
+            obj["score"] = 0.0
+            head, tail = json.dumps(obj, ensure_ascii=False).split('"score": 0.0', 1)
+            parts = self._cache[match.record_id] = (head + '"score": ', tail)
+        return f"{parts[0]}{round(float(match.score), 3)!r}{parts[1]}"
+
+
+# -- reading a field -----------------------------------------------------------
+
+
+def _field_paths(fields: str | Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
+    if isinstance(fields, str):
+        fields = [fields]
+    return [(f, tuple(f.split("."))) for f in fields]
+
+
+def field_value(obj: dict, paths: list[tuple[str, tuple[str, ...]]]) -> str | None:
+    """The first string found at one of ``paths`` (a literal key with dots first,
+    then the dotted path into nested objects); None when none holds a string."""
+    for name, parts in paths:
+        value = obj.get(name)
+        if value is None and len(parts) > 1:
+            value = obj
+            for part in parts:
+                if not isinstance(value, dict):
+                    value = None
+                    break
+                value = value.get(part)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+# -- counters ------------------------------------------------------------------
+
+
+@dataclass
+class Counters:
+    """What a run has seen; printed to stderr at the end and on SIGUSR1."""
+
+    lines: int = 0
+    matched: int = 0
+    bytes_in: int = 0
+    invalid_utf8: int = 0
+    json_lines: int = 0
+    matcher_errors: int = 0
+    by_record: Counter = field(default_factory=Counter)
+    labels: dict[str, str] = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def as_dict(self) -> dict:
+        elapsed = self.elapsed()
+        return {
+            "lines": self.lines,
+            "matched": self.matched,
+            "json_lines": self.json_lines,
+            "invalid_utf8": self.invalid_utf8,
+            "matcher_errors": self.matcher_errors,
+            "bytes": self.bytes_in,
+            "seconds": round(elapsed, 3),
+            "lines_per_s": round(self.lines / elapsed) if elapsed > 0 else None,
+            "top": [
+                {"id": rid, "record": self.labels.get(rid, rid), "lines": n} for rid, n in self.by_record.most_common(10)
+            ],
+        }
+
+    def summary(self) -> str:
+        d = self.as_dict()
+        share = f" ({100 * self.matched / self.lines:.1f}%)" if self.lines else ""
+        rate = f"{d['lines_per_s']:,} lines/s" if d["lines_per_s"] is not None else "-"
+        out = [f"errkb enrich: {self.lines:,} lines, {self.matched:,} matched{share}, {d['seconds']:.2f} s, {rate}"]
+        if self.invalid_utf8:
+            out.append(f"  {self.invalid_utf8:,} lines were not valid UTF-8 (passed through with message_b64)")
+        if self.matcher_errors:
+            out.append(f"  {self.matcher_errors:,} lines could not be matched (matcher error; passed through unmatched)")
+        for top in d["top"]:
+            out.append(f"  {top['lines']:>10,}  {top['id']}  {top['record']}")
+        return "\n".join(out)
+
+
+# -- the line enricher -----------------------------------------------------------
+
+
+class LineEnricher:
+    """Turns batches of raw lines (bytes, without their ``\\n``) into NDJSON text.
+
+    ``matcher`` needs ``match_lines(list[str]) -> list[list[Match]]``.
+    """
+
+    def __init__(
+        self,
+        matcher: Any,
+        fields: str | Sequence[str] = DEFAULT_FIELDS,
+        site_url: str | None = None,
+        only_matched: bool = False,
+        counters: Counters | None = None,
+    ):
+        self.matcher = matcher
+        self.paths = _field_paths(fields)
+        self.only_matched = only_matched
+        self.fragments = _Fragments(site_url)
+        self.counters = counters or Counters()
+
+    def _match(self, messages: list[str]) -> list[list]:
+        """The matcher's batch call; a failure there costs only the lines it failed on."""
+        try:
+            return self.matcher.match_lines(messages)
+        except Exception:
+            out = []
+            for m in messages:
+                try:
+                    out.append(self.matcher.match_lines([m])[0])
+                except Exception:
+                    self.counters.matcher_errors += 1
+                    out.append([])
+            return out
+
+    def enrich(self, raw_lines: list[bytes]) -> str:
+        """NDJSON for ``raw_lines`` (one output line each, unless only_matched), each
+        ending in ``\\n``; empty string when nothing is to be written."""
+        if not raw_lines:
+            return ""
+        counters = self.counters
+        counters.lines += len(raw_lines)
+        b64: dict[int, str] = {}
+        block = b"\n".join(raw_lines)
+        counters.bytes_in += len(block) + len(raw_lines)
+        try:
+            # One decode of the whole batch is several times faster than one per line.
+            lines = block.decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            lines = []
+            for i, raw in enumerate(raw_lines):
+                try:
+                    lines.append(raw.decode("utf-8"))
+                except UnicodeDecodeError:
+                    lines.append(raw.decode("utf-8", "replace"))
+                    b64[i] = base64.b64encode(raw).decode("ascii")
+            counters.invalid_utf8 += len(b64)
+        if b"\r" in block:  # CRLF line endings: the "\r" is not part of the line
+            lines = [x[:-1] if x.endswith("\r") else x for x in lines]
+
+        messages = lines
+        objects: dict[int, dict] = {}
+        starts = [i for i, x in enumerate(lines) if x[:1] == "{" and i not in b64]
+        if starts:
+            messages = list(lines)
+            for i in starts:
+                try:
+                    obj = _decode_json(lines[i])
+                except (ValueError, RecursionError):
+                    continue
+                if isinstance(obj, dict):
+                    objects[i] = obj
+                    messages[i] = field_value(obj, self.paths) or ""
+            counters.json_lines += len(objects)
+
+        results = self._match(messages)
+        out: list[str] = []
+        frag = self.fragments
+        only = self.only_matched
+        for i, line in enumerate(lines):
+            found = results[i]
+            obj = objects.get(i) if objects else None
+            if found:
+                best = found[0]
+                counters.matched += 1
+                counters.by_record[best.record_id] += 1
+                if best.record_id not in counters.labels:
+                    counters.labels[best.record_id] = f"{best.repo}/{best.slug}"
+                text = frag.text(best)
+                if obj is not None:
+                    if "errkb" in obj:
+                        # Re-enriching an enriched line: replace, never duplicate, the key.
+                        obj["errkb"] = json.loads(text)
+                        out.append(json.dumps(obj, ensure_ascii=False))
+                    else:
+                        body = line.rstrip()
+                        out.append(f'{body[:-1]}, "errkb": {text}}}')
+                elif i in b64:
+                    out.append(f'{{"message": {_escape(line)}, "message_b64": "{b64[i]}", "errkb": {text}}}')
+                else:
+                    out.append(f'{{"message": {_escape(line)}, "errkb": {text}}}')
+            elif only:
+                continue
+            elif obj is not None:
+                out.append(line)
+            elif i in b64:
+                out.append(f'{{"message": {_escape(line)}, "message_b64": "{b64[i]}"}}')
+            else:
+                out.append(f'{{"message": {_escape(line)}}}')
+        if not out:
+            return ""
+        out.append("")
+        return "\n".join(out)
+
+
+# -- the streaming filter --------------------------------------------------------
+
+
+class _Stop(Exception):
+    """Raised inside the read loop when a stop signal arrived (the batch in hand is
+    still written)."""
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(fd, view)
+        except BlockingIOError:
+            select.select([], [fd], [])
+            continue
+        view = view[n:]
+
+
+class _Output:
+    """Writes to a file descriptor with one ``write`` per batch (nothing buffered in
+    between), or to a file object when there is no descriptor (tests, embedding)."""
+
+    def __init__(self, stream: IO):
+        self.stream = stream
+        buffer = getattr(stream, "buffer", stream)
+        try:
+            self.fd: int | None = buffer.fileno()
+        except (AttributeError, OSError, ValueError):
+            self.fd = None
+        self.buffer = buffer
+        if self.fd is not None:
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+
+    def write(self, text: str) -> None:
+        data = text.encode("utf-8")
+        if self.fd is not None:
+            _write_all(self.fd, data)
+        else:
+            self.buffer.write(data)
+            self.buffer.flush()
+
+
+def _input_fd(source: Any) -> int | None:
+    buffer = getattr(source, "buffer", source)
+    try:
+        return buffer.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+@dataclass
+class StreamResult:
+    counters: Counters
+    stopped_by: str | None = None  # "SIGTERM" | "SIGINT" | "broken pipe" | None
+
+
+class _Signals:
+    """SIGTERM/SIGINT ask the loop to stop after writing what it has read; SIGUSR1
+    asks for the counters. Handlers only set flags: the loop wakes through a pipe
+    (``signal.set_wakeup_fd``) and acts between batches, so no line read is lost."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        self.stop: str | None = None
+        self.report = False
+        self.wake_r: int | None = None
+        self._old: dict = {}
+        self._old_wakeup = -1
+
+    def __enter__(self):
+        if not self.enabled:
+            return self
+        self.wake_r, wake_w = os.pipe()
+        self._wake_w = wake_w
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(wake_w, False)
+        self._old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        for sig, handler in (
+            (signal.SIGTERM, self._on_stop),
+            (signal.SIGINT, self._on_stop),
+            (signal.SIGUSR1, self._on_report),
+        ):
+            self._old[sig] = signal.signal(sig, handler)
+        return self
+
+    def _on_stop(self, signum, frame):
+        self.stop = signal.Signals(signum).name
+
+    def _on_report(self, signum, frame):
+        self.report = True
+
+    def drain(self) -> None:
+        if self.wake_r is not None:
+            try:
+                while os.read(self.wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+
+    def __exit__(self, *exc):
+        if not self.enabled:
+            return False
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        signal.set_wakeup_fd(self._old_wakeup)
+        os.close(self.wake_r)
+        os.close(self._wake_w)
+        return False
+
+
+def _chunks(source: Any, signals: _Signals, on_idle: Callable[[], None]) -> Iterator[bytes]:
+    """Raw chunks of one input as they arrive. Between chunks it honours signals;
+    while waiting for input it wakes on any signal."""
+    fd = _input_fd(source)
+    if fd is None:
+        buffer = getattr(source, "buffer", source)
+        read = getattr(buffer, "read1", buffer.read)
+        while True:
+            chunk = read(READ_SIZE)
+            if not chunk:
+                return
+            yield chunk
+            if signals.stop:
+                raise _Stop
+    wake = [signals.wake_r] if signals.wake_r is not None else []
+    while True:
+        if signals.stop:
+            raise _Stop
+        if signals.report:
+            on_idle()
+        if wake:
+            try:
+                ready, _, _ = select.select([fd, *wake], [], [])
+            except InterruptedError:  # pragma: no cover - PEP 475 retries select
+                continue
+            if wake[0] in ready:
+                signals.drain()
+                if fd not in ready:
+                    continue
+        try:
+            chunk = os.read(fd, READ_SIZE)
+        except BlockingIOError:
+            select.select([fd], [], [])
+            continue
+        except OSError as e:
+            if e.errno == errno.EIO:  # a closed terminal
+                return
+            raise
+        if not chunk:
+            return
+        yield chunk
+
+
+def stream(
+    inputs: Iterable[Any],
+    output: IO,
+    enricher: LineEnricher,
+    batch: int = DEFAULT_BATCH,
+    flush_each_line: bool = False,
+    report: Callable[[Counters], None] | None = None,
+    handle_signals: bool = True,
+) -> StreamResult:
+    """Enrich every line of ``inputs`` (binary file objects, read in turn) to ``output``.
+
+    Each read's complete lines are enriched as one batch (split at ``batch`` lines)
+    and written with one write; ``flush_each_line`` writes each line on its own.
+    SIGTERM/SIGINT stop the run after everything already read is written; SIGUSR1
+    calls ``report``; a closed output (EPIPE) stops it quietly.
+    """
+    batch = 1 if flush_each_line else max(1, batch)
+    out = _Output(output)
+    counters = enricher.counters
+    result = StreamResult(counters)
+    on_report = report or (lambda c: None)
+
+    def emit(lines: list[bytes]) -> None:
+        for start in range(0, len(lines), batch):
+            text = enricher.enrich(lines[start:start + batch])
+            if text:
+                out.write(text)
+
+    with _Signals(handle_signals) as signals:
+
+        def idle_report() -> None:
+            signals.report = False
+            on_report(counters)
+
+        try:
+            for source in inputs:
+                pending: list[bytes] = []  # pieces of a line longer than one read
+                try:
+                    for chunk in _chunks(source, signals, idle_report):
+                        if b"\n" not in chunk:
+                            pending.append(chunk)
+                            continue
+                        if pending:
+                            pending.append(chunk)
+                            chunk = b"".join(pending)
+                            pending = []
+                        lines = chunk.split(b"\n")
+                        tail = lines.pop()
+                        if tail:
+                            pending.append(tail)
+                        emit(lines)
+                        if signals.report:
+                            idle_report()
+                except _Stop:
+                    result.stopped_by = signals.stop
+                finally:
+                    if pending:  # a final line without "\n" is still a line
+                        emit([b"".join(pending)])
+                if result.stopped_by:
+                    break
+            if signals.stop and not result.stopped_by:
+                result.stopped_by = signals.stop
+        except BrokenPipeError:
+            result.stopped_by = "broken pipe"
+    return result
+
+
+# -- the Python API --------------------------------------------------------------
+
+
+class RecordEnricher:
+    """Adds ``errkb`` to dicts whose message matches a record (embedding API)."""
+
+    def __init__(self, matcher: Any, field: str | Sequence[str] = "message", site_url: str | None = None):
+        self.matcher = matcher
+        self.paths = _field_paths(field)
+        self.site_url = site_url
+
+    def enrich_batch(self, items: list[dict]) -> list[tuple[dict, bool]]:
+        messages = [field_value(d, self.paths) if isinstance(d, dict) else None for d in items]
+        results = self.matcher.match_lines([m or "" for m in messages])
+        out = []
+        for item, message, found in zip(items, messages, results):
+            if message and found:
+                out.append(({**item, "errkb": errkb_object(found[0], self.site_url)}, True))
+            else:
+                out.append((item, False))
+        return out
+
+
+def enrich_records(
+    records: Iterable[dict],
+    matcher: Any,
+    field: str | Sequence[str] = "message",
+    site_url: str | None = None,
+    only_matched: bool = False,
+    batch: int = 1,
+) -> Iterator[dict]:
+    """Yield each dict of ``records``, in order; a matched one as a new dict with an
+    ``errkb`` object added (the input dict is not changed), an unmatched one as is.
+
+    ``field`` is a key or dotted path (or several, the first present wins) holding
+    the message. ``batch`` > 1 matches that many records per matcher call, which is
+    faster but holds records back until the batch is full: keep 1 for live streams.
+    """
+    enricher = RecordEnricher(matcher, field, site_url)
+    pending: list[dict] = []
+    for item in records:
+        pending.append(item)
+        if len(pending) >= batch:
+            for d, matched in enricher.enrich_batch(pending):
+                if matched or not only_matched:
+                    yield d
+            pending = []
+    if pending:
+        for d, matched in enricher.enrich_batch(pending):
+            if matched or not only_matched:
+                yield d
+
+
+# -- the command's entry point -------------------------------------------------------
+
+
+class EnrichError(Exception):
+    """Bad usage or input of ``errkb enrich``; the message is one line for the user."""
+
+
+def load_matcher(store: Any):
+    """The store's compiled matcher (cached on disk by dataset hash)."""
+    from errkb.match import Matcher, MatcherError
+
+    try:
+        return Matcher.from_store(store)
+    except MatcherError as e:
+        raise EnrichError(str(e)) from e
+
+
+def _open_inputs(files: Sequence[str], stdin: IO) -> Iterator[Any]:
+    """Each input in turn, opened when its turn comes (``-`` or none: stdin)."""
+    for name in files or ["-"]:
+        if str(name) == "-":
+            yield stdin
+            continue
+        try:
+            fh = open(name, "rb", buffering=0)
+        except OSError as e:
+            raise EnrichError(f"{name}: cannot read: {e.strerror}") from e
+        with fh:
+            yield fh
+
+
+def run_filter(
+    matcher: Any,
+    files: Sequence[str] = (),
+    fields: Sequence[str] = DEFAULT_FIELDS,
+    site_url: str | None = None,
+    only_matched: bool = False,
+    batch: int = DEFAULT_BATCH,
+    flush_each_line: bool = False,
+    stdin: IO | None = None,
+    stdout: IO | None = None,
+    report: Callable[[Counters], None] | None = None,
+) -> StreamResult:
+    """``errkb enrich [FILE...]``: enrich lines from files (or stdin) to stdout."""
+    for name in files:
+        if str(name) != "-" and not os.path.exists(name):
+            raise EnrichError(f"{name}: no such file")
+    enricher = LineEnricher(matcher, fields=fields, site_url=site_url, only_matched=only_matched)
+    stdin = stdin if stdin is not None else sys.stdin
+    stdout = stdout if stdout is not None else sys.stdout
+    return stream(_open_inputs(files, stdin), stdout, enricher, batch=batch, flush_each_line=flush_each_line, report=report)
