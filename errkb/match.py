@@ -1,0 +1,777 @@
+"""One index over every record's ``messagePattern``: match text to records, fast and safe.
+
+How a text is matched:
+
+1. **Normalise** (``errkb.normalize``): the raw text plus the messages inside it (log
+   prefixes, ANSI codes and JSON envelopes removed, traceback exceptions, wrapped
+   lines joined). A record matches when ``re.search(pattern, m)`` would succeed for
+   one of these messages; the raw text is always one of them.
+2. **Prefilter**: every match of a pattern contains the pattern's longest required
+   literal (``errkb.patterns``), so one literal automaton (Hyperscan in literal mode;
+   pyahocorasick or plain ``in`` as fallbacks) scanning a whole batch of lines at
+   once finds the few (line, pattern) candidates.
+3. **Confirm** each candidate exactly with RE2, on a translation of the pattern that
+   means what ``re`` means. RE2 runs in linear time, so no dataset pattern can stall
+   matching. Patterns only a backtracking engine can run (backreferences,
+   lookaround) go to a bounded path (the ``regex`` module with a timeout and an
+   input cap) and their matches say so (``Match.bounded``).
+4. **Rank**: the text's error class equals the record's ``errorClass``, the pattern's
+   specificity, repo hints in the text (``site-packages/vllm/``, ``vllm/x.py``).
+
+The compiled index is cached under ``store.cache_dir`` keyed by the dataset hash. The
+cache file is our own plain format (a JSON header and Hyperscan's serialised
+database), never a pickle.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import struct
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from errkb import normalize
+from errkb.patterns import analyze
+
+try:
+    import hyperscan
+except ImportError:  # optional: x86-64 only
+    hyperscan = None
+try:
+    import ahocorasick
+except ImportError:
+    ahocorasick = None
+try:
+    import re2 as _re2_module
+    from re2 import _re2
+except ImportError:
+    _re2_module = None
+    _re2 = None
+try:
+    import regex as _regex
+except ImportError:
+    _regex = None
+import re as _re
+
+INDEX_FORMAT = 1
+_MAGIC = b"ERRKB-MATCHER\n"
+# The bounded path (patterns that need backtracking) sees at most this much text and
+# gives up on one text after this many seconds.
+BOUNDED_MAX_CHARS = 20_000
+BOUNDED_TIMEOUT_S = 0.05
+# A pasted text longer than this is matched on its head and its tail (where a
+# traceback's final exception line is): no real message is megabytes long.
+MAX_TEXT_CHARS = 1 << 20
+TAIL_CHARS = 64 * 1024
+# Literals shorter than this are not worth a prefilter key: such patterns are
+# confirmed on every text.
+MIN_PREFILTER_BYTES = 2
+
+PREFILTERS = ("hyperscan", "ahocorasick", "python")
+CONFIRMS = ("re2", "re")
+
+
+class MatcherError(Exception):
+    """The index cannot be built or loaded (named engine missing, bad index file)."""
+
+
+class Match:
+    """One record matching a text. ``span``/``message`` are located in the normalised
+    message lazily (batch matching rarely needs them); ``record`` is the full dict."""
+
+    __slots__ = ("record_id", "slug", "repo", "error_class", "severity", "score", "engine", "bounded",
+                 "_span", "_message", "_locate", "_resolve", "_record")
+
+    def __init__(self, record_id, slug, repo, error_class, severity, score, engine, bounded,
+                 span=None, message=None, locate=None, resolve=None):
+        self.record_id: str = record_id
+        self.slug: str = slug
+        self.repo: str = repo
+        self.error_class: str | None = error_class
+        self.severity: str | None = severity
+        self.score: float = score
+        self.engine: str = engine  # "re2" | "re" | "regex-bounded"
+        self.bounded: bool = bounded
+        self._span = span
+        self._message = message
+        self._locate = locate
+        self._resolve = resolve
+        self._record = None
+
+    def _ensure_located(self) -> None:
+        if self._message is None and self._locate is not None:
+            self._message, self._span = self._locate()
+            self._locate = None
+
+    @property
+    def span(self) -> tuple[int, int]:
+        self._ensure_located()
+        return self._span
+
+    @property
+    def message(self) -> str:
+        self._ensure_located()
+        return self._message
+
+    @property
+    def record(self) -> dict:
+        if self._record is None and self._resolve is not None:
+            self._record = self._resolve(self.record_id)
+        return self._record
+
+    def to_dict(self, with_record: bool = True) -> dict:
+        out = {
+            "id": self.record_id, "slug": self.slug, "repo": self.repo, "errorClass": self.error_class,
+            "severity": self.severity, "score": round(self.score, 4), "span": list(self.span),
+            "message": self.message, "engine": self.engine, "bounded": self.bounded,
+        }
+        if with_record:
+            out["record"] = self.record
+        return out
+
+    def __repr__(self) -> str:
+        return f"Match({self.record_id!r}, {self.slug!r}, score={self.score:.3f}, engine={self.engine!r})"
+
+
+class _Entry:
+    """What the matcher keeps per record (not the record itself)."""
+
+    __slots__ = ("record_id", "slug", "repo", "error_class", "severity", "pattern", "re2_pattern",
+                 "ascii_only", "needs_context", "bounded", "literal_chars", "hints", "specificity")
+
+    FIELDS = __slots__
+
+    def __init__(self, **kw):
+        for k in self.FIELDS:
+            setattr(self, k, kw.get(k))
+
+
+def _hints_for(record: dict) -> list[str]:
+    """Strings whose presence in a text suggests it comes from the record's project."""
+    hints: list[str] = []
+    repo = (record.get("repo") or "").lower()
+    name = repo.rsplit("/", 1)[-1]
+    file_path = (record.get("filePath") or "").lower()
+    package = file_path.split("/", 1)[0] if "/" in file_path else ""
+    for pkg in dict.fromkeys(p for p in (name, package) if p and len(p) >= 3):
+        hints.extend([f"site-packages/{pkg}/", f"{pkg}/", f"{pkg}."])
+    if file_path:
+        hints.append(file_path)
+    return hints
+
+
+class Matcher:
+    """Compiled index over records' message patterns (see module docstring)."""
+
+    def __init__(self) -> None:
+        self.entries: list[_Entry] = []
+        self.skipped: list[dict] = []  # {"id", "pattern", "reason"} for patterns that cannot run
+        self.prefilter = "python"
+        self.confirm = "re"
+        self.dataset_hash: str | None = None
+        self.build_seconds: float | None = None
+        self.literals: list[str] = []
+        self.literal_entries: list[tuple[int, ...]] = []
+        self.always: list[int] = []  # entries without a usable literal: confirmed on every text
+        self.bounded_timeouts = 0
+        self._hs_db = None
+        self._hs_bytes: bytes | None = None
+        self._aho = None
+        self._compiled: dict[int, object] = {}
+        self._records: dict[str, dict] | None = None
+        self._resolve: Callable[[str], dict | None] | None = None
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def from_records(cls, records: Iterable[dict], prefilter: str = "auto", confirm: str = "auto") -> Matcher:
+        import time
+
+        started = time.perf_counter()
+        m = cls()
+        m._choose_engines(prefilter, confirm)
+        records = list(records)
+        m._records = {str(r.get("id")): r for r in records if isinstance(r, dict)}
+        m._resolve = m._records.get
+        literal_ids: dict[str, int] = {}
+        literal_members: list[list[int]] = []
+        for record in records:
+            if not isinstance(record, dict):
+                continue
+            pattern = record.get("messagePattern")
+            a = analyze(pattern)
+            if a.compile_error is not None:
+                m.skipped.append({"id": record.get("id"), "pattern": pattern, "reason": f"does not compile: {a.compile_error}"})
+                continue
+            bounded = not a.linear_safe
+            if bounded and _regex is None:
+                m.skipped.append({"id": record.get("id"), "pattern": pattern,
+                                  "reason": f"{a.re2_issue}; the bounded path needs the 'regex' package"})
+                continue
+            entry = _Entry(
+                record_id=str(record.get("id")), slug=record.get("slug"), repo=record.get("repo"),
+                error_class=record.get("errorClass"), severity=record.get("severity"), pattern=pattern,
+                re2_pattern=a.re2_pattern, ascii_only=a.re2_ascii_only,
+                needs_context=a.has_assertions or bounded, bounded=bounded,
+                literal_chars=a.literal_chars, hints=_hints_for(record),
+                specificity=min(a.literal_chars, 120) / 120.0,
+            )
+            if not bounded and m.confirm == "re2":
+                try:
+                    m._compile_re2(entry)
+                except MatcherError as e:  # e.g. a program above RE2's memory budget
+                    if _regex is None:
+                        m.skipped.append({"id": entry.record_id, "pattern": pattern, "reason": str(e)})
+                        continue
+                    entry.bounded = entry.needs_context = True
+            index = len(m.entries)
+            m.entries.append(entry)
+            literal = _prefilter_key(a.required_literals)
+            if literal is None:
+                m.always.append(index)
+                continue
+            lid = literal_ids.get(literal)
+            if lid is None:
+                lid = literal_ids[literal] = len(m.literals)
+                m.literals.append(literal)
+                literal_members.append([])
+            literal_members[lid].append(index)
+        m.literal_entries = [tuple(v) for v in literal_members]
+        m._compiled.clear()  # compiled lazily on first use: loading stays cheap
+        m._build_prefilter()
+        m.build_seconds = time.perf_counter() - started
+        return m
+
+    @classmethod
+    def from_store(cls, store, prefilter: str = "auto", confirm: str = "auto") -> Matcher:
+        """The store's index, loaded from ``store.cache_dir`` when this dataset version
+        was compiled before, else built from the store's records and cached."""
+        dataset_hash = store.dataset_hash()
+        chosen_prefilter, chosen_confirm = _resolve_engines(prefilter, confirm)
+        cache_dir = Path(store.cache_dir)
+        path = cache_dir / f"matcher-v{INDEX_FORMAT}-{chosen_prefilter}-{chosen_confirm}-{dataset_hash}.idx"
+        if path.is_file():
+            try:
+                m = cls.load(path, prefilter=chosen_prefilter, confirm=chosen_confirm)
+                m._resolve = store.get
+                return m
+            except MatcherError:
+                pass  # a damaged cache is rebuilt below
+        m = cls.from_records(store.records(), prefilter=chosen_prefilter, confirm=chosen_confirm)
+        m.dataset_hash = dataset_hash
+        m._records = None  # records are fetched from the store on demand
+        m._resolve = store.get
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            for old in cache_dir.glob(f"matcher-v{INDEX_FORMAT}-{chosen_prefilter}-{chosen_confirm}-*.idx"):
+                old.unlink(missing_ok=True)
+            m.save(path, include_records=False)
+        except OSError:
+            pass  # a read-only cache folder costs speed, not correctness
+        return m
+
+    def _choose_engines(self, prefilter: str, confirm: str) -> None:
+        self.prefilter, self.confirm = _resolve_engines(prefilter, confirm)
+
+    def _build_prefilter(self) -> None:
+        self._newline_literals = {lid for lid, lit in enumerate(self.literals) if "\n" in lit}
+        if self.prefilter == "hyperscan":
+            if self._hs_bytes is not None:
+                self._hs_db = hyperscan.loadb(self._hs_bytes, hyperscan.HS_MODE_BLOCK)
+                self._hs_db.scratch = hyperscan.Scratch(self._hs_db)
+                return
+            db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            if self.literals:
+                encoded = [lit.encode("utf-8") for lit in self.literals]
+                db.compile(expressions=encoded, ids=list(range(len(encoded))), elements=len(encoded), flags=0, literal=True)
+                self._hs_bytes = hyperscan.dumpb(db)
+                self._hs_db = db
+            else:
+                self._hs_db = None
+        elif self.prefilter == "ahocorasick":
+            automaton = ahocorasick.Automaton()
+            for lid, lit in enumerate(self.literals):
+                automaton.add_word(lit, lid)
+            if self.literals:
+                automaton.make_automaton()
+                self._aho = automaton
+            else:
+                self._aho = None
+
+    def _compile_re2(self, entry: _Entry):
+        options = _re2_module.Options()
+        options.never_capture = True
+        options.max_mem = 64 << 20
+        compiled = _re2.RE2(entry.re2_pattern.encode("utf-8"), options)
+        if not compiled.ok():
+            raise MatcherError(f"RE2 cannot run the pattern: {compiled.error().decode('utf-8', 'replace')}")
+        return compiled
+
+    # ------------------------------------------------------------------ persistence
+
+    def save(self, path: str | Path, include_records: bool = True) -> None:
+        """Write the compiled index (our own format: JSON header + Hyperscan bytes)."""
+        header = {
+            "format": INDEX_FORMAT,
+            "prefilter": self.prefilter,
+            "confirm": self.confirm,
+            "dataset_hash": self.dataset_hash,
+            "entries": [[getattr(e, k) for k in _Entry.FIELDS] for e in self.entries],
+            "skipped": self.skipped,
+            "literals": self.literals,
+            "literal_entries": self.literal_entries,
+            "always": self.always,
+            "records": list(self._records.values()) if include_records and self._records is not None else None,
+        }
+        blob = json.dumps(header, ensure_ascii=False).encode("utf-8")
+        hs = self._hs_bytes or b""
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(_MAGIC + struct.pack("<QQ", len(blob), len(hs)) + blob + hs)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def load(cls, path: str | Path, prefilter: str | None = None, confirm: str | None = None) -> Matcher:
+        path = Path(path)
+        try:
+            data = path.read_bytes()
+            if not data.startswith(_MAGIC):
+                raise MatcherError(f"{path}: not an errkb matcher index")
+            n_blob, n_hs = struct.unpack_from("<QQ", data, len(_MAGIC))
+            start = len(_MAGIC) + 16
+            header = json.loads(data[start:start + n_blob])
+            hs_bytes = data[start + n_blob:start + n_blob + n_hs] or None
+        except (OSError, ValueError, struct.error) as e:
+            raise MatcherError(f"{path}: cannot read matcher index: {e}") from e
+        if header.get("format") != INDEX_FORMAT:
+            raise MatcherError(f"{path}: index format {header.get('format')} is not {INDEX_FORMAT}")
+        m = cls()
+        m.prefilter, m.confirm = _resolve_engines(prefilter or header["prefilter"], confirm or header["confirm"])
+        m.dataset_hash = header.get("dataset_hash")
+        m.entries = [_Entry(**dict(zip(_Entry.FIELDS, row))) for row in header["entries"]]
+        m.skipped = header["skipped"]
+        m.literals = header["literals"]
+        m.literal_entries = [tuple(v) for v in header["literal_entries"]]
+        m.always = header["always"]
+        if header.get("records") is not None:
+            m._records = {str(r.get("id")): r for r in header["records"]}
+            m._resolve = m._records.get
+        if m.prefilter == "hyperscan" and header["prefilter"] == "hyperscan":
+            m._hs_bytes = hs_bytes
+        try:
+            m._build_prefilter()
+        except Exception as e:  # hyperscan.error: a truncated or foreign database
+            raise MatcherError(f"{path}: cannot load the prefilter database: {e}") from e
+        return m
+
+    # ------------------------------------------------------------------ matching
+
+    def match(self, text: str | bytes) -> list[Match]:
+        """Records matching a text (a line, a traceback, a pasted log excerpt), best first."""
+        text = normalize.to_text(text)
+        if len(text) > MAX_TEXT_CHARS:
+            text = text[:MAX_TEXT_CHARS] + "\n" + text[-TAIL_CHARS:]
+        messages = normalize.text_messages(text)
+        return self._match_messages(messages)
+
+    def match_message(self, message: normalize.LogMessage) -> list[Match]:
+        """Records matching one message of ``normalize.iter_messages``."""
+        return self._match_messages(message.candidates or [normalize.Message(message.text, message.error_class)])
+
+    def match_log(self, lines: Iterable[str | bytes], batch: int = 4096) -> Iterator[tuple[normalize.LogMessage, list[Match]]]:
+        """Every message of a log with its matches, streamed in batches (constant memory)."""
+        pending: list[normalize.LogMessage] = []
+        for message in normalize.iter_messages(lines):
+            pending.append(message)
+            if len(pending) >= batch:
+                yield from self._match_log_batch(pending)
+                pending = []
+        if pending:
+            yield from self._match_log_batch(pending)
+
+    def _match_log_batch(self, messages: list[normalize.LogMessage]):
+        singles = [i for i, m in enumerate(messages) if m.kind == "line"]
+        results = self.match_lines([messages[i].raw for i in singles]) if singles else []
+        by_index = dict(zip(singles, results))
+        for i, message in enumerate(messages):
+            found = by_index.get(i)
+            yield message, (found if found is not None else self.match_message(message))
+
+    def match_lines(self, lines: list[str]) -> list[list[Match]]:
+        """Batch API: for each line, the records matching it (as ``match(line)``), best first.
+
+        Scans the whole batch in one prefilter call and normalises only lines that have
+        a candidate, so ordinary log lines cost well under a microsecond each."""
+        n = len(lines)
+        if n == 0:
+            return []
+        results: list[list[Match]] = [[] for _ in range(n)]
+        if not self.entries:
+            return results
+        lines, joined = _clean_lines(lines)
+        extra, extra_owners = _rewritten_forms(lines, joined)
+        if self.prefilter == "hyperscan" and "\n" not in joined and not any("\n" in e for e in extra):
+            candidates = self._scan_hyperscan_lines(joined, extra, extra_owners, n)
+        else:
+            segments = lines + extra if extra else lines
+            owners = list(range(n)) + extra_owners
+            candidates = {owner: (None, ids) for owner, ids in self._scan(segments, owners, n).items()}
+        if self.always:
+            for i in range(n):
+                data, ids = candidates.get(i, (None, ()))
+                candidates[i] = (data, [*ids, *self.always])
+        entries = self.entries
+        use_re2 = self.confirm == "re2"
+        compiled_cache = self._compiled
+        line_forms: dict[int, list[normalize.Message]] = {}
+        rewritten = set(extra_owners)
+        for line_no, (raw_bytes, entry_ids) in candidates.items():
+            line = lines[line_no]
+            found = []
+            for ei in entry_ids:
+                entry = entries[ei]
+                if use_re2 and not entry.bounded and not (entry.ascii_only and not line.isascii()):
+                    if raw_bytes is None:
+                        raw_bytes = line.encode("utf-8")
+                    compiled = compiled_cache.get(ei)
+                    if compiled is None:
+                        compiled = compiled_cache[ei] = self._compile_re2(entry)
+                    hit = compiled.Match(_UNANCHORED, raw_bytes, 0, len(raw_bytes))[0][0] >= 0
+                    if not hit and (entry.needs_context or line_no in rewritten):
+                        hit = self._search_forms(ei, self._forms(line_forms, line_no, line)) is not None
+                else:
+                    hit = self._search_forms(ei, self._forms(line_forms, line_no, line)) is not None
+                if hit:
+                    found.append(self._make_match(ei, line, lambda ei=ei, line=line: self._locate(ei, line)))
+            if found:
+                if len(found) > 1:
+                    found.sort(key=_by_score)
+                results[line_no] = found
+        return results
+
+    def _scan_hyperscan_lines(self, joined: str, extra: list[str], extra_owners: list[int], n: int) -> dict:
+        """One Hyperscan call over all lines joined by newlines (plus rewritten forms).
+
+        Hits come back as end offsets; the line of a hit is the number of newlines
+        before it, counted incrementally between sorted hits, so no per-line offset
+        table is built. Returns line -> (the line's UTF-8 bytes or None, entry ids)."""
+        if self._hs_db is None:
+            return {}
+        text = joined + "\n" + "\n".join(extra) if extra else joined
+        buf = text.encode("utf-8")
+        hits: list[tuple[int, int]] = []
+        append = hits.append
+
+        def on_hit(lid, _from, to, _flags, _context):
+            append((to, lid))
+
+        self._hs_db.scan(buf, match_event_handler=on_hit)
+        if not hits:
+            return {}
+        hits.sort()
+        count = buf.count
+        find = buf.find
+        rfind = buf.rfind
+        members = self.literal_entries
+        skip = self._newline_literals
+        lids_of: dict[int, set[int]] = {}
+        data_of: dict[int, bytes] = {}
+        seg = 0
+        prev = 0
+        seg_end = -1
+        current: set[int] = set()
+        for to, lid in hits:
+            if lid in skip:
+                continue  # a literal with a newline can only span two lines here
+            last = to - 1
+            if last >= seg_end:
+                seg += count(b"\n", prev, last)
+                prev = last
+                seg_end = find(b"\n", last)
+                if seg_end < 0:
+                    seg_end = len(buf)
+                if seg < n:
+                    owner = seg
+                    data_of[owner] = buf[rfind(b"\n", 0, last) + 1:seg_end]
+                else:
+                    owner = extra_owners[seg - n]
+                current = lids_of.get(owner)
+                if current is None:
+                    current = lids_of[owner] = set()
+            current.add(lid)
+        out: dict[int, tuple[bytes | None, list[int]]] = {}
+        for owner, lids in lids_of.items():
+            if len(lids) == 1:
+                ids = list(members[next(iter(lids))])
+            else:
+                ids = sorted({ei for lid in lids for ei in members[lid]})
+            out[owner] = (data_of.get(owner), ids)
+        return out
+
+    # ------------------------------------------------------------------ internals
+
+    def _forms(self, cache: dict, line_no: int, line: str) -> list[normalize.Message]:
+        forms = cache.get(line_no)
+        if forms is None:
+            forms = cache[line_no] = normalize.line_messages(line)
+        return forms
+
+    def _scan(self, segments: list[str], owners: list[int], n_owners: int) -> dict[int, list[int]]:
+        """(owner -> candidate entry ids) for every segment text, prefiltered by literal."""
+        candidate_pairs: set[tuple[int, int]] = set()
+        if self.prefilter == "hyperscan":
+            if self._hs_db is not None:
+                self._scan_hyperscan(segments, owners, candidate_pairs)
+        elif self.prefilter == "ahocorasick":
+            if self._aho is not None:
+                iterate = self._aho.iter
+                for seg, owner in zip(segments, owners):
+                    for _end, lid in iterate(seg):
+                        candidate_pairs.add((owner, lid))
+        else:
+            for seg, owner in zip(segments, owners):
+                for lid, lit in enumerate(self.literals):
+                    if lit in seg:
+                        candidate_pairs.add((owner, lid))
+        out: dict[int, list[int]] = {}
+        members = self.literal_entries
+        for owner, lid in candidate_pairs:
+            bucket = out.get(owner)
+            if bucket is None:
+                out[owner] = list(members[lid])
+            else:
+                bucket.extend(members[lid])
+        if self.always:
+            for owner in set(owners):
+                out.setdefault(owner, []).extend(self.always)
+        for owner, bucket in out.items():
+            if len(bucket) > 1:
+                out[owner] = sorted(set(bucket))
+        return out
+
+    def _scan_hyperscan(self, segments: list[str], owners: list[int], pairs: set) -> None:
+        joined = "\n".join(segments)
+        if joined.isascii():
+            buf = joined.encode("ascii")
+            lengths = map(len, segments)
+        else:
+            encoded = [s.encode("utf-8") for s in segments]
+            buf = b"\n".join(encoded)
+            lengths = map(len, encoded)
+        # start offset of each segment in buf: a hit ending at `to` belongs to the last
+        # segment starting at or before to-1.
+        starts = [0]
+        total = 0
+        for length in lengths:
+            total += length + 1
+            starts.append(total)
+        hits: list[tuple[int, int]] = []
+        append = hits.append
+
+        def on_hit(lid, _from, to, _flags, _context):
+            append((to, lid))
+
+        self._hs_db.scan(buf, match_event_handler=on_hit)
+        if not hits:
+            return
+        locate = bisect.bisect_right
+        add = pairs.add
+        for to, lid in hits:
+            seg = locate(starts, to - 1) - 1
+            add((owners[seg], lid))
+
+    def _re2_search_bytes(self, ei: int, data: bytes) -> bool:
+        compiled = self._compiled.get(ei)
+        if compiled is None:
+            compiled = self._compiled[ei] = self._compile_re2(self.entries[ei])
+        return compiled.Match(_UNANCHORED, data, 0, len(data))[0][0] >= 0
+
+    def _search(self, ei: int, text: str) -> tuple[int, int] | None:
+        """Exact search of one entry's pattern in one text: the span, or None."""
+        entry = self.entries[ei]
+        if not entry.bounded and self.confirm == "re2" and not (entry.ascii_only and not text.isascii()):
+            data = text.encode("utf-8")
+            compiled = self._compiled.get(ei)
+            if compiled is None:
+                compiled = self._compiled[ei] = self._compile_re2(entry)
+            start, end = compiled.Match(_UNANCHORED, data, 0, len(data))[0]
+            if start < 0:
+                return None
+            char_start = len(data[:start].decode("utf-8"))
+            char_end = char_start + len(data[start:end].decode("utf-8"))
+            if entry.re2_pattern.endswith("(?:\\x{a}?\\z)") and text[char_start:char_end].endswith("\n") and char_end == len(text):
+                char_end -= 1  # re's $ sits before the final newline; report re's span
+            return char_start, char_end
+        if entry.bounded or self.confirm == "re2":
+            return self._bounded_search(ei, text)
+        m = self._python_re(ei).search(text)
+        return m.span() if m else None
+
+    def _bounded_search(self, ei: int, text: str) -> tuple[int, int] | None:
+        compiled = self._compiled.get(ei)
+        if compiled is None:
+            compiled = self._compiled[ei] = _regex.compile(self.entries[ei].pattern, flags=_regex.VERSION0)
+        try:
+            m = compiled.search(text[:BOUNDED_MAX_CHARS], timeout=BOUNDED_TIMEOUT_S)
+        except TimeoutError:
+            self.bounded_timeouts += 1
+            return None
+        return m.span() if m else None
+
+    def _python_re(self, ei: int):
+        compiled = self._compiled.get(ei)
+        if compiled is None:
+            compiled = self._compiled[ei] = _re.compile(self.entries[ei].pattern)
+        return compiled
+
+    def _search_forms(self, ei: int, forms: list[normalize.Message]) -> tuple[normalize.Message, tuple[int, int]] | None:
+        # most specific message first: the span is reported in the normalised message
+        for form in reversed(forms):
+            span = self._search(ei, form.text)
+            if span is not None:
+                return form, span
+        return None
+
+    def _locate(self, ei: int, line: str) -> tuple[str, tuple[int, int]]:
+        found = self._search_forms(ei, normalize.line_messages(line))
+        if found is None:  # cannot happen for a confirmed match; keep the raw line
+            return line, (0, 0)
+        return found[0].text, found[1]
+
+    def _match_messages(self, messages: list[normalize.Message]) -> list[Match]:
+        if not self.entries:
+            return []
+        texts = [m.text for m in messages]
+        candidates = self._scan(texts, [0] * len(texts), 1).get(0, [])
+        classes = {m.error_class for m in messages if m.error_class}
+        whole = "\n".join(texts)
+        found = []
+        for ei in candidates:
+            hit = self._search_forms(ei, messages)
+            if hit is None:
+                continue
+            form, span = hit
+            found.append(self._make_match(ei, whole, span=span, message=form.text, classes=classes))
+        found.sort(key=lambda m: -m.score)
+        return found
+
+    def _make_match(self, ei: int, text: str, locate=None, span=None, message=None, classes=None) -> Match:
+        entry = self.entries[ei]
+        return Match(
+            entry.record_id, entry.slug, entry.repo, entry.error_class, entry.severity,
+            self._score(entry, text, classes), self._engine_name(entry), bool(entry.bounded),
+            span=span, message=message, locate=locate, resolve=self._resolve,
+        )
+
+    def _engine_name(self, entry: _Entry) -> str:
+        if entry.bounded:
+            return "regex-bounded"
+        return self.confirm
+
+    @staticmethod
+    def _score(entry: _Entry, text: str, classes: set[str] | None = None) -> float:
+        """Error class agreement first, then specificity, then project hints."""
+        score = 1.0 + entry.specificity
+        cls = entry.error_class
+        if cls:
+            short = cls.rsplit(".", 1)[-1]
+            if classes is not None:
+                if any(c == cls or c.rsplit(".", 1)[-1] == short for c in classes):
+                    score += 2.0
+            elif f"{short}:" in text or text.rstrip().endswith(short):
+                score += 2.0
+        if entry.hints:
+            lowered = text.lower() if len(text) < 1 << 16 else text[: 1 << 16].lower()
+            hits = sum(1 for h in entry.hints if h in lowered)
+            score += min(hits, 2) * 0.25
+        return score
+
+    def stats(self) -> dict:
+        return {
+            "entries": len(self.entries),
+            "bounded": sum(1 for e in self.entries if e.bounded),
+            "skipped": len(self.skipped),
+            "literals": len(self.literals),
+            "always_checked": len(self.always),
+            "prefilter": self.prefilter,
+            "confirm": self.confirm,
+            "build_seconds": self.build_seconds,
+        }
+
+
+_UNANCHORED = _re2_module._Anchor.UNANCHORED if _re2_module is not None else None
+
+
+def _by_score(m: Match) -> float:
+    return -m.score
+
+
+def needs_forms(line: str) -> bool:
+    """A line whose messages are not plain substrings of it (ANSI, JSON escapes):
+    a pattern failing on the raw line may still match its normalised message."""
+    return normalize.needs_rewrite(line)
+
+
+def _prefilter_key(required_literals: list[str]) -> str | None:
+    """The longest required literal, cut at NUL (Hyperscan's binding ends literals there)."""
+    pieces = [p for lit in required_literals for p in lit.split("\x00") if p]
+    if not pieces:
+        return None
+    best = max(pieces, key=lambda s: len(s.encode("utf-8")))
+    return best if len(best.encode("utf-8")) >= MIN_PREFILTER_BYTES else None
+
+
+def _resolve_engines(prefilter: str, confirm: str) -> tuple[str, str]:
+    available_prefilters = {"hyperscan": hyperscan is not None, "ahocorasick": ahocorasick is not None, "python": True}
+    if prefilter == "auto":
+        prefilter = next(p for p in PREFILTERS if available_prefilters[p])
+    elif prefilter not in available_prefilters:
+        raise MatcherError(f"unknown prefilter {prefilter!r} (choose from {', '.join(PREFILTERS)})")
+    elif not available_prefilters[prefilter]:
+        raise MatcherError(f"prefilter {prefilter!r} is not installed")
+    if confirm == "auto":
+        confirm = "re2" if _re2 is not None else "re"
+    elif confirm not in CONFIRMS:
+        raise MatcherError(f"unknown confirm engine {confirm!r} (choose from {', '.join(CONFIRMS)})")
+    elif confirm == "re2" and _re2 is None:
+        raise MatcherError("confirm engine 're2' is not installed (pip install google-re2)")
+    return prefilter, confirm
+
+
+def _clean_lines(lines: list) -> tuple[list[str], str]:
+    """Lines as text the engines accept (bytes decoded, lone surrogates replaced),
+    and the lines joined by newlines."""
+    try:
+        joined = "\n".join(lines)
+    except TypeError:
+        lines = [normalize.to_text(line) if not isinstance(line, str) else line for line in lines]
+        joined = "\n".join(lines)
+    try:
+        joined.encode("utf-8")
+    except UnicodeEncodeError:
+        lines = [normalize.to_text(line) for line in lines]
+        joined = "\n".join(lines)
+    return lines, joined
+
+
+def _rewritten_forms(lines: list[str], joined: str) -> tuple[list[str], list[int]]:
+    """Normalised messages of the lines whose messages are not substrings of them
+    (ANSI codes inside, JSON escapes), with the index of their line."""
+    if "\x1b" not in joined and "\\" not in joined:
+        return [], []
+    extra: list[str] = []
+    owners: list[int] = []
+    for i in [i for i, line in enumerate(lines) if "\x1b" in line or "\\" in line]:
+        if normalize.needs_rewrite(lines[i]):
+            for form in normalize.line_messages(lines[i])[1:]:
+                extra.append(form.text)
+                owners.append(i)
+    return extra, owners

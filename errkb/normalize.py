@@ -1,0 +1,364 @@
+"""Turn text as it really arrives into the messages a pattern was written for.
+
+A record's ``messagePattern`` describes the exception message alone. Real text wraps
+it: ANSI colour, log prefixes (timestamps, levels, ``(EngineCore_DP0 pid=1234)``,
+``[file.py:123]``, ``[rank0]:``), JSON log envelopes, tracebacks whose final
+``ErrorClass: message`` line is what matters, chained exceptions, messages wrapped
+over several lines, Windows line endings, invalid UTF-8.
+
+Every function here is linear in the input: the few regular expressions are ours,
+anchored, and have no nested repetition. The raw text always stays a candidate, so
+normalisation only ever adds places a pattern may match.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+# Longest message kept from one traceback / continuation, and most exceptions kept
+# from one chain: bounds memory when a stream holds a pathological traceback.
+MAX_MESSAGE_CHARS = 64 * 1024
+MAX_CHAIN = 16
+MAX_CONTINUATION_LINES = 20
+# Texts with more lines than this are not also joined into one wrapped message.
+MAX_WRAP_LINES = 50
+
+_ANSI = re.compile(r"\x1b(?:\[[0-?]{0,32}[ -/]{0,8}[@-~]|\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+_LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|ERR|CRITICAL|FATAL|EXCEPTION|SEVERE)"
+# One alternative per prefix family. Each consumes its token and its own separator
+# (one space), never the indentation of what follows: traceback frames keep theirs.
+_PREFIX = re.compile(
+    r"(?:"
+    # ISO timestamps: 2026-08-05 15:26:02,985 / 2026-08-02T18:07:14.645Z / [2026-...]
+    r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2}| ?UTC)?\]?(?: \| | - | ?)"
+    # vLLM: INFO 08-14 21:17:39 [core.py:123]
+    r"|" + _LEVEL + r" \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})? ?"
+    # syslog: Aug 16 03:07:54 host prog[pid]:
+    r"|[A-Z][a-z]{2} [ \d]?\d \d{2}:\d{2}:\d{2} [\w.-]{1,255} [\w./@-]{1,255}?(?:\[\d{1,10}\])?: ?"
+    # glog / absl: I0816 01:13:49.301394    2120 prober.go:107]
+    r"|[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d{1,9} {1,16}\d{1,10} [\w./-]{1,255}:\d{1,10}\] ?"
+    # (EngineCore_DP0 pid=1234) / (Worker pid=12) / (VllmWorker rank=0 pid=3)
+    r"|\([\w.-]{1,100}(?: [\w.-]{1,40}=[\w.-]{1,40}){1,4}\) ?"
+    # [rank0]: / [rank12]:
+    r"|\[rank\d{1,6}\]: ?"
+    # [file.py:123] / [core.py:123 in fn]
+    r"|\[[\w./<>-]{1,255}:\d{1,10}(?: [^\]\n]{1,100})?\] ?"
+    # Python logging's default LEVEL:logger: (a logger name never precedes a space)
+    r"|" + _LEVEL + r":(?:[A-Za-z_][\w.]{0,200}:(?=\S))?(?: {1,16})?"
+    # loguru: | ERROR    | module:function:12 -
+    r"|\| ?" + _LEVEL + r" {0,16}\| ?(?:[\w.<>]{1,255}:[\w.<>]{0,255}:?\d{1,10} - )?"
+    # loguru's column after its timestamp: ERROR    | module:function:12 -
+    r"|" + _LEVEL + r" {0,16}\| (?:[\w.<>]{1,255}:[\w.<>]{0,255}:?\d{1,10} - )?"
+    # [ERROR] / ERROR / ERROR - / ERROR |
+    r"|\[" + _LEVEL + r"\] ?"
+    r"|" + _LEVEL + r"(?: - | \| | {1,16}(?=\S))"
+    r")"
+)
+
+_TRACEBACK_HEADER = "Traceback (most recent call last):"
+_CHAIN_SENTINELS = (
+    "The above exception was the direct cause of the following exception:",
+    "During handling of the above exception, another exception occurred:",
+)
+# Outside a traceback only names that look like exception classes count, so that
+# "Note: ..." or "Loading: ..." are not taken for an error class.
+_ERROR_LINE = re.compile(
+    r"((?:[A-Za-z_]\w{0,100}\.){0,12}[A-Za-z_]\w{0,100}"
+    r"(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure|Iteration|Timeout|Refused|Denied|NotFound|Err|Exists))"
+    r"(?::(?: |$)|$)"
+)
+# The final line of a traceback names any class (KeyboardInterrupt, SystemExit, ...).
+_TRACEBACK_ERROR_LINE = re.compile(r"((?:[A-Za-z_]\w{0,100}\.){0,12}[A-Za-z_]\w{0,100})(?::(?: |$)|$)")
+_JSON_MESSAGE_KEYS = ("message", "msg", "log", "error", "err", "exception", "exc_info", "stack_trace", "text", "event")
+
+
+@dataclass
+class Message:
+    """One place in a text where a record's pattern may match."""
+
+    text: str
+    error_class: str | None = None
+    source: str = "raw"  # raw | line | message | traceback | json | wrapped
+
+
+@dataclass
+class LogMessage:
+    """One message of a log stream: a single line, or a whole traceback block."""
+
+    first_line: int  # 1-based, inclusive
+    last_line: int
+    text: str  # the message (for a traceback: the last exception's message)
+    error_class: str | None = None
+    kind: str = "line"  # line | traceback
+    raw: str = ""  # the first raw line (a line message's own text)
+    candidates: list[Message] = field(default_factory=list)
+
+
+def to_text(data: str | bytes | bytearray) -> str:
+    """Decode bytes as UTF-8, invalid bytes becoming U+FFFD; never raises.
+
+    Lone surrogates (from ``surrogateescape`` decoding upstream) are replaced too,
+    because the linear-time engines work on valid UTF-8 only."""
+    if isinstance(data, (bytes, bytearray)):
+        return bytes(data).decode("utf-8", "replace")
+    try:
+        data.encode("utf-8")
+        return data
+    except UnicodeEncodeError:
+        return data.encode("utf-8", "surrogateescape" if _only_escapes(data) else "surrogatepass").decode("utf-8", "replace")
+
+
+def _only_escapes(text: str) -> bool:
+    return all(not ("\ud800" <= c <= "\udfff") or "\udc80" <= c <= "\udcff" for c in text)
+
+
+def strip_ansi(text: str) -> str:
+    if "\x1b" not in text:
+        return text
+    return _ANSI.sub("", text)
+
+
+def prefix_length(line: str) -> int:
+    """Length of the log prefix(es) before the message (0 when there is none)."""
+    pos = 0
+    for _ in range(12):
+        m = _PREFIX.match(line, pos)
+        if m is None or m.end() == pos:
+            break
+        pos = m.end()
+    return pos
+
+
+def strip_prefixes(line: str) -> str:
+    n = prefix_length(line)
+    return line[n:] if n else line
+
+
+def split_error_class(message: str, in_traceback: bool = False) -> tuple[str | None, str]:
+    """``"ValueError: bad"`` -> ``("ValueError", "bad")``; no class -> ``(None, message)``."""
+    m = (_TRACEBACK_ERROR_LINE if in_traceback else _ERROR_LINE).match(message)
+    if m is None:
+        return None, message
+    return m.group(1), message[m.end():]
+
+
+def json_message(line: str) -> str | None:
+    """The message of a JSON log line (``{"level": ..., "message": ...}``), else None."""
+    stripped = line.strip()
+    if not (stripped.startswith("{") and stripped.endswith("}")):
+        return None
+    try:
+        obj = json.loads(stripped)
+    except (ValueError, RecursionError):
+        return None
+    for _depth in range(3):
+        if not isinstance(obj, dict):
+            return None
+        for key in _JSON_MESSAGE_KEYS:
+            value = obj.get(key)
+            if isinstance(value, str) and value:
+                return value
+            if isinstance(value, dict):
+                obj = value
+                break
+        else:
+            return None
+    return None
+
+
+def needs_rewrite(line: str) -> bool:
+    """True when a line's message may not be a plain substring of it (ANSI codes
+    inside it, JSON string escapes), so scanning the raw line is not enough."""
+    return "\x1b" in line or ("\\" in line and line.lstrip().startswith("{"))
+
+
+def line_messages(line: str) -> list[Message]:
+    """Every message one log line can carry, most specific last; the line itself first."""
+    line = to_text(line)
+    if line.endswith("\r"):
+        line = line[:-1]
+    out = [Message(line, None, "raw")]
+    clean = strip_ansi(line)
+    if clean != line:
+        out.append(Message(clean, None, "line"))
+    _add_line_forms(clean, out, depth=0)
+    return _dedupe(out)
+
+
+def _add_line_forms(line: str, out: list[Message], depth: int) -> None:
+    body = strip_prefixes(line)
+    if body != line:
+        out.append(Message(body, None, "line"))
+    inner = json_message(body)
+    if inner is not None and depth < 2:
+        inner_messages = text_messages(inner, _depth=depth + 1)
+        out.extend(Message(m.text, m.error_class, "json" if m.source == "raw" else m.source) for m in inner_messages)
+        return
+    error_class, rest = split_error_class(body)
+    if error_class is not None:
+        out.append(Message(body, error_class, "line"))
+        out.append(Message(rest, error_class, "message"))
+
+
+def text_messages(text: str | bytes, _depth: int = 0) -> list[Message]:
+    """Every message in a pasted text: the text itself, each line's forms, each
+    exception of a (chained) traceback, and wrapped lines joined back together."""
+    text = to_text(text)
+    out = [Message(text, None, "raw")]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    text = strip_ansi(text)
+    lines = text.split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        return _dedupe(out)
+    if len(lines) == 1:
+        if lines[0] != out[0].text:
+            out.append(Message(lines[0], None, "line"))
+        _add_line_forms(lines[0], out, _depth)
+        return _dedupe(out)
+    for msg in iter_messages(lines):
+        out.extend(msg.candidates)
+    if len(lines) <= MAX_WRAP_LINES:
+        bodies = [strip_prefixes(line).strip() for line in lines]
+        for joined in (" ".join(b for b in bodies if b), "".join(bodies)):
+            out.append(Message(joined, None, "wrapped"))
+            error_class, rest = split_error_class(joined)
+            if error_class is not None:
+                out.append(Message(rest, error_class, "wrapped"))
+    return _dedupe(out)
+
+
+def _dedupe(messages: list[Message]) -> list[Message]:
+    seen: dict[str, int] = {}
+    out: list[Message] = []
+    for m in messages:
+        i = seen.get(m.text)
+        if i is None:
+            seen[m.text] = len(out)
+            out.append(m)
+        elif out[i].error_class is None and m.error_class is not None:
+            out[i] = Message(out[i].text, m.error_class, out[i].source)
+    return out
+
+
+# ---------------------------------------------------------------------------------
+# Streaming: a whole log, traceback blocks grouped, constant memory.
+
+
+def _shape(prefix: str) -> str:
+    """A prefix with its digits dropped: lines of one traceback share it."""
+    return "".join(c for c in prefix if not c.isdigit())
+
+
+class _TracebackBlock:
+    def __init__(self, first_line: int, prefix_shape: str) -> None:
+        self.first_line = first_line
+        self.last_line = first_line
+        self.prefix_shape = prefix_shape
+        self.exceptions: list[list[str]] = []  # [class_line, continuation...]
+        self.state = "frames"  # frames | exception | gap
+        self.continuation = 0
+
+    def to_message(self) -> LogMessage:
+        candidates: list[Message] = []
+        final_class: str | None = None
+        final_text = ""
+        for parts in self.exceptions:
+            first = parts[0]
+            error_class, rest = split_error_class(first, in_traceback=True)
+            candidates.append(Message(first, error_class, "traceback"))
+            if error_class is not None:
+                candidates.append(Message(rest, error_class, "traceback"))
+            if len(parts) > 1:
+                full_rest = "\n".join([rest, *parts[1:]])
+                candidates.append(Message(full_rest, error_class, "traceback"))
+                candidates.append(Message(" ".join(p.strip() for p in [rest, *parts[1:]]), error_class, "wrapped"))
+                rest = full_rest
+            final_class, final_text = error_class, rest
+        return LogMessage(
+            first_line=self.first_line,
+            last_line=self.last_line,
+            text=final_text[:MAX_MESSAGE_CHARS],
+            error_class=final_class,
+            kind="traceback",
+            raw="",
+            candidates=_dedupe([Message(m.text[:MAX_MESSAGE_CHARS], m.error_class, m.source) for m in candidates]),
+        )
+
+
+def iter_messages(lines: Iterable[str | bytes], start: int = 1) -> Iterator[LogMessage]:
+    """Messages of a log, in order: one per line, or one per traceback block
+    (chained exceptions included). Line numbers are 1-based. Memory stays bounded
+    whatever the input (messages are capped, frames are not kept)."""
+    block: _TracebackBlock | None = None
+    number = start - 1
+    for number, raw in enumerate(lines, start):
+        line = to_text(raw)
+        line = line.rstrip("\r\n")
+        clean = strip_ansi(line)
+        plen = prefix_length(clean)
+        body = clean[plen:]
+        if block is not None:
+            if _continue_block(block, clean[:plen], body):
+                block.last_line = number
+                continue
+            yield block.to_message()
+            block = None
+        if body.startswith(_TRACEBACK_HEADER):
+            block = _TracebackBlock(number, _shape(clean[:plen]))
+            continue
+        candidates = line_messages(line)
+        error_class = next((m.error_class for m in reversed(candidates) if m.error_class), None)
+        text = candidates[-1].text
+        yield LogMessage(number, number, text[:MAX_MESSAGE_CHARS], error_class, "line", line, candidates)
+    if block is not None:
+        yield block.to_message()
+
+
+def _continue_block(block: _TracebackBlock, prefix: str, body: str) -> bool:
+    """Feed one line to an open traceback block; False when the line is not part of it."""
+    same_prefix = _shape(prefix) == block.prefix_shape
+    stripped = body.strip()
+    if block.state == "frames":
+        if not same_prefix and prefix:
+            return False
+        if body[:1] in (" ", "\t") or not stripped or body.startswith(_TRACEBACK_HEADER):
+            return True
+        if stripped.startswith(("^", "~")):
+            return True
+        # the first unindented line after the frames: the exception
+        if len(block.exceptions) < MAX_CHAIN:
+            block.exceptions.append([body[:MAX_MESSAGE_CHARS]])
+        block.state = "exception"
+        block.continuation = 0
+        return True
+    if block.state == "exception":
+        if not same_prefix:
+            return False
+        if not stripped:
+            block.state = "gap"
+            return True
+        if stripped in _CHAIN_SENTINELS or body.startswith(_TRACEBACK_HEADER):
+            block.state = "frames"
+            return True
+        if block.continuation >= MAX_CONTINUATION_LINES or (prefix and _ERROR_LINE.match(body)):
+            return False
+        block.continuation += 1
+        if block.exceptions:
+            block.exceptions[-1].append(body[:MAX_MESSAGE_CHARS])
+        return True
+    # gap: a blank line after an exception; only a chain sentinel continues the block
+    if not same_prefix:
+        return False
+    if not stripped:
+        return True
+    if stripped in _CHAIN_SENTINELS or body.startswith(_TRACEBACK_HEADER):
+        block.state = "frames"
+        return True
+    return False
