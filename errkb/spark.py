@@ -1,0 +1,432 @@
+"""Enrichment on Apache Spark: the matcher of ``errkb enrich``, run inside Spark.
+
+For log archives that outgrow one machine errkb does not grow its own cluster; it runs
+in the engine such archives are already processed with. :func:`enrich` adds the errkb
+columns to a DataFrame with ``mapInArrow``:
+
+- The driver compiles the store's index once per dataset version into one file (our
+  own format, :meth:`errkb.match.Matcher.save`, never a pickle) named after the
+  SHA-256 of its bytes, and ships it to the executors as a file: ``SparkContext.addFile``
+  (Spark copies it to each executor once), or a path every executor can read
+  (``ship="shared"``: NFS, a mounted bucket). The function Spark pickles per task only
+  carries the file's name and hash.
+- Each Python worker process keeps the loaded index in a process-level cache keyed by
+  that hash, so it loads the index once per dataset version, not per row, batch or
+  task (Spark reuses Python workers across tasks: ``spark.python.worker.reuse``, on by
+  default). A partition without rows loads nothing.
+- Each Arrow batch is matched with one ``Matcher.match_lines`` call, and its errkb
+  values are :func:`errkb.enrich.errkb_object`, the same function ``errkb enrich`` uses,
+  so the columns equal what ``errkb enrich`` emits for the same rows.
+
+Input columns pass through untouched (invalid UTF-8 in a string column included); the
+message is matched with invalid bytes read as U+FFFD, as ``errkb enrich`` does. A null
+message, or a row whose message matches nothing, gets null errkb columns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:  # pyspark is an optional extra: `pip install 'errkb[spark]'`
+    from pyspark.sql import DataFrame, SparkSession
+
+INSTALL_HINT = "pip install 'errkb[spark]'"
+
+# The errkb columns, in order: (column, key of errkb_object, Spark type).
+OUTPUT_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("errkb_id", "id", "string"),
+    ("errkb_slug", "slug", "string"),
+    ("errkb_repo", "repo", "string"),
+    ("errkb_class", "errorClass", "string"),
+    ("errkb_severity", "severity", "string"),
+    ("errkb_score", "score", "double"),
+    ("errkb_solution", "solution", "string"),
+    ("errkb_url", "url", "string"),
+)
+
+# What a shipped index keeps of each record: the keys the matcher compiles and ranks
+# with, and those errkb_object reads (the first solution). Sources, prose and code stay
+# home, which keeps the file executors load small.
+_SHIPPED_KEYS = ("id", "slug", "repo", "errorClass", "severity", "messagePattern", "filePath")
+
+
+class SparkEnrichError(Exception):
+    """Bad input or setup for a Spark enrichment; the message is one line for the user."""
+
+
+def require_pyspark():
+    """Import pyspark, or fail with the command that installs it."""
+    try:
+        import pyspark  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError as e:
+        raise SparkEnrichError(f"errkb spark needs pyspark and pyarrow ({e.name} is missing): {INSTALL_HINT}") from e
+    return pyspark
+
+
+# -- the index file ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """A compiled matcher index on disk, named and keyed by the SHA-256 of its bytes."""
+
+    path: Path
+    sha256: str
+    dataset_hash: str | None = None
+    dataset_version: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _content_named(sha: str) -> str:
+    return f"errkb-index-{sha[:24]}.idx"
+
+
+def shipped_record(record: dict) -> dict:
+    """The part of a record an executor needs (see ``_SHIPPED_KEYS``)."""
+    slim = {k: record.get(k) for k in _SHIPPED_KEYS}
+    slim["solutions"] = list(record.get("solutions") or [])[:1]
+    return slim
+
+
+def build_index(db: str | os.PathLike | None = None, folder: str | os.PathLike | None = None) -> IndexFile:
+    """Compile the store's records into an index file for executors, once per dataset version.
+
+    The file lands in ``folder`` (default: the store's cache folder) as
+    ``errkb-index-<sha256>.idx``; a later call for the same dataset finds it again.
+    """
+    from errkb.match import Matcher, MatcherError
+    from errkb.store import Store
+
+    with Store.open(db, read_only=db is not None) as store:
+        dataset_hash = store.dataset_hash()
+        dataset_version = store.dataset_version()
+        out_dir = Path(folder) if folder is not None else store.cache_dir
+        out_dir.mkdir(parents=True, exist_ok=True)
+        pointer = out_dir / f"spark-index-{dataset_hash}.txt"
+        # The pointer maps a dataset hash to the content-named file compiled from it.
+        if pointer.is_file():
+            known = out_dir / pointer.read_text(encoding="utf-8").strip()
+            if known.is_file():
+                sha = _file_sha256(known)
+                if known.name == _content_named(sha):
+                    return IndexFile(known, sha, dataset_hash, dataset_version)
+        records = [shipped_record(r) for r in store.records()]
+    if not records:
+        raise SparkEnrichError(f"{db or 'the default store'}: no records to match against (ingest some with `errkb ingest`)")
+    try:
+        matcher = Matcher.from_records(records)
+    except MatcherError as e:
+        raise SparkEnrichError(f"cannot compile the index: {e}") from e
+    matcher.dataset_hash = dataset_hash
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix="spark-index-", suffix=".tmp")
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        matcher.save(tmp_path, include_records=True)
+        sha = _file_sha256(tmp_path)
+        final = out_dir / _content_named(sha)
+        os.replace(tmp_path, final)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+    pointer.write_text(final.name + "\n", encoding="utf-8")
+    return IndexFile(final, sha, dataset_hash, dataset_version)
+
+
+def index_file(path: str | os.PathLike) -> IndexFile:
+    """An index file made elsewhere (``build_index``, ``errkb spark-enrich --save-index``):
+    checked to be an errkb matcher index, and content-named (copied) when it is not."""
+    from errkb.match import Matcher, MatcherError
+
+    path = Path(path)
+    if not path.is_file():
+        raise SparkEnrichError(f"{path}: no such index file")
+    try:
+        matcher = Matcher.load(path)
+    except MatcherError as e:
+        raise SparkEnrichError(str(e)) from e
+    sha = _file_sha256(path)
+    wanted = _content_named(sha)
+    if path.name != wanted:
+        # Spark registers shipped files by name; a content name means two different
+        # indexes can never collide in one session.
+        target = Path(tempfile.mkdtemp(prefix="errkb-spark-")) / wanted
+        shutil.copyfile(path, target)
+        path = target
+    return IndexFile(path, sha, matcher.dataset_hash)
+
+
+# -- executors: one index per Python worker process ------------------------------
+
+_cache_lock = threading.Lock()
+_cached: dict[str, Any] = {}  # index sha256 -> Matcher; holds the newest only
+
+
+def _worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _matcher_for(name: str, sha: str, shared_path: str | None, counters) -> Any:
+    """The matcher of the index file ``name``/``sha`` in this process, loaded at most once."""
+    matcher = _cached.get(sha)
+    if matcher is not None:
+        return matcher
+    with _cache_lock:
+        matcher = _cached.get(sha)
+        if matcher is not None:
+            return matcher
+        from errkb.match import Matcher
+
+        started = time.perf_counter()
+        if shared_path is not None:
+            path = shared_path
+        else:
+            from pyspark import SparkFiles
+
+            path = SparkFiles.get(name)
+        actual = _file_sha256(Path(path))
+        if actual != sha:
+            raise SparkEnrichError(f"{path}: index file changed since the job started (sha256 {actual[:12]}, expected {sha[:12]})")
+        matcher = Matcher.load(path)
+        _cached.clear()  # a new dataset version replaces the old index, never piles up
+        _cached[sha] = matcher
+        if counters is not None:
+            counters.add({"index_loads": 1, "load_seconds": time.perf_counter() - started, f"loads@{_worker_id()}": 1})
+        return matcher
+
+
+def _messages(column) -> list:
+    """A batch's message column as Python values for ``match_lines`` (None stays None).
+
+    A string column holding invalid UTF-8 (``spark.read.text`` does not validate) is
+    read as bytes, which the matcher decodes with U+FFFD, as ``errkb enrich`` does."""
+    import pyarrow as pa
+
+    typ = column.type
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        try:
+            return column.to_pylist()
+        except UnicodeDecodeError:
+            return column.cast(pa.large_binary() if pa.types.is_large_string(typ) else pa.binary()).to_pylist()
+    if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
+        return column.to_pylist()
+    raise SparkEnrichError(f"message column has Arrow type {typ}; expected a string or binary column")
+
+
+def enrich_batch(batch, matcher, column: str, site_url: str | None):
+    """One Arrow record batch with the errkb columns appended (the pure, Spark-free core)."""
+    import pyarrow as pa
+
+    from errkb.enrich import errkb_object
+
+    messages = _messages(batch.column(column))
+    results = matcher.match_lines([m if m is not None else "" for m in messages])
+    values: list[list] = [[] for _ in OUTPUT_COLUMNS]
+    keys = [key for _, key, _ in OUTPUT_COLUMNS]
+    for message, found in zip(messages, results):
+        if message and found:
+            obj = errkb_object(found[0], site_url)
+            for out, key in zip(values, keys):
+                out.append(obj[key])
+        else:
+            for out in values:
+                out.append(None)
+    arrays = [
+        pa.array(v, type=pa.float64() if typ == "double" else pa.string())
+        for v, (_, _, typ) in zip(values, OUTPUT_COLUMNS)
+    ]
+    return pa.RecordBatch.from_arrays(
+        list(batch.columns) + arrays, names=list(batch.schema.names) + [name for name, _, _ in OUTPUT_COLUMNS]
+    )
+
+
+def _enrich_partition(batches: Iterator, *, column: str, index_name: str, index_sha: str, shared_path: str | None,
+                      site_url: str | None, counters) -> Iterator:
+    """The function ``mapInArrow`` runs per partition, in a Python worker."""
+    matcher = None
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        if matcher is None:
+            matcher = _matcher_for(index_name, index_sha, shared_path, counters)
+        started = time.perf_counter()
+        out = enrich_batch(batch, matcher, column, site_url)
+        if counters is not None:
+            counters.add({"batches": 1, "rows": batch.num_rows, "match_seconds": time.perf_counter() - started,
+                          f"batches@{_worker_id()}": 1})
+        yield out
+
+
+# -- counters ------------------------------------------------------------------
+
+
+class CounterParam:
+    """Accumulator parameter for a dict of numbers summed key by key: one accumulator
+    carries every counter (duck-typed ``pyspark.accumulators.AccumulatorParam``)."""
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, a: dict, b: dict) -> dict:  # noqa: N802 - Spark's name
+        for k, v in b.items():
+            a[k] = a.get(k, 0) + v
+        return a
+
+
+@dataclass
+class EnrichStats:
+    """Counters the executors add to while Spark runs the enriched DataFrame.
+
+    Read them after an action. ``index_loads`` counts index loads in all Python
+    workers; ``loads_by_worker`` names each worker (host:pid) and how often it loaded
+    (1 each: the process-level cache). Every action on the DataFrame adds to them
+    (Spark may also re-run a task after a failure).
+    """
+
+    accumulator: Any
+
+    @property
+    def value(self) -> dict:
+        return dict(self.accumulator.value)
+
+    @property
+    def index_loads(self) -> int:
+        return int(self.value.get("index_loads", 0))
+
+    @property
+    def load_seconds(self) -> float:
+        return float(self.value.get("load_seconds", 0.0))
+
+    @property
+    def match_seconds(self) -> float:
+        return float(self.value.get("match_seconds", 0.0))
+
+    @property
+    def rows(self) -> int:
+        return int(self.value.get("rows", 0))
+
+    @property
+    def batches(self) -> int:
+        return int(self.value.get("batches", 0))
+
+    def _by(self, prefix: str) -> dict[str, int]:
+        return {k.split("@", 1)[1]: int(v) for k, v in self.value.items() if k.startswith(prefix + "@")}
+
+    @property
+    def loads_by_worker(self) -> dict[str, int]:
+        return self._by("loads")
+
+    @property
+    def batches_by_worker(self) -> dict[str, int]:
+        return self._by("batches")
+
+    def as_dict(self) -> dict:
+        return {
+            "rows": self.rows, "batches": self.batches, "index_loads": self.index_loads,
+            "load_seconds": round(self.load_seconds, 3), "match_seconds": round(self.match_seconds, 3),
+            "loads_by_worker": self.loads_by_worker, "batches_by_worker": self.batches_by_worker,
+        }
+
+
+# -- the driver side -----------------------------------------------------------
+
+
+def output_schema(df: "DataFrame"):
+    """``df``'s schema with the errkb columns appended."""
+    from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+
+    fields = list(df.schema.fields)
+    for name, _, typ in OUTPUT_COLUMNS:
+        fields.append(StructField(name, DoubleType() if typ == "double" else StringType(), True))
+    return StructType(fields)
+
+
+def _check_column(df: "DataFrame", column: str) -> None:
+    from pyspark.sql.types import BinaryType, StringType
+
+    names = df.schema.names
+    if column not in names:
+        raise SparkEnrichError(f"no column {column!r} to match (columns: {', '.join(names) or 'none'})")
+    typ = df.schema[column].dataType
+    if not isinstance(typ, (StringType, BinaryType)):
+        raise SparkEnrichError(f"column {column!r} is {typ.simpleString()}; errkb matches a string or binary column")
+    taken = [name for name, _, _ in OUTPUT_COLUMNS if name in names]
+    if taken:
+        raise SparkEnrichError(f"the input already has errkb columns ({', '.join(taken)}); drop them before enriching again")
+
+
+def ship_index(spark: "SparkSession", index: IndexFile) -> None:
+    """Register the index file with Spark, which copies it to each executor once."""
+    sc = spark.sparkContext
+    already = {uri.rstrip("/").rsplit("/", 1)[-1] for uri in sc.listFiles}
+    if index.name not in already:
+        sc.addFile(str(index.path))
+
+
+def enrich_with_stats(
+    df: "DataFrame",
+    column: str = "message",
+    db: str | os.PathLike | None = None,
+    site_url: str | None = None,
+    index: IndexFile | str | os.PathLike | None = None,
+    ship: str = "files",
+) -> tuple["DataFrame", EnrichStats]:
+    """:func:`enrich`, plus the counters its executors fill in (index loads, time split)."""
+    require_pyspark()
+    _check_column(df, column)
+    if ship not in ("files", "shared"):
+        raise SparkEnrichError(f"ship must be 'files' or 'shared', not {ship!r}")
+    if index is None:
+        index = build_index(db)
+    elif not isinstance(index, IndexFile):
+        index = index_file(index)
+    spark = df.sparkSession
+    if ship == "files":
+        ship_index(spark, index)
+    counters = spark.sparkContext.accumulator({}, CounterParam())
+    fn = partial(
+        _enrich_partition, column=column, index_name=index.name, index_sha=index.sha256,
+        shared_path=str(index.path.resolve()) if ship == "shared" else None, site_url=site_url, counters=counters,
+    )
+    return df.mapInArrow(fn, output_schema(df)), EnrichStats(counters)
+
+
+def enrich(
+    df: "DataFrame",
+    column: str = "message",
+    db: str | os.PathLike | None = None,
+    site_url: str | None = None,
+    index: IndexFile | str | os.PathLike | None = None,
+    ship: str = "files",
+) -> "DataFrame":
+    """``df`` with the errkb columns appended (see ``OUTPUT_COLUMNS``), row for row.
+
+    ``column`` holds the message (string or binary); ``db`` is the store (default:
+    ``$ERRKB_DB``, else the bundled dataset); ``site_url`` makes fix-page URLs absolute
+    (else they are site-relative, as in ``errkb enrich``); ``index`` is a prebuilt
+    index file (default: compiled from ``db`` once per dataset version); ``ship`` is
+    ``"files"`` (Spark copies the index to executors) or ``"shared"`` (every executor
+    reads ``index`` at the same path).
+    """
+    return enrich_with_stats(df, column=column, db=db, site_url=site_url, index=index, ship=ship)[0]
