@@ -556,8 +556,9 @@ def _exception_and_message(exc: ast.expr) -> tuple[str, ast.expr]:
         name = func.attr
     else:
         raise _NoTemplate("exception class is computed")
-    if not name[:1].isupper() and not name.lower().endswith(("error", "exception", "warning")):
+    if not (name[:1].isupper() or name in ("error", "herror", "gaierror", "timeout") or name.endswith(("Error", "Exception"))):
         # `raise make_error(...)`: a factory; the class it builds is unknown here.
+        # Lowercase names that are classes (socket.error, re.error) are let through.
         raise _NoTemplate("raises the result of a factory call (class unknown)")
     if exc.args:
         first = exc.args[0]

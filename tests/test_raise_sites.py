@@ -1,0 +1,228 @@
+"""The raise-site finder: which messages it templates, how, and what it reports it cannot."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from errkb.raise_sites import (
+    CONTEXT_LINES,
+    Placeholder,
+    SourceTree,
+    Template,
+    escape_literal,
+    scan,
+    sites_in_source,
+)
+
+
+def one_site(code: str):
+    sites = sites_in_source(textwrap.dedent(code), "pkg/mod.py")
+    assert len(sites) == 1, sites
+    return sites[0]
+
+
+def test_seed_raise_gives_the_seeds_own_pattern_and_message(seed_record):
+    # The seed's window starts inside the parameter list; give it back its def line.
+    source = "def get_flashinfer_allreduce_quant_workspace(\n" + seed_record["sourceCode"] + "\n"
+    site = one_site(source)
+    assert site.error_class == seed_record["errorClass"]
+    assert site.template.pattern() == seed_record["messagePattern"]
+    assert site.template.render() == seed_record["errorMessage"]
+    assert site.function == "get_flashinfer_allreduce_quant_workspace"
+    assert site.message_kind == "literal"  # implicit concatenation is one literal to ast
+    assert site.line == 1 + seed_record["lineNumber"] - seed_record["sourceCodeStart"] + 1
+
+
+def test_escaping_only_regex_metacharacters():
+    assert escape_literal("a.b^c$d*e+f?g{h}i[j]k\\l|m(n)o") == r"a\.b\^c\$d\*e\+f\?g\{h\}i\[j\]k\\l|m\(n\)o".replace("|", "\\|")
+    # Spaces, quotes, commas, dashes, hashes stay as they are (unlike re.escape).
+    assert escape_literal("it's a \"flag\", --x #1 & ~y") == "it's a \"flag\", --x #1 & ~y"
+    assert escape_literal("line1\nline2\ttab") == "line1\\nline2\\ttab"
+
+
+def test_fstring_with_conversion_and_spec():
+    site = one_site(
+        """
+        def check(dtype, n):
+            raise TypeError(f"unsupported dtype {dtype!r} for {n:d} inputs (max {2.5:.1f}).")
+        """
+    )
+    t = site.template
+    assert t.display() == "unsupported dtype {dtype} for {n} inputs (max {2.5})."
+    assert t.pattern() == r"unsupported dtype (.+?) for (.+?) inputs \(max (.+?)\)\."
+    assert t.render() == "unsupported dtype 'float32' for 3 inputs (max 0.5)."
+    assert re.search(t.pattern(), t.render())
+    assert site.function == "check" and site.message_kind == "f-string"
+
+
+@pytest.mark.parametrize(
+    "code, display, kind",
+    [
+        ('raise ValueError("bad value %s for %r" % (x, key))', "bad value {x} for {key}", "percent"),
+        ('raise ValueError("bad value %(v)s, 100%% sure" % {"v": val})', "bad value {val}, 100% sure", "percent"),
+        ('raise ValueError("only one: %d" % count)', "only one: {count}", "percent"),
+        ('raise ValueError("{} and {name} and {0}".format(a, name=b))', "{a} and {b} and {a}", "format"),
+        ('raise ValueError("prefix " + name + " suffix")', "prefix {name} suffix", "concatenation"),
+        ('raise ValueError(MESSAGE)', "module level message", "constant"),
+        ('raise ValueError(TEMPLATE.format(x))', "template {x} here", "format"),
+        ('raise ValueError(_("translated text {n}").format(n=n))', "translated text {n}", "format"),
+        ('raise KeyError(message="keyword message only")', "keyword message only", "literal"),
+    ],
+)
+def test_message_forms(code, display, kind):
+    source = f'MESSAGE = "module level message"\nTEMPLATE = "template {{}} here"\n\ndef f(x, key, val, count, a, b, name, n):\n    {code}\n'
+    site = one_site(source)
+    assert site.template is not None, site.reason
+    assert site.template.display() == display
+    assert site.message_kind == kind
+    assert re.search(site.template.pattern(), site.template.render())
+
+
+def test_local_message_variable_assigned_once_is_followed():
+    site = one_site(
+        """
+        def load(path):
+            msg = f"cannot load {path}: not a checkpoint"
+            raise OSError(msg)
+        """
+    )
+    assert site.template.display() == "cannot load {path}: not a checkpoint"
+    assert site.message_kind == "variable"
+
+
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        ("msg = 'a'\n    msg += 'b'\n    raise ValueError(msg)", "message is a variable"),
+        ("raise ValueError(make_message())", "message is a call result"),
+        ("raise ValueError()", "no message argument"),
+        ("raise ValueError", "raises a class or an existing exception object, no message"),
+        ("raise make_error('this is built by a factory')", "raises the result of a factory call (class unknown)"),
+        ("raise ValueError(f'{a}: {b}')", "message literal too short to identify the error"),
+        ("raise ValueError(self.message)", "message is an attribute"),
+        ("raise ValueError('')", "empty message"),
+        ("raise ValueError(fmt % args)", "format string is not a literal"),
+    ],
+)
+def test_untemplated_sites_are_counted_with_their_reason(body, reason):
+    site = one_site(f"def f(self, a, b, fmt, args):\n    {body}\n")
+    assert site.template is None
+    assert site.reason == reason
+
+
+def test_bare_reraise_is_not_a_site():
+    assert sites_in_source("try:\n    pass\nexcept Exception:\n    raise\n", "m.py") == []
+
+
+def test_qualified_function_and_window():
+    code = "\n" * 30 + textwrap.dedent(
+        """
+        class Parser:
+            def parse(self, text):
+                def inner():
+                    raise SyntaxError(f"unexpected token in {text}")
+                return inner
+        """
+    ) + "\n" * 40
+    site = one_site(code)
+    assert site.function == "Parser.parse.inner"
+    assert site.line == 35
+    assert (site.source_start, site.source_end) == (35 - CONTEXT_LINES, 35 + CONTEXT_LINES)
+    lines = code.splitlines()
+    assert site.source_code.split("\n") == lines[site.source_start - 1 : site.source_end]
+    # Near the top of a file the window is clipped, never before line 1.
+    top = one_site('raise RuntimeError("failed at import time")\n')
+    assert top.source_start == 1 and top.source_end == 1 and top.function == "<module>"
+
+
+def test_placeholders_do_not_cross_lines_unless_the_message_does():
+    single = Template((
+        "value ", Placeholder("x"), " is bad",
+    ))
+    assert single.pattern() == "value (.+?) is bad"
+    assert not re.search(single.pattern(), "value 1\n2 is bad")
+    multi = Template(("Expected:\n", Placeholder("a"), "\nGot:\n", Placeholder("b")))
+    assert multi.pattern() == "Expected:\\n([\\s\\S]+?)\\nGot:\\n([\\s\\S]+?)"
+    assert re.search(multi.pattern(), "Expected:\nrow 1\nrow 2\nGot:\nnothing")
+
+
+_literal = st.text(alphabet="ab.(\n ", min_size=1, max_size=4)
+_parts = st.lists(st.one_of(_literal, st.just(Placeholder("v"))), min_size=1, max_size=5)
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=_parts, text=st.text(alphabet="ab.(\n x", max_size=12))
+def test_linear_template_check_agrees_with_re(parts, text):
+    t = Template.of(parts)
+    if not t.parts:
+        return
+    assert t.matches(text) == bool(re.search(t.pattern(), text))
+    assert t.fullmatches(text) == bool(re.fullmatch(t.pattern(), text))
+
+
+def test_scan_counts_unparsable_files(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ok.py").write_text('def f():\n    raise ValueError("a real message here")\n')
+    (pkg / "py2.py").write_text('print "hello"\n')
+    result = scan(pkg)
+    assert result.files == 3
+    assert [s.file for s in result.sites] == ["pkg/ok.py"]
+    assert result.unparsable[0][0] == "pkg/py2.py"
+    assert result.unparsable[0][1].startswith("SyntaxError (line 1)")
+    assert result.summary()["templated_share"] == 1.0
+
+
+def test_wheel_is_read_in_place_with_its_metadata(tmp_path):
+    wheel = tmp_path / "demo-1.2.3-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("demo/__init__.py", 'def go():\n    raise RuntimeError("demo failed to go")\n')
+        zf.writestr(
+            "demo-1.2.3.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: demo\nVersion: 1.2.3\n"
+            "Project-URL: Bug Tracker, https://github.com/someone/fork/issues\n"
+            "Project-URL: Source, https://github.com/demo-org/demo\n",
+        )
+    tree = SourceTree.open(wheel)
+    prov = tree.provenance()
+    assert (prov.kind, prov.repo, prov.version, prov.sha) == ("wheel", "demo-org/demo", "1.2.3", None)
+    assert "known but no commit sha" in prov.note
+    [site] = scan(tree).sites
+    assert (site.file, site.line, site.template.literal) == ("demo/__init__.py", 2, "demo failed to go")
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    with zipfile.ZipFile(wheel, "a") as zf:
+        zf.writestr("demo-1.2.3.dist-info/direct_url.json", json.dumps(
+            {"url": "https://github.com/demo-org/demo", "vcs_info": {"vcs": "git", "commit_id": commit}}))
+    assert SourceTree.open(wheel).provenance().sha == commit
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_git_checkout_gives_commit_and_repo(tmp_path):
+    repo = tmp_path / "checkout"
+    (repo / "src" / "tool").mkdir(parents=True)
+    (repo / "src" / "tool" / "__init__.py").write_text('raise ImportError("tool needs a newer Python")\n')
+    _git(repo, "init", "-q")
+    _git(repo, "remote", "add", "origin", "git@github.com:tool-org/tool.git")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "init")
+    tree = SourceTree.open(repo / "src" / "tool")
+    prov = tree.provenance()
+    assert prov.kind == "git checkout"
+    assert prov.sha == _git(repo, "rev-parse", "HEAD")
+    assert prov.repo == "tool-org/tool"
+    # Paths are relative to the checkout's top, as on GitHub.
+    assert [s.file for s in scan(tree).sites] == ["src/tool/__init__.py"]
