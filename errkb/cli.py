@@ -503,4 +503,129 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
         report(result.counters)
 
 
+# -- spark-enrich: the same enrichment on Apache Spark (errkb.spark) ----------------
+
+
+@cli.command("spark-enrich")
+@click.option("--input", "input_path", required=True, help="Parquet, JSON Lines or text file/folder (local path or URI).")
+@click.option("--output", "output_path", required=True, help="Parquet folder to write.")
+@click.option("--master", default=None, help="Spark master (default: spark-submit's, else local[*]), e.g. local[2].")
+@click.option("--column", default="message", show_default=True, help="Column holding the message (text input: the line).")
+@click.option("--format", "input_format", type=click.Choice(["parquet", "json", "text"]), default=None,
+              help="Input format (default: from the file names).")
+@click.option("--index", "index_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Prebuilt index file (errkb.spark.build_index); default: compiled from --db.")
+@click.option("--site-url", default=None, help="Make fix-page URLs absolute under this site URL.")
+@click.option("--overwrite", is_flag=True, help="Replace --output if it exists.")
+@db_option
+@json_option
+def spark_enrich(input_path, output_path, master, column, input_format, index_path, site_url, overwrite, db_path, as_json):
+    """Enrich a log archive on Apache Spark; write it as Parquet with the errkb columns.
+
+    Needs `pip install 'errkb[spark]'` and Java 17. Exit 0 when the output is written.
+    """
+    from errkb.spark import SparkEnrichError, run_job
+
+    try:
+        report = run_job(input_path, output_path, master=master, column=column, input_format=input_format,
+                         db=db_path, site_url=site_url, index=index_path, overwrite=overwrite)
+    except SparkEnrichError as e:
+        raise UsageError(str(e)) from e
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        click.echo(report.summary())
+
+
+# -- site and snippets (errkb/site.py, errkb/snippets.py) --------------------------
+
+
+@cli.group("site")
+def site_group():
+    """The static documentation site (fix pages, search, snippets)."""
+
+
+@site_group.command("build")
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("site"),
+              show_default=True, help="Folder to write the site into.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when OUT differs from a fresh build.")
+@click.option("--base-url", default=None, help="Where the site is hosted (https://.../); makes sitemap.xml and 404.html absolute.")
+@db_option
+@json_option
+def site_build(out, check, base_url, db_path, as_json):
+    """Build the site from the store into OUT (deterministic: a rebuild is byte-identical)."""
+    from errkb.site import SiteError, build_site, check_site
+
+    with open_store(db_path, read_only=True) as store:
+        try:
+            if check:
+                report = check_site(store, out, base_url=base_url)
+            else:
+                report = _build_with_progress(build_site, store, out, base_url)
+        except SiteError as e:
+            raise UsageError(str(e)) from e
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        for w in report.warnings:
+            _echo_err(f"warning: {w}")
+    if check:
+        if not as_json:
+            for kind in ("stale", "missing", "extra"):
+                for rel in getattr(report, kind):
+                    click.echo(f"{kind}: {out / rel}")
+            _echo_err(f"{out}: {'up to date' if report.fresh else 'stale; rebuild with `errkb site build`'} ({report.files} files)")
+        sys.exit(0 if report.fresh else 1)
+    if not as_json:
+        click.echo(f"{out}: {report.pages} files ({report.records} fix pages), {len(report.written)} written, {len(report.removed)} removed")
+
+
+def _build_with_progress(build_site, store, out, base_url):
+    if not sys.stderr.isatty():
+        return build_site(store, out, base_url=base_url)
+    bar = None
+
+    def progress(done, total):
+        nonlocal bar
+        if bar is None:
+            bar = click.progressbar(length=total, label="fix pages", file=sys.stderr)
+            bar.__enter__()
+        bar.update(1)
+
+    try:
+        return build_site(store, out, base_url=base_url, progress=progress)
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+
+
+@cli.command()
+@click.argument("ids", nargs=-1)
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("snippets"),
+              show_default=True, help="Folder to write the snippets into.")
+@db_option
+@json_option
+def snippets(ids, out, db_path, as_json):
+    """Write one standalone validation snippet per record (IDS: ids or slugs; default all).
+
+    Each snippet exits 0 when the fix validates, 1 when it fails, 2 when it cannot run.
+    """
+    from errkb.snippets import SnippetError, write_snippets
+    from errkb.store import StoreError
+
+    with open_store(db_path, read_only=True) as store:
+        try:
+            report = write_snippets(store, out, ids)
+        except (SnippetError, StoreError) as e:
+            raise UsageError(str(e)) from e
+    if as_json:
+        print_json(report.as_dict())
+        return
+    for name in report.written:
+        click.echo(str(out / name))
+    for why in report.skipped:
+        _echo_err(f"skipped {why}")
+    _echo_err(f"{len(report.written)} written, {len(report.unchanged)} unchanged, {len(report.skipped)} skipped")
+
+
 # ---- commands are added above this line (keep this marker) ----

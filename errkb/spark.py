@@ -430,3 +430,173 @@ def enrich(
     reads ``index`` at the same path).
     """
     return enrich_with_stats(df, column=column, db=db, site_url=site_url, index=index, ship=ship)[0]
+
+
+# -- a whole job: files in, Parquet out (`errkb spark-enrich`) ---------------------
+
+INPUT_FORMATS = ("parquet", "json", "text")
+_SUFFIXES = {
+    ".parquet": "parquet", ".pq": "parquet",
+    ".json": "json", ".jsonl": "json", ".ndjson": "json",
+    ".txt": "text", ".log": "text",
+}
+
+
+@dataclass
+class JobReport:
+    input: str
+    output: str
+    input_format: str
+    rows: int
+    matched: int
+    corrupt_rows: int
+    seconds: float
+    index_file: str
+    index_sha256: str
+    dataset_version: str | None
+    stats: dict
+
+    def as_dict(self) -> dict:
+        return {
+            "input": self.input, "output": self.output, "format": self.input_format, "rows": self.rows,
+            "matched": self.matched, "corrupt_rows": self.corrupt_rows, "seconds": round(self.seconds, 3),
+            "rows_per_s": round(self.rows / self.seconds) if self.seconds > 0 else None,
+            "index_file": self.index_file, "index_sha256": self.index_sha256,
+            "dataset_version": self.dataset_version, "executors": self.stats,
+        }
+
+    def summary(self) -> str:
+        share = f" ({100 * self.matched / self.rows:.1f}%)" if self.rows else ""
+        out = [f"errkb spark-enrich: {self.rows:,} rows, {self.matched:,} matched{share}, {self.seconds:.1f} s -> {self.output}"]
+        if self.corrupt_rows:
+            out.append(f"  {self.corrupt_rows:,} input lines were not JSON objects: kept in column _corrupt_record, unmatched")
+        out.append(f"  index {self.index_sha256[:12]} (dataset {self.dataset_version or 'unknown'}) loaded "
+                   f"{self.stats.get('index_loads', 0)} time(s) in {self.stats.get('load_seconds', 0)} s; "
+                   f"matching {self.stats.get('match_seconds', 0)} s in executors")
+        return "\n".join(out)
+
+
+def _is_uri(path: str) -> bool:
+    return "://" in path
+
+
+def detect_format(path: str) -> str:
+    """parquet, json or text, from the suffix of ``path`` or of the files in the folder."""
+    name = path.rstrip("/")
+    for suffix in (".gz", ".bz2", ".zst", ".snappy"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    fmt = _SUFFIXES.get(os.path.splitext(name)[1].lower())
+    if fmt is not None:
+        return fmt
+    if not _is_uri(path) and os.path.isdir(path):
+        found = set()
+        for p in Path(path).rglob("*"):
+            if p.is_file() and not p.name.startswith(("_", ".")):
+                stem = p.name
+                for suffix in (".gz", ".bz2", ".zst", ".snappy"):
+                    stem = stem.removesuffix(suffix)
+                f = _SUFFIXES.get(os.path.splitext(stem)[1].lower())
+                if f is not None:
+                    found.add(f)
+        if len(found) == 1:
+            return found.pop()
+        if len(found) > 1:
+            raise SparkEnrichError(f"{path}: folder mixes {', '.join(sorted(found))} files; pick one with --format")
+    raise SparkEnrichError(f"{path}: cannot tell the input format from the name; pass --format {'|'.join(INPUT_FORMATS)}")
+
+
+def _read(spark: "SparkSession", path: str, fmt: str, column: str) -> "DataFrame":
+    if fmt == "parquet":
+        return spark.read.parquet(path)
+    if fmt == "json":
+        # Every line is kept: one that is not a JSON object lands in _corrupt_record.
+        return spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", "_corrupt_record").json(path)
+    df = spark.read.text(path)
+    return df.withColumnRenamed("value", column)
+
+
+def _session(master: str | None) -> tuple["SparkSession", bool]:
+    """The active session (a caller's, or spark-submit's), else a new one we must stop."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    builder = SparkSession.builder.appName("errkb spark-enrich")
+    if master is not None:
+        builder = builder.master(master)
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # Not launched by spark-submit (which sets the master): run on this machine.
+        builder = builder.master("local[*]")
+    return builder.getOrCreate(), True
+
+
+def run_job(
+    input_path: str,
+    output_path: str,
+    master: str | None = None,
+    column: str = "message",
+    input_format: str | None = None,
+    db: str | os.PathLike | None = None,
+    site_url: str | None = None,
+    index: str | os.PathLike | None = None,
+    overwrite: bool = False,
+) -> JobReport:
+    """Read ``input_path`` (Parquet, JSON Lines or text), enrich it, write Parquet to ``output_path``."""
+    require_pyspark()
+    if not _is_uri(input_path) and not os.path.exists(input_path):
+        raise SparkEnrichError(f"{input_path}: no such file or folder")
+    fmt = input_format or detect_format(input_path)
+    if fmt not in INPUT_FORMATS:
+        raise SparkEnrichError(f"{input_path}: unknown format {fmt!r} (choose from {', '.join(INPUT_FORMATS)})")
+    if not overwrite and not _is_uri(output_path) and os.path.exists(output_path):
+        raise SparkEnrichError(f"{output_path}: already exists (remove it, or pass --overwrite)")
+    shipped = build_index(db) if index is None else index_file(index)
+    started = time.perf_counter()
+    from pyspark.errors import PySparkException
+
+    spark, owned = _session(master)
+    try:
+        try:
+            df = _read(spark, input_path, fmt, column)
+            df.schema  # noqa: B018 - resolve the schema now: a bad file fails here, named
+        except PySparkException as e:
+            raise SparkEnrichError(f"{input_path}: cannot read as {fmt}: {_first_line(e)}") from e
+        if fmt == "json" and column not in df.schema.names and "_corrupt_record" in df.schema.names:
+            raise SparkEnrichError(f"{input_path}: no line is a JSON object with a {column!r} field")
+        out, stats = enrich_with_stats(df, column=column, site_url=site_url, index=shipped)
+        try:
+            out.write.mode("overwrite" if overwrite else "errorifexists").parquet(output_path)
+        except PySparkException as e:
+            raise SparkEnrichError(f"{output_path}: cannot write: {_first_line(e)}") from e
+        written = spark.read.parquet(output_path)
+        counts = written.selectExpr(
+            "count(*) AS rows",
+            "count(errkb_id) AS matched",
+            ("count(_corrupt_record) AS corrupt" if "_corrupt_record" in written.schema.names else "0L AS corrupt"),
+        ).collect()[0]
+        return JobReport(
+            input=input_path, output=output_path, input_format=fmt, rows=counts["rows"], matched=counts["matched"],
+            corrupt_rows=counts["corrupt"], seconds=time.perf_counter() - started, index_file=str(shipped.path),
+            index_sha256=shipped.sha256, dataset_version=shipped.dataset_version, stats=stats.as_dict(),
+        )
+    finally:
+        if owned:
+            spark.stop()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+if __name__ == "__main__":
+    # `spark-submit .../errkb/spark.py --input ... --output ...`: spark-submit runs a .py
+    # file, not a console script. The job itself runs from the imported errkb.spark (so
+    # executors unpickle its functions by reference), this block only dispatches.
+    import sys
+
+    from errkb.cli import cli
+
+    cli(["spark-enrich", *sys.argv[1:]], prog_name="errkb")
