@@ -32,6 +32,8 @@ CONFUSABLE_PAIRS = [
     ("b71de35158803692", "cf6947ec4f1f5925",
      "V1 kv_cache_utils.py vs V0 worker.py 'No available memory for the cache blocks': the V0 pattern also "
      "matches the longer V1 message"),
+    ("777101fc2a08844b", "7bf6c84e4a15af89",
+     "vllm/config.py SchedulerConfig: both open with 'max_num_batched_tokens (N)' (vs max_model_len / max_num_seqs)"),
 ]
 
 
