@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 
 from errkb.mine import _timestamp, github_url
-from errkb.raise_sites import Provenance, RaiseSite, Scan, SourceTree, scan
+from errkb.raise_sites import CONTEXT_LINES, Provenance, RaiseSite, Scan, SourceTree, scan
 
 # Word similarity (difflib ratio) above which a message at the recorded site counts
 # as a rewording of the record's message rather than a different error.
@@ -462,8 +462,11 @@ def _fix(store, report: DriftReport, prefix: str, file_text, now: datetime | Non
 
 
 def relocated(record: dict, site: RaiseSite, lines: list[str], *, prefix: str, repo: str, sha: str, analyzed_at: str) -> dict:
-    """A copy of ``record`` pointing at ``site``, keeping the record's window shape."""
+    """A copy of ``record`` pointing at ``site``, keeping the record's window shape
+    (a window cut short by the top of the file gets the usual context back)."""
     before = max(0, record["lineNumber"] - record["sourceCodeStart"])
+    if record["sourceCodeStart"] == 1:
+        before = max(before, CONTEXT_LINES)
     after = max(0, record["sourceCodeEnd"] - record["lineNumber"])
     start = max(1, site.line - before)
     end = min(len(lines), site.line + after)
