@@ -34,30 +34,33 @@ _LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|ERR|CRITICAL|FATAL|EXCE
 _PREFIX = re.compile(
     r"(?:"
     # ISO timestamps: 2026-08-05 15:26:02,985 / 2026-08-02T18:07:14.645Z / [2026-...]
-    r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2}| ?UTC)?\]?(?: \| | - | ?)"
+    r"(?P<ts>\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2}| ?UTC)?\]?(?: \| | - | ?))"
     # vLLM: INFO 08-14 21:17:39 [core.py:123]
-    r"|" + _LEVEL + r" \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})? ?"
+    r"|(?P<vllm>" + _LEVEL + r" \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})? ?)"
     # syslog: Aug 16 03:07:54 host prog[pid]:
-    r"|[A-Z][a-z]{2} [ \d]?\d \d{2}:\d{2}:\d{2} [\w.-]{1,255} [\w./@-]{1,255}?(?:\[\d{1,10}\])?: ?"
+    r"|(?P<syslog>[A-Z][a-z]{2} [ \d]?\d \d{2}:\d{2}:\d{2} [\w.-]{1,255} [\w./@-]{1,255}?(?:\[\d{1,10}\])?: ?)"
     # glog / absl: I0816 01:13:49.301394    2120 prober.go:107]
-    r"|[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d{1,9} {1,16}\d{1,10} [\w./-]{1,255}:\d{1,10}\] ?"
+    r"|(?P<glog>[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d{1,9} {1,16}\d{1,10} [\w./-]{1,255}:\d{1,10}\] ?)"
     # (EngineCore_DP0 pid=1234) / (Worker pid=12) / (VllmWorker rank=0 pid=3)
-    r"|\([\w.-]{1,100}(?: [\w.-]{1,40}=[\w.-]{1,40}){1,4}\) ?"
+    r"|(?P<proc>\([\w.-]{1,100}(?: [\w.-]{1,40}=[\w.-]{1,40}){1,4}\) ?)"
     # [rank0]: / [rank12]:
-    r"|\[rank\d{1,6}\]: ?"
+    r"|(?P<rank>\[rank\d{1,6}\]: ?)"
     # [file.py:123] / [core.py:123 in fn]
-    r"|\[[\w./<>-]{1,255}:\d{1,10}(?: [^\]\n]{1,100})?\] ?"
+    r"|(?P<file>\[[\w./<>-]{1,255}:\d{1,10}(?: [^\]\n]{1,100})?\] ?)"
     # Python logging's default LEVEL:logger: (a logger name never precedes a space)
-    r"|" + _LEVEL + r":(?:[A-Za-z_][\w.]{0,200}:(?=\S))?(?: {1,16})?"
+    r"|(?P<pylog>" + _LEVEL + r":(?:[A-Za-z_][\w.]{0,200}:(?=\S))?(?: {1,16})?)"
     # loguru: | ERROR    | module:function:12 -
-    r"|\| ?" + _LEVEL + r" {0,16}\| ?(?:[\w.<>]{1,255}:[\w.<>]{0,255}:?\d{1,10} - )?"
+    r"|(?P<loguru>\| ?" + _LEVEL + r" {0,16}\| ?(?:[\w.<>]{1,255}:[\w.<>]{0,255}:?\d{1,10} - )?)"
     # loguru's column after its timestamp: ERROR    | module:function:12 -
-    r"|" + _LEVEL + r" {0,16}\| (?:[\w.<>]{1,255}:[\w.<>]{0,255}:?\d{1,10} - )?"
+    r"|(?P<loguru2>" + _LEVEL + r" {0,16}\| (?:[\w.<>]{1,255}:[\w.<>]{0,255}:?\d{1,10} - )?)"
     # [ERROR] / ERROR / ERROR - / ERROR |
-    r"|\[" + _LEVEL + r"\] ?"
-    r"|" + _LEVEL + r"(?: - | \| | {1,16}(?=\S))"
+    r"|(?P<blevel>\[" + _LEVEL + r"\] ?)"
+    r"|(?P<level>" + _LEVEL + r"(?: - | \| | {1,16}(?=\S)))"
     r")"
 )
+# After these the message starts: nothing after them is a prefix any more.
+_TERMINAL_PREFIXES = frozenset({"syslog", "glog", "file", "pylog", "loguru", "loguru2"})
+_LEVEL_PREFIXES = frozenset({"vllm", "pylog", "loguru", "loguru2", "blevel", "level"})
 
 _TRACEBACK_HEADER = "Traceback (most recent call last):"
 _CHAIN_SENTINELS = (
@@ -125,11 +128,19 @@ def strip_ansi(text: str) -> str:
 def prefix_length(line: str) -> int:
     """Length of the log prefix(es) before the message (0 when there is none)."""
     pos = 0
+    seen: set[str] = set()
     for _ in range(12):
         m = _PREFIX.match(line, pos)
         if m is None or m.end() == pos:
             break
+        family = m.lastgroup
+        # one level word per line: a second one belongs to the message
+        if family in seen or (family in _LEVEL_PREFIXES and seen & _LEVEL_PREFIXES):
+            break
+        seen.add(family)
         pos = m.end()
+        if family in _TERMINAL_PREFIXES:
+            break
     return pos
 
 

@@ -1,0 +1,201 @@
+"""errkb.normalize: text as it really arrives -> the messages patterns were written for."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import tracemalloc
+
+import pytest
+
+from errkb.normalize import (
+    iter_messages,
+    line_messages,
+    prefix_length,
+    split_error_class,
+    strip_ansi,
+    strip_prefixes,
+    text_messages,
+    to_text,
+)
+
+MSG = "Flashinfer allreduce quantization fusion is not supported for multi-node allreduce with 'trtllm' backend. Please use 'mnnvl' backend instead."
+
+
+def texts(messages):
+    return [m.text for m in messages]
+
+
+@pytest.mark.parametrize(
+    "line, body",
+    [
+        ("2026-08-05 15:26:02,985 DEBUG [gpu_worker.py:337] sending heartbeat", "sending heartbeat"),
+        ("2026-08-02T18:07:14.645Z ERROR boom", "boom"),
+        ("INFO 08-14 21:17:39 [core.py:123] Engine started", "Engine started"),
+        ("(EngineCore_DP0 pid=1234) INFO 08-14 21:17:39 [core.py:123] Engine started", "Engine started"),
+        ("(Worker pid=77) ERROR 08-14 21:17:39 [worker.py:9] ValueError: x", "ValueError: x"),
+        ("(VllmWorker rank=0 pid=3) WARNING 08-14 21:17:39 [a.py:1] careful", "careful"),
+        ("[rank0]: ValueError: bad rank", "ValueError: bad rank"),
+        ("[rank12]:   File \"x.py\", line 3, in f", "  File \"x.py\", line 3, in f"),
+        ("Aug 16 03:07:54 worker-2 python[61178]: KeyError: 'x'", "KeyError: 'x'"),
+        ("I0816 01:13:49.301394    2120 prober.go:107] probe failed", "probe failed"),
+        ("ERROR:app.db:ValueError: Could not deduce type from expr.", "ValueError: Could not deduce type from expr."),
+        ("2026-08-23 00:24:21.529 | ERROR    | ingest:312 - JaxprTypeError: oops", "JaxprTypeError: oops"),
+        ("[ERROR] disk full", "disk full"),
+        ("plain message without prefix", "plain message without prefix"),
+    ],
+)
+def test_log_prefixes_are_stripped(line, body):
+    assert strip_prefixes(line) == body
+
+
+def test_prefix_stripping_keeps_message_words_that_look_like_levels():
+    # only the prefix goes; "ERROR" inside the message stays
+    assert strip_prefixes("2026-08-05 15:26:02,985 INFO [a.py:1] ERROR count is 3") == "ERROR count is 3"
+    assert prefix_length("ValueError: x") == 0
+
+
+def test_ansi_colour_codes_are_removed():
+    coloured = "\x1b[1;31mERROR\x1b[0m 08-14 21:17:39 [core.py:1] \x1b[33mValueError\x1b[0m: " + MSG
+    assert strip_ansi(coloured) == "ERROR 08-14 21:17:39 [core.py:1] ValueError: " + MSG
+    assert MSG in texts(line_messages(coloured))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"level": "error", "message": "ValueError: ' + MSG.replace("'", "\\u0027") + '"}',
+        '{"ts": "2026-08-02T16:45:15.960Z", "level": "error", "msg": "ValueError: ' + MSG + '", "pid": 1}',
+        '{"log": "ERROR 08-14 21:17:39 [core.py:1] ValueError: ' + MSG + '\\n", "stream": "stderr"}',
+        '{"error": {"type": "ValueError", "message": "' + MSG + '"}}',
+    ],
+)
+def test_json_log_lines_yield_their_message(line):
+    found = line_messages(line)
+    assert MSG in texts(found)
+
+
+def test_error_class_is_split_off_dotted_names_too():
+    assert split_error_class("ValueError: bad") == ("ValueError", "bad")
+    assert split_error_class("torch.OutOfMemoryError: CUDA out of memory") == ("torch.OutOfMemoryError", "CUDA out of memory")
+    assert split_error_class("Note: this is not an error class") == (None, "Note: this is not an error class")
+    # in a traceback any class name counts
+    assert split_error_class("KeyboardInterrupt", in_traceback=True) == ("KeyboardInterrupt", "")
+    forms = line_messages("[rank0]: ValueError: " + MSG)
+    assert any(m.text == MSG and m.error_class == "ValueError" for m in forms)
+
+
+TRACEBACK = f"""Traceback (most recent call last):
+  File "/usr/lib/python3.12/site-packages/vllm/distributed/device_communicators/flashinfer_all_reduce.py", line 221, in get_flashinfer_allreduce_quant_workspace
+    raise ValueError(
+    ^^^^^^^^^^^^^^^^^
+ValueError: {MSG}
+"""
+
+
+def test_traceback_final_exception_line_is_the_message():
+    found = text_messages(TRACEBACK)
+    assert any(m.text == MSG and m.error_class == "ValueError" and m.source == "traceback" for m in found)
+
+
+def test_chained_exceptions_are_all_candidates():
+    text = f"""Traceback (most recent call last):
+  File "a.py", line 1, in f
+KeyError: 'backend'
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "b.py", line 2, in g
+RuntimeError: workspace init failed
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "c.py", line 3, in h
+ValueError: {MSG}"""
+    found = text_messages(text)
+    classes = {(m.error_class, m.text) for m in found}
+    assert ("KeyError", "'backend'") in classes
+    assert ("RuntimeError", "workspace init failed") in classes
+    assert ("ValueError", MSG) in classes
+    [block] = list(iter_messages(text.split("\n")))
+    assert (block.first_line, block.last_line, block.kind) == (1, 15, "traceback")
+    assert block.error_class == "ValueError" and block.text == MSG
+
+
+def test_message_wrapped_over_lines_is_joined():
+    half = MSG.index(" with 'trtllm'")
+    wrapped = "ValueError: " + MSG[:half] + "\n" + MSG[half + 1:]
+    assert MSG in texts(text_messages(wrapped))
+    tb = "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\nValueError: " + MSG[:half] + "\n" + MSG[half + 1:]
+    assert MSG in texts(text_messages(tb))
+
+
+def test_windows_line_endings():
+    text = TRACEBACK.replace("\n", "\r\n")
+    assert MSG in texts(text_messages(text))
+    assert MSG in texts(line_messages("ValueError: " + MSG + "\r"))
+    [msg] = list(iter_messages(["[rank0]: ValueError: " + MSG + "\r\n"]))
+    assert msg.text == MSG
+
+
+def test_invalid_utf8_never_raises():
+    data = b"ValueError: caf\xe9 \xff\xfe " + MSG.encode()
+    text = to_text(data)
+    assert "\ufffd" in text and MSG in text
+    assert to_text("lone \udce9 surrogate") == "lone \ufffd surrogate"
+    assert any(t.endswith(MSG) for t in texts(line_messages(data)))
+    assert line_messages(data)[-1].error_class == "ValueError"
+    assert [m.text for m in iter_messages([b"\xff\xfe", b"KeyError: \xc3"])] == ["\ufffd\ufffd", "\ufffd"]
+
+
+def test_vllm_traceback_with_per_line_prefixes_is_one_block():
+    prefix = "(EngineCore_DP0 pid=4242) ERROR 08-14 21:17:39 [core.py:710] "
+    lines = [
+        "(EngineCore_DP0 pid=4242) INFO 08-14 21:17:38 [core.py:90] starting",
+        prefix + "Traceback (most recent call last):",
+        prefix + '  File "/x/site-packages/vllm/v1/engine/core.py", line 701, in run',
+        prefix + "    self.step()",
+        prefix + "ValueError: " + MSG,
+        "(EngineCore_DP0 pid=4242) INFO 08-14 21:17:40 [core.py:99] shutting down",
+    ]
+    messages = list(iter_messages(lines))
+    assert [(m.first_line, m.last_line, m.kind) for m in messages] == [(1, 1, "line"), (2, 5, "traceback"), (6, 6, "line")]
+    assert messages[1].text == MSG and messages[1].error_class == "ValueError"
+    assert messages[2].text == "shutting down"
+
+
+def test_iter_messages_streams_in_constant_memory():
+    tb = ["Traceback (most recent call last):"] + ['  File "x.py", line 1, in f'] * 50 + ["ValueError: boom"]
+    ordinary = ["2026-08-05 15:26:02,985 INFO [a.py:1] request served"] * 10
+
+    def endless():
+        for _ in range(3000):
+            yield from ordinary
+            yield from tb
+
+    tracemalloc.start()
+    count = 0
+    peak_after_warmup = None
+    for i, msg in enumerate(iter_messages(endless())):
+        count += 1
+        if i == 1000:
+            tracemalloc.reset_peak()
+    _current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert count == 3000 * 11
+    # 183k lines streamed; the peak after warm-up stays tiny (no accumulation)
+    assert peak < 2_000_000
+
+
+def test_huge_traceback_is_capped_not_accumulated():
+    lines = itertools.chain(["Traceback (most recent call last):"], ("  frame line" for _ in range(200_000)), ["ValueError: " + "x" * 500_000])
+    [msg] = list(iter_messages(lines))
+    assert msg.last_line == 200_002 and len(msg.text) <= 64 * 1024
+
+
+def test_empty_text():
+    assert texts(text_messages("")) == [""]
+    assert list(iter_messages([])) == []
+    assert list(iter_messages(io.StringIO(""))) == []
