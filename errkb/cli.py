@@ -628,4 +628,44 @@ def snippets(ids, out, db_path, as_json):
     _echo_err(f"{len(report.written)} written, {len(report.unchanged)} unchanged, {len(report.skipped)} skipped")
 
 
+@cli.command()
+@click.argument("archives", nargs=-1, required=True)
+@click.option("--since", default=None, help="Only lines at or after this: a duration ago (7d, 24h, 30m) or an ISO date-time.")
+@click.option("--until", default=None, help="Only lines before this (same forms as --since).")
+@click.option("--time-column", default=None, help="Column holding the line's time (default: timestamp, @timestamp, ts, time or date).")
+@click.option("--by", "by", multiple=True, default=("host",), show_default=True,
+              help="Column (or dotted path) whose distinct values are listed per error; repeat for several.")
+@click.option("--sql", default=None, help="Run this SQL instead, with the archive(s) as the view `enriched`.")
+@json_option
+def query(archives, since, until, time_column, by, sql, as_json):
+    """Which known errors happened, how often, and where, in enriched archives.
+
+    ARCHIVES are files written by `errkb enrich --input ... --output ...` (globs
+    allowed). Exit 1 when no known error is found.
+    """
+    from errkb.archive import ArchiveError, known_errors, run_sql
+
+    try:
+        if sql:
+            names, rows = run_sql(archives, sql)
+            data = [dict(zip(names, r)) for r in rows]
+        else:
+            data = known_errors(archives, since=since, until=until, time_column=time_column, by=by)
+    except ArchiveError as e:
+        raise UsageError(str(e)) from e
+    if as_json:
+        print_json(data)
+    elif sql:
+        click.echo("\t".join(names))
+        for r in rows:
+            click.echo("\t".join("" if v is None else str(v) for v in r))
+    else:
+        for r in data:
+            where = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in r.items() if isinstance(v, list))
+            seen = f"  {r['first_seen']} .. {r['last_seen']}" if "first_seen" in r else ""
+            click.echo(f"{r['lines']:>8}  {r['id']}  {r['repo']}/{r['slug']}  {r['error_class']}{seen}" + (f"  [{where}]" if where else ""))
+        _echo_err(f"{len(data)} known error(s)")
+    sys.exit(0 if data else 1)
+
+
 # ---- commands are added above this line (keep this marker) ----

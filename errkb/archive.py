@@ -1,0 +1,541 @@
+"""Enrich whole log archives in bulk, and ask them which known errors happened.
+
+``errkb enrich --input logs.jsonl --output enriched.parquet``: DuckDB reads the
+archive (JSON Lines, Parquet or CSV; globs and several files allowed) as a stream of
+Arrow record batches, the matcher runs over each batch's message column
+(``Matcher.match_lines``, in worker processes so every core works), an ``errkb``
+struct column is added, and DuckDB writes the batches out (Parquet, JSON Lines or
+CSV) as they come. Memory stays bounded by a few batches whatever the input size.
+
+DESIGN.md keeps SQL *to the errkb store* inside ``errkb.store``. This module does
+not touch the store: it uses DuckDB as a file engine over the user's own archives,
+which is what DuckDB is for. Paths and column names reach SQL only quoted.
+
+JSON archives are read with their schema detected over the whole file (DuckDB would
+otherwise silently drop keys that first appear after its sample), so they are read
+twice: once for the schema, once for the rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob
+import multiprocessing
+import os
+import re
+import tempfile
+import time
+from collections import Counter, deque
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from errkb.enrich import errkb_object
+
+BATCH_ROWS = 65536
+MESSAGE_COLUMN = "__errkb_message"
+INSTALL_HINT = "the archive path needs pyarrow: pip install 'errkb[archive]'"
+
+ERRKB_FIELDS = ("id", "slug", "repo", "errorClass", "severity", "score", "solution", "url")
+_INPUT_FORMATS = {
+    ".jsonl": "json", ".ndjson": "json", ".json": "json",
+    ".parquet": "parquet", ".pq": "parquet",
+    ".csv": "csv", ".tsv": "csv",
+}
+_OUTPUT_FORMATS = {
+    ".parquet": "(FORMAT parquet, COMPRESSION zstd)",
+    ".jsonl": "(FORMAT json)", ".ndjson": "(FORMAT json)", ".json": "(FORMAT json)",
+    ".csv": "(FORMAT csv, HEADER true)",
+}
+
+
+class ArchiveError(Exception):
+    """Bad archive input or usage; the message is one line naming file and reason."""
+
+
+@dataclass
+class ArchiveSummary:
+    inputs: list[str]
+    output: str
+    rows: int = 0
+    matched: int = 0
+    written: int = 0
+    batches: int = 0
+    workers: int = 1
+    seconds: float = 0.0
+    by_record: Counter = field(default_factory=Counter)
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {
+            "inputs": self.inputs,
+            "output": self.output,
+            "rows": self.rows,
+            "matched": self.matched,
+            "written": self.written,
+            "batches": self.batches,
+            "workers": self.workers,
+            "seconds": round(self.seconds, 3),
+            "rows_per_s": round(self.rows / self.seconds) if self.seconds > 0 else None,
+            "top": [{"id": rid, "record": self.labels.get(rid, rid), "rows": n} for rid, n in self.by_record.most_common(10)],
+        }
+
+    def summary(self) -> str:
+        d = self.as_dict()
+        rate = f"{d['rows_per_s']:,} rows/s" if d["rows_per_s"] else "-"
+        lines = [
+            f"errkb enrich: {self.rows:,} rows, {self.matched:,} matched, {self.written:,} written to {self.output}, "
+            f"{self.seconds:.2f} s, {rate}, {self.workers} worker(s)"
+        ]
+        lines += [f"  {t['rows']:>10,}  {t['id']}  {t['record']}" for t in d["top"]]
+        return "\n".join(lines)
+
+
+# -- SQL pieces (quoted, never interpolated raw) ----------------------------------------
+
+
+def sql_string(value: str) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def sql_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _require_pyarrow():
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError as e:
+        raise ArchiveError(INSTALL_HINT) from e
+
+
+def _format_of(path: str) -> str | None:
+    name = path.lower()
+    for comp in (".gz", ".zst", ".zstd"):
+        if name.endswith(comp):
+            name = name[: -len(comp)]
+    return _INPUT_FORMATS.get(os.path.splitext(name)[1])
+
+
+def source_sql(inputs: Sequence[str]) -> str:
+    """``read_json(...)`` / ``read_parquet(...)`` / ``read_csv(...)`` over the inputs."""
+    if not inputs:
+        raise ArchiveError("no --input given")
+    formats = set()
+    for spec in inputs:
+        spec = str(spec)
+        fmt = _format_of(spec)
+        if fmt is None:
+            raise ArchiveError(f"{spec}: unknown archive format (use .jsonl/.ndjson/.json, .parquet or .csv/.tsv, optionally .gz)")
+        formats.add(fmt)
+        if glob.has_magic(spec):
+            if not glob.glob(spec):
+                raise ArchiveError(f"{spec}: no file matches")
+        elif not os.path.isfile(spec):
+            raise ArchiveError(f"{spec}: no such file")
+    if len(formats) > 1:
+        raise ArchiveError(f"inputs mix formats ({', '.join(sorted(formats))}); enrich one format per run")
+    files = "[" + ", ".join(sql_string(str(s)) for s in inputs) + "]"
+    fmt = formats.pop()
+    if fmt == "json":
+        return f"read_json({files}, format='newline_delimited', sample_size=-1, union_by_name=true, maximum_object_size=268435456)"
+    if fmt == "csv":
+        return f"read_csv({files}, sample_size=-1, union_by_name=true)"
+    return f"read_parquet({files}, union_by_name=true)"
+
+
+def column_expr(path: str, columns: dict[str, str]) -> str | None:
+    """SQL reading ``path`` (a column, or a dotted path into a STRUCT or JSON column) as
+    VARCHAR; None when the archive has no such column."""
+    if path in columns:
+        return f"TRY_CAST({sql_ident(path)} AS VARCHAR)"
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        top = ".".join(parts[:cut])
+        if top not in columns:
+            continue
+        rest = parts[cut:]
+        ctype = columns[top].upper()
+        if ctype == "JSON":
+            json_path = "$" + "".join("." + sql_ident(p) for p in rest)
+            return f"json_extract_string({sql_ident(top)}, {sql_string(json_path)})"
+        if ctype.startswith("STRUCT"):
+            expr = sql_ident(top)
+            for p in rest:
+                expr += f"[{sql_string(p)}]"
+            return f"TRY_CAST({expr} AS VARCHAR)"
+    return None
+
+
+def _connect(threads: int | None = None):
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET preserve_insertion_order = true")
+    con.execute("SET memory_limit = '1GB'")
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
+    return con
+
+
+def _duck_error(e: Exception) -> str:
+    return str(e).strip().splitlines()[0]
+
+
+# -- matching, in this process or in workers ----------------------------------------------
+
+_worker_matcher = None
+
+
+def _init_worker(index_path: str) -> None:
+    global _worker_matcher
+    from errkb.match import Matcher
+
+    _worker_matcher = Matcher.load(index_path)
+
+
+def _match_column(messages: list, matcher=None) -> tuple[list[int], list[str], list[float]]:
+    """(rows, record ids, scores) of the best match of each matched message."""
+    m = matcher if matcher is not None else _worker_matcher
+    texts = [t if isinstance(t, str) else "" for t in messages]
+    rows, ids, scores = [], [], []
+    for i, found in enumerate(m.match_lines(texts)):
+        if found:
+            best = found[0]
+            rows.append(i)
+            ids.append(best.record_id)
+            scores.append(float(best.score))
+    return rows, ids, scores
+
+
+class _RecordColumns:
+    """The ``errkb`` struct of each record seen so far, as Arrow columns to ``take`` from."""
+
+    def __init__(self, resolve, site_url: str | None):
+        self.resolve = resolve
+        self.site_url = site_url
+        self.index: dict[str, int] = {}
+        self.values: dict[str, list] = {k: [] for k in ERRKB_FIELDS if k != "score"}
+        self._arrays: dict | None = None
+        self.labels: dict[str, str] = {}
+
+    def _add(self, record_id: str) -> int:
+        record = (self.resolve(record_id) if self.resolve else None) or {"id": record_id}
+        obj = errkb_object(_RecordMatch(record_id, record), self.site_url)
+        for k in self.values:
+            self.values[k].append(obj[k])
+        self.labels[record_id] = f"{obj['repo']}/{obj['slug']}"
+        self._arrays = None
+        self.index[record_id] = len(self.index)
+        return self.index[record_id]
+
+    def struct(self, n: int, rows: list[int], ids: list[str], scores: list[float]):
+        import numpy as np
+        import pyarrow as pa
+
+        idx = [self.index.get(r) if r in self.index else self._add(r) for r in ids]
+        if self._arrays is None:
+            self._arrays = {k: pa.array(v, type=pa.string()) for k, v in self.values.items()}
+        take = np.zeros(n, dtype=np.int32)
+        valid = np.zeros(n, dtype=bool)
+        score = np.zeros(n, dtype=np.float64)
+        if rows:
+            take[rows] = idx
+            valid[rows] = True
+            score[rows] = np.round(scores, 3)
+        mask = pa.array(~valid)
+        take_arr = pa.array(take)
+        children = []
+        for k in ERRKB_FIELDS:
+            if k == "score":
+                children.append(pa.array(score, type=pa.float64()))
+            else:
+                children.append(self._arrays[k].take(take_arr) if len(self._arrays[k]) else pa.nulls(n, pa.string()))
+        return pa.StructArray.from_arrays(children, names=list(ERRKB_FIELDS), mask=mask)
+
+
+class _RecordMatch:
+    """Just enough of a Match for :func:`errkb_object` when only the record is known."""
+
+    def __init__(self, record_id: str, record: dict):
+        self.record_id = record_id
+        self.record = record
+        self.slug = record.get("slug") or record_id
+        self.repo = record.get("repo") or "unknown/unknown"
+        self.error_class = record.get("errorClass")
+        self.severity = record.get("severity")
+        self.score = 0.0
+
+
+def errkb_struct_type():
+    import pyarrow as pa
+
+    return pa.struct([(k, pa.float64() if k == "score" else pa.string()) for k in ERRKB_FIELDS])
+
+
+# -- the batch path ------------------------------------------------------------------------
+
+
+def enrich_archive(
+    inputs: Sequence[str],
+    output: str | os.PathLike,
+    matcher: Any,
+    fields: Sequence[str] = ("message",),
+    site_url: str | None = None,
+    only_matched: bool = False,
+    workers: int | None = None,
+    batch_rows: int = BATCH_ROWS,
+    resolve=None,
+) -> ArchiveSummary:
+    """Enrich every row of ``inputs`` into ``output`` (format from its extension).
+
+    Rows keep every column and their order; an ``errkb`` struct column (null when
+    the row matched nothing) is added, replacing one the input already had.
+    ``resolve(record_id) -> dict`` supplies a matched record's solutions and slug
+    (default: the matcher's own record look-up, e.g. ``Store.get`` for a matcher
+    loaded with ``Matcher.from_store``).
+    """
+    _require_pyarrow()
+    import duckdb
+    import pyarrow as pa
+
+    inputs = [str(i) for i in inputs]
+    output = str(output)
+    out_ext = os.path.splitext(output.lower())[1]
+    if out_ext not in _OUTPUT_FORMATS:
+        raise ArchiveError(f"{output}: unknown output format (use .parquet, .jsonl or .csv)")
+    if os.path.abspath(output) in {os.path.abspath(p) for p in inputs}:
+        raise ArchiveError(f"{output}: the output would overwrite an input")
+    workers = workers or os.cpu_count() or 1
+    started = time.perf_counter()
+    summary = ArchiveSummary(inputs=inputs, output=output, workers=workers)
+
+    con = _connect()
+    source = source_sql(inputs)
+    try:
+        rel = con.sql(f"SELECT * FROM {source}")
+        columns = dict(zip(rel.columns, (str(t) for t in rel.types)))
+    except duckdb.Error as e:
+        raise ArchiveError(f"{', '.join(inputs)}: {_duck_error(e)}") from e
+    exprs = [e for e in (column_expr(f, columns) for f in fields) if e is not None]
+    if not exprs:
+        raise ArchiveError(
+            f"{inputs[0]}: no column {' or '.join(map(repr, fields))} to read messages from "
+            f"(columns: {', '.join(columns)}); name one with --field"
+        )
+    message = exprs[0] if len(exprs) == 1 else f"coalesce({', '.join(exprs)})"
+    keep = "* EXCLUDE (errkb)" if "errkb" in columns else "*"
+    try:
+        reader = con.sql(f"SELECT {keep}, {message} AS {MESSAGE_COLUMN} FROM {source}").fetch_record_batch(batch_rows)
+    except duckdb.Error as e:
+        raise ArchiveError(f"{', '.join(inputs)}: {_duck_error(e)}") from e
+    in_schema = reader.schema
+    out_schema = in_schema.remove(in_schema.get_field_index(MESSAGE_COLUMN)).append(pa.field("errkb", errkb_struct_type()))
+    # Match has no public record look-up by id; the matcher's resolver is what
+    # Match.record itself uses.
+    records = _RecordColumns(resolve or getattr(matcher, "_resolve", None), site_url)
+    failure: list[BaseException] = []
+
+    def enriched(batch, rows, ids, scores):
+        summary.rows += batch.num_rows
+        summary.matched += len(rows)
+        summary.batches += 1
+        summary.by_record.update(ids)
+        struct = records.struct(batch.num_rows, rows, ids, scores)
+        out = batch.drop_columns([MESSAGE_COLUMN]).append_column(pa.field("errkb", errkb_struct_type()), struct)
+        if only_matched:
+            out = out.filter(struct.is_valid())
+        summary.written += out.num_rows
+        return out
+
+    def batches() -> Iterator:
+        try:
+            if workers <= 1:
+                for batch in reader:
+                    yield enriched(batch, *_match_column(batch.column(MESSAGE_COLUMN).to_pylist(), matcher))
+                return
+            yield from _parallel(reader, matcher, workers, enriched)
+        except duckdb.Error as e:
+            failure.append(ArchiveError(f"{', '.join(inputs)}: {_duck_error(e)}"))
+            raise
+        except BaseException as e:
+            failure.append(e)
+            raise
+
+    out_reader = pa.RecordBatchReader.from_batches(out_schema, batches())
+    tmp = output + ".tmp" + out_ext
+    writer = _connect()
+    try:
+        writer.register("enriched_batches", out_reader)
+        writer.execute(f"COPY (SELECT * FROM enriched_batches) TO {sql_string(tmp)} {_OUTPUT_FORMATS[out_ext]}")
+        os.replace(tmp, output)
+    except duckdb.Error as e:
+        Path(tmp).unlink(missing_ok=True)
+        if failure:  # the error happened while reading or matching, not writing
+            raise failure[0] from None
+        raise ArchiveError(f"{output}: {_duck_error(e)}") from e
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        writer.close()
+        con.close()
+    summary.labels = records.labels
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _parallel(reader, matcher, workers: int, enriched) -> Iterator:
+    """Match batches in ``workers`` processes, at most two batches per worker in
+    flight (bounded memory), yielding enriched batches in input order."""
+    with tempfile.TemporaryDirectory(prefix="errkb-archive-") as tmp:
+        index_path = os.path.join(tmp, "matcher.idx")
+        matcher.save(index_path, include_records=False)
+        # spawn, not fork: the parent runs DuckDB threads, which fork would not carry over safely.
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(index_path,)) as pool:
+            pending: deque[tuple[Any, Future]] = deque()
+            for batch in reader:
+                pending.append((batch, pool.submit(_match_column, batch.column(MESSAGE_COLUMN).to_pylist())))
+                if len(pending) >= 2 * workers:
+                    b, fut = pending.popleft()
+                    yield enriched(b, *_result(fut))
+            while pending:
+                b, fut = pending.popleft()
+                yield enriched(b, *_result(fut))
+
+
+def _result(fut: Future):
+    try:
+        return fut.result()
+    except BrokenProcessPool as e:
+        raise ArchiveError(f"a matcher worker process died ({e}); retry with --workers 1") from e
+
+
+# -- asking an enriched archive -------------------------------------------------------------
+
+TIME_COLUMNS = ("timestamp", "@timestamp", "ts", "time", "date", "datetime")
+
+# The README's "which known errors happened last week, how often, on which hosts",
+# with {archive} standing for the enriched file(s). tests/test_enrich_archive.py runs it.
+LAST_WEEK_SQL = """\
+SELECT errkb.id, errkb.repo, errkb.slug, errkb.errorClass,
+       count(*)                              AS lines,
+       min(CAST(ts AS TIMESTAMPTZ))          AS first_seen,
+       max(CAST(ts AS TIMESTAMPTZ))          AS last_seen,
+       list(DISTINCT host ORDER BY host)     AS hosts
+FROM {archive}
+WHERE errkb IS NOT NULL
+  AND CAST(ts AS TIMESTAMPTZ) >= now() - INTERVAL 7 DAY
+GROUP BY ALL
+ORDER BY lines DESC"""
+
+_DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
+
+
+def parse_since(value: str, now: dt.datetime | None = None) -> dt.datetime:
+    """``7d`` / ``24h`` / ``30m`` / ``2w`` ago, or an ISO date or date-time."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    m = _DURATION.match(value.strip())
+    if m:
+        n, unit = int(m.group(1)), m.group(2)
+        seconds = n * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[unit]
+        return now - dt.timedelta(seconds=seconds)
+    try:
+        t = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError as e:
+        raise ArchiveError(f"--since/--until {value!r}: not a duration (7d, 24h, 30m) or an ISO date-time") from e
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+
+
+def _archive_relation_sql(paths: Sequence[str]) -> str:
+    return source_sql([str(p) for p in paths])
+
+
+def _time_expr(name: str, columns: dict[str, str]) -> str:
+    ctype = columns.get(name, "").upper()
+    col = sql_ident(name)
+    if ctype in ("DOUBLE", "FLOAT", "BIGINT", "INTEGER", "HUGEINT", "UBIGINT", "DECIMAL") or ctype.startswith("DECIMAL"):
+        return f"to_timestamp(CAST({col} AS DOUBLE))"  # epoch seconds (Fluent Bit's "date")
+    if ctype == "JSON":
+        return f"TRY_CAST(json_extract_string({col}, '$') AS TIMESTAMPTZ)"
+    return f"TRY_CAST({col} AS TIMESTAMPTZ)"
+
+
+def known_errors(
+    paths: Sequence[str],
+    since: str | None = None,
+    until: str | None = None,
+    time_column: str | None = None,
+    by: Sequence[str] = ("host",),
+) -> list[dict]:
+    """Known errors in an enriched archive: per record, how many lines, first and last
+    seen, and the distinct values of each ``by`` column (hosts, services, ...)."""
+    import duckdb
+
+    con = _connect()
+    source = _archive_relation_sql(paths)
+    try:
+        rel = con.sql(f"SELECT * FROM {source} LIMIT 0")
+        columns = dict(zip(rel.columns, (str(t) for t in rel.types)))
+    except duckdb.Error as e:
+        raise ArchiveError(f"{', '.join(map(str, paths))}: {_duck_error(e)}") from e
+    if "errkb" not in columns:
+        raise ArchiveError(f"{paths[0]}: no errkb column (enrich it first: errkb enrich --input ... --output ...)")
+    if time_column is None:
+        time_column = next((c for c in TIME_COLUMNS if c in columns), None)
+        if time_column is None and (since or until):
+            raise ArchiveError(f"{paths[0]}: no time column found (columns: {', '.join(columns)}); name it with --time-column")
+    elif time_column not in columns:
+        raise ArchiveError(f"{paths[0]}: no column {time_column!r} (columns: {', '.join(columns)})")
+    select = ["errkb.id AS id", "errkb.repo AS repo", "errkb.slug AS slug", "errkb.errorClass AS error_class",
+              "errkb.severity AS severity", "count(*) AS lines"]
+    where = ["errkb IS NOT NULL"]
+    args: list = []
+    if time_column is not None:
+        t = _time_expr(time_column, columns)
+        select += [f"min({t}) AS first_seen", f"max({t}) AS last_seen"]
+        if since:
+            where.append(f"{t} >= ?")
+            args.append(parse_since(since))
+        if until:
+            where.append(f"{t} < ?")
+            args.append(parse_since(until))
+    for name in by:
+        expr = column_expr(name, columns)
+        if expr is None:
+            raise ArchiveError(f"{paths[0]}: no column {name!r} to group by (columns: {', '.join(columns)})")
+        alias = sql_ident(name.replace(".", "_") + "s")
+        select.append(f"list(DISTINCT {expr} ORDER BY {expr}) FILTER (WHERE {expr} IS NOT NULL) AS {alias}")
+    sql = f"SELECT {', '.join(select)} FROM {source} WHERE {' AND '.join(where)} GROUP BY ALL ORDER BY lines DESC, id"
+    try:
+        cur = con.execute(sql, args)
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, r)) for r in cur.fetchall()]
+    except duckdb.Error as e:
+        raise ArchiveError(f"{paths[0]}: {_duck_error(e)}") from e
+    finally:
+        con.close()
+    for r in rows:
+        for k in ("first_seen", "last_seen"):
+            if isinstance(r.get(k), dt.datetime):
+                r[k] = r[k].isoformat()
+    return rows
+
+
+def run_sql(paths: Sequence[str], sql: str) -> tuple[list[str], list[tuple]]:
+    """Run the user's ``sql`` with the archive(s) visible as the view ``enriched``."""
+    import duckdb
+
+    con = _connect()
+    try:
+        con.execute(f"CREATE VIEW enriched AS SELECT * FROM {_archive_relation_sql(paths)}")
+        cur = con.execute(sql)
+        names = [d[0] for d in cur.description] if cur.description else []
+        return names, cur.fetchall() if names else []
+    except duckdb.Error as e:
+        raise ArchiveError(f"query: {_duck_error(e)}") from e
+    finally:
+        con.close()
