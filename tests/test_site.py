@@ -1,0 +1,340 @@
+"""The static site: build from the store, determinism, --check, fix-page content,
+untrusted text, drafts and findings, records.json, sitemap, JS pattern translation.
+
+The record builders at the top are shared with test_snippets.py and
+test_site_browser.py: every one is schema-valid and passes the error-level lint
+rules, so it really reaches the store (only such records reach the site).
+"""
+
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+from markupsafe import escape
+from click.testing import CliRunner
+
+from errkb.cli import cli
+from errkb.site import check_site, js_pattern, re2_to_js, split_example_fix, tag_page_path, _safe_relpath
+from errkb.store import Store
+from tests.conftest import SEED_ID
+
+# Markup, template syntax and script URLs that must stay inert text on every page.
+HOSTILE = (
+    "<script>window.__pwned=1</script>"
+    '"><img src=x onerror="window.__pwned=2">'
+    "{{ 7*7 }}{% raw %}"
+    "<a href=\"javascript:window.__pwned=3\">x</a>"
+)
+
+
+def _rekey(rec: dict, word: str) -> dict:
+    rec["id"] = hashlib.sha256(f"{rec['repo']}\n{rec['messagePattern']}\n{word}".encode()).hexdigest()[:16]
+    rec["slug"] = f"{word}-{rec['slug']}"[:100]
+    return rec
+
+
+def hostile_record(seed: dict) -> dict:
+    """The seed with hostile text in every free-text field the schema allows."""
+    rec = copy.deepcopy(seed)
+    prefix = "Hostile " + HOSTILE + " "
+    rec["errorMessage"] = prefix + rec["errorMessage"]
+    rec["messagePattern"] = re.escape(prefix) + rec["messagePattern"]
+    # The raise line must hold the message's first words (lint E303).
+    rec["sourceCode"] = rec["sourceCode"].replace('"Flashinfer', '"Hostile script window __pwned Flashinfer', 1)
+    rec["documentation"] = HOSTILE + " documentation " + "x" * 5000
+    rec["triggerScenarios"] = HOSTILE
+    rec["commonSituations"] = "javascript:window.__pwned=4 " + HOSTILE
+    rec["solutions"] = [HOSTILE, "javascript:alert(1)"]
+    rec["exampleFix"] = "# before\n" + HOSTILE + "\n# after\nprint('</script><script>window.__pwned=5</script>')"
+    rec["validationCode"] = "x = '</script><script>window.__pwned=6</script>'\nassert x\n"
+    rec["preventionTips"] = [HOSTILE]
+    rec["tags"] = ["hostile", "<script>window.__pwned=7</script>", '"><img src=x onerror=window.__pwned=8>', "{{ 7*7 }}"]
+    rec["handlingStrategy"] = HOSTILE
+    rec["backgroundTag"] = HOSTILE
+    rec["errorType"] = HOSTILE
+    return _rekey(rec, "hostile")
+
+
+def draft_record(seed: dict) -> dict:
+    """A mined, uncurated record: empty prose, no solutions, tagged draft."""
+    rec = copy.deepcopy(seed)
+    rec["errorMessage"] = rec["errorMessage"].replace("Flashinfer", "Flashinfer drafted", 1)
+    rec["messagePattern"] = rec["messagePattern"].replace("Flashinfer", "Flashinfer drafted", 1)
+    rec["sourceCode"] = rec["sourceCode"].replace('"Flashinfer', '"Flashinfer drafted', 1)
+    for key in ("documentation", "triggerScenarios", "commonSituations", "handlingStrategy"):
+        rec[key] = ""
+    rec["solutions"] = []
+    rec["preventionTips"] = []
+    rec["exampleFix"] = None
+    rec["validationCode"] = None
+    rec["tags"] = ["draft", "distributed"]
+    return _rekey(rec, "draft")
+
+
+def lookahead_record(seed: dict) -> dict:
+    """A record whose pattern needs backtracking: stored with warning W204."""
+    rec = copy.deepcopy(seed)
+    rec["messagePattern"] = rec["messagePattern"].replace("backend instead", "backend (?=instead)instead", 1)
+    return _rekey(rec, "lookahead")
+
+
+def make_store(path: Path, records: list[dict]) -> Path:
+    src = path.with_suffix(".jsonl")
+    src.write_text("".join(json.dumps({"record": r, "datasetVersion": "2026-08-15T22:17:37.221Z"}) + "\n" for r in records))
+    with Store.open(path) as store:
+        report = store.ingest([src])
+    assert report.rejected == 0, [r.reasons for r in report.rejects]
+    return path
+
+
+SEED_PAGE = "errors/vllm-project/vllm/flashinfer-allreduce-quantization-fusion-is-not-su.html"
+
+
+@pytest.fixture
+def site_store(tmp_path, seed_record, make_variant) -> Path:
+    records = [seed_record, make_variant(1), make_variant(2), hostile_record(seed_record),
+               draft_record(seed_record), lookahead_record(seed_record)]
+    return make_store(tmp_path / "site.duckdb", records)
+
+
+def build(db: Path, out: Path, *args: str):
+    return CliRunner().invoke(cli, ["site", "build", "--db", str(db), "--out", str(out), *args])
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_build_writes_every_page_and_is_byte_identical(site_store, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    result = build(site_store, a)
+    assert result.exit_code == 0, result.output
+    assert "6 fix pages" in result.output
+    assert build(site_store, b).exit_code == 0
+    fa, fb = files_of(a), files_of(b)
+    assert fa == fb
+    for name in ("index.html", "404.html", "sitemap.xml", "records.json", "static/style.css", "static/site.js",
+                 "static/pygments.css", SEED_PAGE, f"snippets/{SEED_ID}.py", "repos/vllm-project/vllm.html",
+                 "tags/distributed.html", "tags/hostile.html"):
+        assert name in fa, name
+    # A rebuild into the same folder rewrites nothing.
+    again = build(site_store, a, "--json")
+    assert json.loads(again.output)["written"] == []
+    # Nothing machine-dependent leaks into the output.
+    for name, content in fa.items():
+        assert str(tmp_path).encode() not in content, name
+
+
+def test_check_names_stale_missing_and_extra_files(site_store, tmp_path):
+    out = tmp_path / "site"
+    assert build(site_store, out).exit_code == 0
+    fresh = build(site_store, out, "--check")
+    assert fresh.exit_code == 0
+    assert "up to date" in fresh.output
+    (out / "index.html").write_text("old")
+    (out / "sitemap.xml").unlink()
+    (out / "errors" / "left-over.html").write_text("x")
+    stale = build(site_store, out, "--check")
+    assert stale.exit_code == 1
+    lines = stale.output.splitlines()
+    assert f"stale: {out / 'index.html'}" in lines
+    assert f"missing: {out / 'sitemap.xml'}" in lines
+    assert f"extra: {out / 'errors' / 'left-over.html'}" in lines
+    # A build repairs all three.
+    assert build(site_store, out).exit_code == 0
+    assert not (out / "errors" / "left-over.html").exists()
+    assert build(site_store, out, "--check").exit_code == 0
+
+
+def test_build_refuses_a_folder_that_is_not_a_site(site_store, tmp_path):
+    out = tmp_path / "home"
+    out.mkdir()
+    (out / "precious.txt").write_text("keep me")
+    result = build(site_store, out)
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"Error: {out}: folder is not empty and is not an errkb site (no .errkb-site file); choose another --out"
+    )
+    assert (out / "precious.txt").read_text() == "keep me"
+
+
+def test_build_of_a_missing_store_is_a_usage_error(tmp_path):
+    result = build(tmp_path / "nope.duckdb", tmp_path / "site")
+    assert result.exit_code == 2
+    assert "no such store" in result.output
+
+
+def test_fix_page_shows_the_whole_record(site_store, tmp_path, seed_record):
+    out = tmp_path / "site"
+    build(site_store, out)
+    page = (out / SEED_PAGE).read_text()
+    assert '<h1 class="message" id="message">Flashinfer allreduce quantization fusion is not supported' in page
+    assert "<code class=\"path\">vllm/distributed/device_communicators/flashinfer_all_reduce.py:221</code>" in page
+    # The raise line is the highlighted one, with its real line number.
+    hll = re.findall(r'<span class="hll"><span class="linenos">\s*(\d+)</span>(.*?)\n', page)
+    assert len(hll) == 1 and hll[0][0] == "221" and "raise" in hll[0][1]
+    assert f'href="{seed_record["githubUrl"]}"' in page
+    assert "c794754062d4" in page
+    for text in (seed_record["documentation"], seed_record["triggerScenarios"], seed_record["commonSituations"]):
+        assert str(escape(text)) in page
+    for s in seed_record["solutions"] + seed_record["preventionTips"]:
+        assert f"<li>{escape(s)}</li>" in page
+    # Before/after shown as two labelled parts.
+    assert '<figure class="fix-part before">' in page and '<figure class="fix-part after">' in page
+    assert "<figcaption>Before</figcaption>" in page and "<figcaption>After</figcaption>" in page
+    assert f'href="../../../snippets/{SEED_ID}.py" download' in page
+    assert page.count('class="copy"') == 5  # source, before, after, validation, pattern
+    assert 'href="../../../tags/multi-node.html"' in page
+    assert 'href="../../../static/style.css"' in page
+    assert 'Test a log line against this pattern' in page
+    assert "Verification" not in page  # no runs stored yet
+
+
+def test_fix_page_shows_verification_runs_from_the_store(site_store, tmp_path):
+    with Store.open(site_store) as store:
+        store.add_run({"record_id": SEED_ID, "record_hash": "h", "tier": "sandbox", "check": "validation",
+                       "runner": {"host": "ci-runner-1", "python": "3.11.7", "gpu": None},
+                       "started_at": "2026-12-01T10:00:00+00:00", "duration_s": 1.25, "outcome": "skipped",
+                       "reason": "needs vllm"})
+    out = tmp_path / "site"
+    build(site_store, out)
+    page = (out / SEED_PAGE).read_text()
+    assert '<h2 id="verify-h">Verification</h2>' in page
+    assert '<span class="badge outcome-skipped">skipped</span> <span class="reason">needs vllm</span>' in page
+    assert "host: ci-runner-1" in page and "1.2 s" in page
+
+
+def test_untrusted_text_is_escaped_everywhere(site_store, tmp_path):
+    out = tmp_path / "site"
+    build(site_store, out)
+    for name, content in files_of(out).items():
+        if not name.endswith((".html", ".xml")):
+            continue
+        text = content.decode()
+        # No tag from record text survives as markup.
+        assert "<script>window" not in text, name
+        assert "<img src=x" not in text, name
+        assert '<a href="javascript:' not in text, name
+    hostile = next(n for n in files_of(out) if n.startswith("errors/") and "hostile" in n)
+    page = (out / hostile).read_text()
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
+    assert "{{ 7*7 }}{% raw %}" in page
+    # Inline JSON cannot close its <script> element.
+    for block in re.findall(r'<script type="application/json"[^>]*>(.*?)</script>', page + (out / "index.html").read_text(), re.S):
+        assert "<" not in block and "\u2028" not in block
+        json.loads(block)
+
+
+def test_hostile_tags_get_their_own_safe_pages(site_store, tmp_path):
+    out = tmp_path / "site"
+    build(site_store, out)
+    tags = sorted(p.name for p in (out / "tags").iterdir())
+    assert all(re.fullmatch(r"[a-z0-9._-]+\.html", t) for t in tags), tags
+    page = (out / tag_page_path("<script>window.__pwned=7</script>")).read_text()
+    assert "Errors tagged <span class=\"tag\">&lt;script&gt;window.__pwned=7&lt;/script&gt;</span>" in page
+    assert tag_page_path("Draft") != tag_page_path("draft")
+
+
+def test_drafts_and_findings_are_flagged_not_shown_as_curated(site_store, tmp_path):
+    out = tmp_path / "site"
+    build(site_store, out)
+    draft = (out / "errors/vllm-project/vllm/draft-flashinfer-allreduce-quantization-fusion-is-not-su.html").read_text()
+    assert "<strong>Draft.</strong> This record was mined from the source code and has not been curated" in draft
+    assert "How to fix it" not in draft and "Download the snippet" not in draft
+    warned = (out / "errors/vllm-project/vllm/lookahead-flashinfer-allreduce-quantization-fusion-is-not-su.html").read_text()
+    assert "<strong>Lint findings.</strong>" in warned
+    assert "<code>W204</code> pattern-needs-backtracking (warning): messagePattern needs a backtracking engine (lookahead)" in warned
+    assert "This pattern cannot be run exactly in the browser (needs backtracking: lookahead)" in warned
+    seed = (out / SEED_PAGE).read_text()
+    assert "notice-draft" not in seed and "notice-findings" not in seed
+    index = (out / "index.html").read_text()
+    assert index.count('<span class="badge status-draft">draft, not curated</span>') == 1
+    assert index.count('<span class="badge status-findings">lint findings</span>') == 1
+
+
+def test_records_json_round_trips_through_ingest(site_store, tmp_path):
+    out = tmp_path / "site"
+    build(site_store, out)
+    exported = json.loads((out / "records.json").read_text())
+    assert [r["id"] for r in exported] == [r["id"] for r in Store.open(site_store, read_only=True).records()]
+    with Store.open(tmp_path / "copy.duckdb") as copy_store:
+        report = copy_store.ingest([out / "records.json"])
+        assert (report.new, report.rejected) == (6, 0)
+        with Store.open(site_store, read_only=True) as original:
+            assert copy_store.dataset_hash() == original.dataset_hash()
+
+
+def test_sitemap_is_relative_without_base_url_and_absolute_with_it(site_store, tmp_path):
+    build(site_store, tmp_path / "rel")
+    rel = (tmp_path / "rel" / "sitemap.xml").read_text()
+    assert f"<loc>{SEED_PAGE}</loc>" in rel and "<loc>index.html</loc>" in rel
+    build(site_store, tmp_path / "abs", "--base-url", "https://errkb.example/docs")
+    absolute = (tmp_path / "abs" / "sitemap.xml").read_text()
+    assert f"<loc>https://errkb.example/docs/{SEED_PAGE}</loc>" in absolute
+    assert '<a href="https://errkb.example/docs/index.html">' in (tmp_path / "abs" / "404.html").read_text()
+    # --check must be given the same base URL.
+    assert build(site_store, tmp_path / "abs", "--check", "--base-url", "https://errkb.example/docs").exit_code == 0
+    assert build(site_store, tmp_path / "abs", "--check").exit_code == 1
+
+
+def test_links_are_relative(site_store, tmp_path):
+    out = tmp_path / "site"
+    build(site_store, out)
+    for name, content in files_of(out).items():
+        if name.endswith(".html"):
+            for link in re.findall(r'(?:href|src)="([^"]+)"', content.decode()):
+                assert not link.startswith("/"), (name, link)
+                if not link.startswith("https://github.com/"):
+                    assert "://" not in link, (name, link)
+
+
+def test_default_build_uses_the_bundled_data(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["site", "build"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "site" / SEED_PAGE).is_file()
+    assert CliRunner().invoke(cli, ["site", "build", "--check"]).exit_code == 0
+
+
+def test_path_that_would_leave_the_site_is_refused():
+    assert _safe_relpath("errors/a/b/c.html") == "errors/a/b/c.html"
+    assert _safe_relpath("errors/../../c.html") is None
+    assert _safe_relpath("errors/./x/c.html") is None
+
+
+def test_example_fix_split_into_before_and_after():
+    assert split_example_fix("# before\nexport A=1\n\n# after\nexport A=2") == [("Before", "export A=1"), ("After", "export A=2")]
+    assert split_example_fix("# Before: old API\nf(1)\n# After: new API\ng(1)\n") == [
+        ("Before: old API", "f(1)"), ("After: new API", "g(1)")]
+    assert split_example_fix("just code()") == [("", "just code()")]
+
+
+@pytest.mark.parametrize("pattern, js", [
+    (r"Please use 'mnnvl' backend\.", r"Please\u{20}use\u{20}\u{27}mnnvl\u{27}\u{20}backend\u{2e}"),
+    (r"^got (.+?) items$", r"^got\u{20}(?:(?:[^\u{a}])+?)\u{20}items(?:\u{a}?$)"),
+    (r"(?s)begin.end", r"begin[\s\S]end"),
+])
+def test_patterns_become_equivalent_js_regexes(pattern, js):
+    result = js_pattern(pattern)
+    assert result.ok and result.source == js
+
+
+@pytest.mark.parametrize("pattern, reason", [
+    (r"abc(?=def)", "needs backtracking: lookahead"),
+    (r"(a+)+ boom", "nested repetition could backtrack catastrophically in the browser"),
+    (r"abc$ and more", "'$' before more pattern"),
+])
+def test_patterns_without_an_exact_safe_js_form_are_skipped(pattern, reason):
+    result = js_pattern(pattern)
+    assert not result.ok and reason in result.reason
+
+
+def test_re2_to_js_rejects_syntax_it_does_not_know():
+    with pytest.raises(ValueError, match="unexpected RE2 syntax at offset 1"):
+        re2_to_js(r"a\pN")
