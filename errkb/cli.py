@@ -515,7 +515,8 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
               help="Input format (default: from the file names).")
 @click.option("--index", "index_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Prebuilt index file (errkb.spark.build_index); default: compiled from --db.")
-@click.option("--site-url", default=None, help="Make fix-page URLs absolute under this site URL.")
+@click.option("--site-url", envvar="ERRKB_SITE_URL", default=None,
+              help="Where the fix pages are hosted (default $ERRKB_SITE_URL); without it `url` is a relative path.")
 @click.option("--overwrite", is_flag=True, help="Replace --output if it exists.")
 @db_option
 @json_option
@@ -666,6 +667,94 @@ def query(archives, since, until, time_column, by, sql, as_json):
             click.echo(f"{r['lines']:>8}  {r['id']}  {r['repo']}/{r['slug']}  {r['error_class']}{seen}" + (f"  [{where}]" if where else ""))
         _echo_err(f"{len(data)} known error(s)")
     sys.exit(0 if data else 1)
+
+
+# -- explain / search (errkb.explain, errkb.similar, errkb.search) --------------------
+
+
+@cli.command()
+@click.argument("text", required=False)
+@click.option("--file", "file_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Read the text or log from this file.")
+@click.option("--all", "show_all", is_flag=True,
+              help="Every matching record with its score (in a log: count every record each message matches).")
+@db_option
+@json_option
+def explain(text, file_path, show_all, db_path, as_json):
+    """Explain a log line, a traceback or a whole log: the known error and its fix.
+
+    TEXT is the text; `-` or no TEXT reads standard input (a whole log is streamed:
+    every distinct known error with its count and first/last line). Exit 0 when a
+    known error matched, 1 when none did (similar records are offered), 2 for bad
+    usage or input.
+    """
+    import os
+    import shutil
+
+    from errkb.explain import ExplainError, explain_source, render_text
+
+    if file_path is not None and text not in (None, "-"):
+        raise UsageError("give the text as TEXT or with --file PATH, not both")
+    where = str(file_path) if file_path is not None else ("stdin" if text in (None, "-") else "TEXT")
+    try:
+        if file_path is not None:
+            with open(file_path, "rb") as fh:
+                result = explain_source(db_path, fh, all_matches=show_all)
+        elif text in (None, "-"):
+            if sys.stdin.isatty():
+                _echo_err("errkb explain: reading the text from stdin (end with Ctrl-D)")
+            result = explain_source(db_path, click.get_binary_stream("stdin"), all_matches=show_all)
+        else:
+            result = explain_source(db_path, text, all_matches=show_all)
+    except ExplainError as e:
+        message = str(e)
+        raise UsageError(message if message.startswith(("/", ".")) or "no such store" in message else f"{where}: {message}") from e
+    except OSError as e:
+        raise UsageError(f"{where}: cannot read: {e.strerror or e}") from e
+    if as_json:
+        print_json(result.as_dict())
+    else:
+        tty = sys.stdout.isatty()
+        color = tty and not os.environ.get("NO_COLOR")
+        width = min(80, shutil.get_terminal_size((80, 24)).columns) if tty else 80
+        click.echo(render_text(result, show_all=show_all, color=color, width=width), nl=False, color=color)
+        for note in result.notes:
+            _echo_err(f"note: {where}: {note}")
+        for s in result.skipped[:5]:
+            _echo_err(f"warning: record {s.get('id')} skipped: {s.get('reason')} (fix it and re-ingest; `errkb lint` shows why)")
+        if len(result.skipped) > 5:
+            _echo_err(f"warning: {len(result.skipped) - 5} more records skipped")
+    sys.exit(0 if result.matched else 1)
+
+
+@cli.command()
+@click.argument("words", nargs=-1, required=True)
+@click.option("--limit", "-n", type=click.IntRange(1, 1000), default=10, show_default=True, help="At most this many records.")
+@db_option
+@json_option
+def search(words, limit, db_path, as_json):
+    """Keyword search over messages, documentation and fixes, best first (BM25F).
+
+    For when you have words, not a log line (that is `errkb explain`). Exit 1 when
+    no record holds any of the words.
+    """
+    from errkb.search import search as run_search, tokens
+
+    query = " ".join(words)
+    if not tokens(query):
+        raise UsageError(f"search: no searchable words in {query!r} (common words like 'the' are ignored)")
+    with open_store(db_path, read_only=True) as store:
+        hits = run_search(store, query, limit=limit)
+    if as_json:
+        print_json([h.as_dict() for h in hits])
+    else:
+        for h in hits:
+            click.echo(f"{h.score:6.2f}  {h.error_class or 'Error'}  {h.repo}/{h.slug}  {h.record_id}")
+            message = " ".join(h.message.split())
+            click.echo("        " + (message if len(message) <= 72 else message[:71] + "…"))
+            click.echo(f"        matched {', '.join(h.matched)} in {', '.join(h.fields[:4])}")
+        _echo_err(f"{len(hits)} record(s)")
+    sys.exit(0 if hits else 1)
 
 
 # ---- commands are added above this line (keep this marker) ----

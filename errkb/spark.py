@@ -1,8 +1,8 @@
 """Enrichment on Apache Spark: the matcher of ``errkb enrich``, run inside Spark.
 
 For log archives that outgrow one machine errkb does not grow its own cluster; it runs
-in the engine such archives are already processed with. :func:`enrich` adds the errkb
-columns to a DataFrame with ``mapInArrow``:
+in the engine such archives are already processed with. :func:`enrich` adds the ``errkb``
+column to a DataFrame with ``mapInArrow``:
 
 - The driver compiles the store's index once per dataset version into one file (our
   own format, :meth:`errkb.match.Matcher.save`, never a pickle) named after the
@@ -16,11 +16,12 @@ columns to a DataFrame with ``mapInArrow``:
   default). A partition without rows loads nothing.
 - Each Arrow batch is matched with one ``Matcher.match_lines`` call, and its errkb
   values are :func:`errkb.enrich.errkb_object`, the same function ``errkb enrich`` uses,
-  so the columns equal what ``errkb enrich`` emits for the same rows.
+  so the column equals the ``errkb`` struct ``errkb enrich --input ... --output
+  x.parquet`` writes for the same rows (and `errkb query` reads either).
 
 Input columns pass through untouched (invalid UTF-8 in a string column included); the
-message is matched with invalid bytes read as U+FFFD, as ``errkb enrich`` does. A null
-message, or a row whose message matches nothing, gets null errkb columns.
+message is matched with invalid bytes read as U+FFFD, as ``errkb enrich`` does. A row whose
+message is null or matches nothing gets a null ``errkb``.
 """
 
 from __future__ import annotations
@@ -42,17 +43,12 @@ if TYPE_CHECKING:  # pyspark is an optional extra: `pip install 'errkb[spark]'`
 
 INSTALL_HINT = "pip install 'errkb[spark]'"
 
-# The errkb columns, in order: (column, key of errkb_object, Spark type).
-OUTPUT_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("errkb_id", "id", "string"),
-    ("errkb_slug", "slug", "string"),
-    ("errkb_repo", "repo", "string"),
-    ("errkb_class", "errorClass", "string"),
-    ("errkb_severity", "severity", "string"),
-    ("errkb_score", "score", "double"),
-    ("errkb_solution", "solution", "string"),
-    ("errkb_url", "url", "string"),
-)
+# The column added: the same ``errkb`` struct as ``errkb enrich --input ... --output
+# x.parquet`` writes (errkb.archive), so `errkb query` reads either output.
+OUTPUT_COLUMN = "errkb"
+# The message as matched, a column that exists only between the driver's select and
+# the executors' batches.
+MESSAGE_COLUMN = "__errkb_message"
 
 # What a shipped index keeps of each record: the keys the matcher compiles and ranks
 # with, and those errkb_object reads (the first solution). Sources, prose and code stay
@@ -217,7 +213,7 @@ def _matcher_for(name: str, sha: str, shared_path: str | None, counters) -> Any:
 
 
 def _messages(column) -> list:
-    """A batch's message column as Python values for ``match_lines`` (None stays None).
+    """A batch's message column as Python values for ``match_lines``.
 
     A string column holding invalid UTF-8 (``spark.read.text`` does not validate) is
     read as bytes, which the matcher decodes with U+FFFD, as ``errkb enrich`` does."""
@@ -234,34 +230,52 @@ def _messages(column) -> list:
     raise SparkEnrichError(f"message column has Arrow type {typ}; expected a string or binary column")
 
 
-def enrich_batch(batch, matcher, column: str, site_url: str | None):
-    """One Arrow record batch with the errkb columns appended (the pure, Spark-free core)."""
+def errkb_struct_type():
+    """The Arrow type of the ``errkb`` column (errkb.archive's)."""
+    from errkb.archive import errkb_struct_type as archive_type
+
+    return archive_type()
+
+
+def enrich_batch(batch, matcher, site_url: str | None, message_column: str = MESSAGE_COLUMN):
+    """One Arrow record batch with ``message_column`` replaced by the ``errkb`` struct
+    (null where nothing matched): the Spark-free core every executor runs.
+
+    Like ``errkb enrich --input``: a null message is matched as an empty text, the
+    best match fills the struct with :func:`errkb.enrich.errkb_object`'s values."""
     import pyarrow as pa
 
+    from errkb.archive import ERRKB_FIELDS
     from errkb.enrich import errkb_object
 
-    messages = _messages(batch.column(column))
+    messages = _messages(batch.column(message_column))
     results = matcher.match_lines([m if m is not None else "" for m in messages])
-    values: list[list] = [[] for _ in OUTPUT_COLUMNS]
-    keys = [key for _, key, _ in OUTPUT_COLUMNS]
-    for message, found in zip(messages, results):
-        if message and found:
+    children: dict[str, list] = {k: [] for k in ERRKB_FIELDS}
+    valid: list[bool] = []
+    for found in results:
+        if found:
             obj = errkb_object(found[0], site_url)
-            for out, key in zip(values, keys):
-                out.append(obj[key])
+            for k, out in children.items():
+                out.append(obj[k])
+            valid.append(True)
         else:
-            for out in values:
+            for out in children.values():
                 out.append(None)
-    arrays = [
-        pa.array(v, type=pa.float64() if typ == "double" else pa.string())
-        for v, (_, _, typ) in zip(values, OUTPUT_COLUMNS)
-    ]
+            valid.append(False)
+    struct_type = errkb_struct_type()
+    struct = pa.StructArray.from_arrays(
+        [pa.array(children[f.name], type=f.type) for f in struct_type],
+        fields=list(struct_type),
+        mask=pa.array([not v for v in valid], type=pa.bool_()),
+    )
+    keep = [i for i, name in enumerate(batch.schema.names) if name != message_column]
     return pa.RecordBatch.from_arrays(
-        list(batch.columns) + arrays, names=list(batch.schema.names) + [name for name, _, _ in OUTPUT_COLUMNS]
+        [batch.column(i) for i in keep] + [struct],
+        names=[batch.schema.names[i] for i in keep] + [OUTPUT_COLUMN],
     )
 
 
-def _enrich_partition(batches: Iterator, *, column: str, index_name: str, index_sha: str, shared_path: str | None,
+def _enrich_partition(batches: Iterator, *, index_name: str, index_sha: str, shared_path: str | None,
                       site_url: str | None, counters) -> Iterator:
     """The function ``mapInArrow`` runs per partition, in a Python worker."""
     matcher = None
@@ -271,10 +285,10 @@ def _enrich_partition(batches: Iterator, *, column: str, index_name: str, index_
         if matcher is None:
             matcher = _matcher_for(index_name, index_sha, shared_path, counters)
         started = time.perf_counter()
-        out = enrich_batch(batch, matcher, column, site_url)
+        out = enrich_batch(batch, matcher, site_url)
         if counters is not None:
-            counters.add({"batches": 1, "rows": batch.num_rows, "match_seconds": time.perf_counter() - started,
-                          f"batches@{_worker_id()}": 1})
+            counters.add({"batches": 1, "rows": batch.num_rows, "matched": out.column(OUTPUT_COLUMN).is_valid().sum().as_py(),
+                          "match_seconds": time.perf_counter() - started, f"batches@{_worker_id()}": 1})
         yield out
 
 
@@ -327,6 +341,10 @@ class EnrichStats:
         return int(self.value.get("rows", 0))
 
     @property
+    def matched(self) -> int:
+        return int(self.value.get("matched", 0))
+
+    @property
     def batches(self) -> int:
         return int(self.value.get("batches", 0))
 
@@ -343,7 +361,7 @@ class EnrichStats:
 
     def as_dict(self) -> dict:
         return {
-            "rows": self.rows, "batches": self.batches, "index_loads": self.index_loads,
+            "rows": self.rows, "matched": self.matched, "batches": self.batches, "index_loads": self.index_loads,
             "load_seconds": round(self.load_seconds, 3), "match_seconds": round(self.match_seconds, 3),
             "loads_by_worker": self.loads_by_worker, "batches_by_worker": self.batches_by_worker,
         }
@@ -353,27 +371,38 @@ class EnrichStats:
 
 
 def output_schema(df: "DataFrame"):
-    """``df``'s schema with the errkb columns appended."""
+    """The schema ``mapInArrow`` returns: ``df``'s columns less the message column,
+    then the ``errkb`` struct."""
     from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
-    fields = list(df.schema.fields)
-    for name, _, typ in OUTPUT_COLUMNS:
-        fields.append(StructField(name, DoubleType() if typ == "double" else StringType(), True))
-    return StructType(fields)
+    from errkb.archive import ERRKB_FIELDS
+
+    errkb = StructType([StructField(k, DoubleType() if k == "score" else StringType(), True) for k in ERRKB_FIELDS])
+    fields = [f for f in df.schema.fields if f.name != MESSAGE_COLUMN]
+    return StructType(fields + [StructField(OUTPUT_COLUMN, errkb, True)])
 
 
-def _check_column(df: "DataFrame", column: str) -> None:
+def _with_message(df: "DataFrame", column: str) -> "DataFrame":
+    """``df`` less any ``errkb`` column it had (replaced, as ``errkb enrich`` does), plus
+    the message to match: ``column`` (a column, or a dotted path into a struct column;
+    a column whose name has dots wins), read as text unless it is binary."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
     from pyspark.sql.types import BinaryType, StringType
 
     names = df.schema.names
-    if column not in names:
-        raise SparkEnrichError(f"no column {column!r} to match (columns: {', '.join(names) or 'none'})")
-    typ = df.schema[column].dataType
+    if MESSAGE_COLUMN in names:
+        raise SparkEnrichError(f"the input has a column named {MESSAGE_COLUMN!r}, which errkb uses internally")
+    ref = F.col("`" + column.replace("`", "``") + "`") if column in names else F.col(column)
+    try:
+        typ = df.select(ref).schema.fields[0].dataType
+    except PySparkException as e:
+        raise SparkEnrichError(f"no column {column!r} to match (columns: {', '.join(names) or 'none'})") from e
     if not isinstance(typ, (StringType, BinaryType)):
-        raise SparkEnrichError(f"column {column!r} is {typ.simpleString()}; errkb matches a string or binary column")
-    taken = [name for name, _, _ in OUTPUT_COLUMNS if name in names]
-    if taken:
-        raise SparkEnrichError(f"the input already has errkb columns ({', '.join(taken)}); drop them before enriching again")
+        ref = ref.cast("string")
+    if OUTPUT_COLUMN in names:
+        df = df.drop(OUTPUT_COLUMN)
+    return df.withColumn(MESSAGE_COLUMN, ref)
 
 
 def ship_index(spark: "SparkSession", index: IndexFile) -> None:
@@ -394,7 +423,7 @@ def enrich_with_stats(
 ) -> tuple["DataFrame", EnrichStats]:
     """:func:`enrich`, plus the counters its executors fill in (index loads, time split)."""
     require_pyspark()
-    _check_column(df, column)
+    df = _with_message(df, column)
     if ship not in ("files", "shared"):
         raise SparkEnrichError(f"ship must be 'files' or 'shared', not {ship!r}")
     if index is None:
@@ -405,11 +434,17 @@ def enrich_with_stats(
     if ship == "files":
         ship_index(spark, index)
     counters = spark.sparkContext.accumulator({}, CounterParam())
-    fn = partial(
-        _enrich_partition, column=column, index_name=index.name, index_sha=index.sha256,
+    fn = partition_function(index, ship, site_url, counters)
+    return df.mapInArrow(fn, output_schema(df)), EnrichStats(counters)
+
+
+def partition_function(index: IndexFile, ship: str, site_url: str | None, counters=None):
+    """What Spark pickles into every task: a module function (pickled by reference) and
+    the index file's name, hash and path, never the index itself."""
+    return partial(
+        _enrich_partition, index_name=index.name, index_sha=index.sha256,
         shared_path=str(index.path.resolve()) if ship == "shared" else None, site_url=site_url, counters=counters,
     )
-    return df.mapInArrow(fn, output_schema(df)), EnrichStats(counters)
 
 
 def enrich(
@@ -420,9 +455,12 @@ def enrich(
     index: IndexFile | str | os.PathLike | None = None,
     ship: str = "files",
 ) -> "DataFrame":
-    """``df`` with the errkb columns appended (see ``OUTPUT_COLUMNS``), row for row.
+    """``df`` with an ``errkb`` struct column appended, row for row: id, slug, repo,
+    errorClass, severity, score, solution and fix-page url of the best match, null
+    where nothing matched (the column ``errkb enrich --input ... --output`` writes).
 
-    ``column`` holds the message (string or binary); ``db`` is the store (default:
+    ``column`` holds the message (a column or dotted path into a struct; string or
+    binary, other types are cast to string); ``db`` is the store (default:
     ``$ERRKB_DB``, else the bundled dataset); ``site_url`` makes fix-page URLs absolute
     (else they are site-relative, as in ``errkb enrich``); ``index`` is a prebuilt
     index file (default: compiled from ``db`` once per dataset version); ``ship`` is
@@ -563,9 +601,10 @@ def run_job(
             df.schema  # noqa: B018 - resolve the schema now: a bad file fails here, named
         except PySparkException as e:
             raise SparkEnrichError(f"{input_path}: cannot read as {fmt}: {_first_line(e)}") from e
-        if fmt == "json" and column not in df.schema.names and "_corrupt_record" in df.schema.names:
-            raise SparkEnrichError(f"{input_path}: no line is a JSON object with a {column!r} field")
-        out, stats = enrich_with_stats(df, column=column, site_url=site_url, index=shipped)
+        try:
+            out, stats = enrich_with_stats(df, column=column, site_url=site_url, index=shipped)
+        except SparkEnrichError as e:
+            raise SparkEnrichError(f"{input_path}: {e}") from e
         try:
             out.write.mode("overwrite" if overwrite else "errorifexists").parquet(output_path)
         except PySparkException as e:
@@ -573,7 +612,7 @@ def run_job(
         written = spark.read.parquet(output_path)
         counts = written.selectExpr(
             "count(*) AS rows",
-            "count(errkb_id) AS matched",
+            "count(errkb) AS matched",
             ("count(_corrupt_record) AS corrupt" if "_corrupt_record" in written.schema.names else "0L AS corrupt"),
         ).collect()[0]
         return JobReport(
