@@ -703,7 +703,7 @@ def explain(text, file_path, show_all, db_path, as_json):
         elif text in (None, "-"):
             if sys.stdin.isatty():
                 _echo_err("errkb explain: reading the text from stdin (end with Ctrl-D)")
-            result = explain_source(db_path, click.get_binary_stream("stdin"), all_matches=show_all)
+            result = explain_source(db_path, sys.stdin.buffer, all_matches=show_all)
         else:
             result = explain_source(db_path, text, all_matches=show_all)
     except ExplainError as e:

@@ -1,0 +1,655 @@
+"""Explain: from what a program printed to the record that explains it and its fix.
+
+The input is one text (a log line, a pasted traceback) or a whole log. A short input
+(at most ``TEXT_MAX_LINES`` lines holding one message) is matched as one text, so a
+message wrapped over several lines or a chained traceback is found; anything longer is
+a log, read as a stream in bounded memory, and every distinct known error is reported
+with its count and its first and last line. When nothing matches, the closest records
+are offered as near matches (``errkb.similar``), never as matches.
+
+A CLI call must answer fast from a cold start, so what it needs is kept as a
+*bundle* next to the store, keyed by the dataset hash: the compiled matcher index,
+the records (one JSON line each, read by offset) and the near-match index. While the
+store file is unchanged since the bundle was checked, a call loads the bundle without
+opening DuckDB at all.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Iterable, Iterator
+
+BUNDLE_FORMAT = 1
+# A short input is matched as one text: at most this many lines and bytes.
+TEXT_MAX_LINES = 50
+TEXT_MAX_BYTES = 1 << 20
+# A longer line is read as its head and its tail (a giant line is usually a progress
+# bar or a payload, and the error, if any, ends it); the middle is never held.
+MAX_LINE_BYTES = 1 << 20
+LINE_TAIL_BYTES = 64 << 10
+READ_CHUNK = 1 << 16
+# Unmatched messages kept from a log (only those naming an error class) to look for
+# near matches when nothing in the log matched.
+NEAR_CANDIDATES_FROM_LOG = 20
+
+
+class ExplainError(Exception):
+    """Input or store problem; the message is one line naming the file, position and reason."""
+
+
+# -- reading input -------------------------------------------------------------------
+
+
+@dataclass
+class InputStats:
+    lines: int = 0
+    long_lines: list[int] = field(default_factory=list)  # line numbers cut to head + tail (first 10)
+    long_line_count: int = 0
+    binary: bool = False
+
+
+def read_lines(stream: BinaryIO, stats: InputStats | None = None) -> Iterator[bytes]:
+    """The lines of a byte stream without their newline, in bounded memory.
+
+    A line longer than ``MAX_LINE_BYTES`` is yielded as its first ``MAX_LINE_BYTES -
+    LINE_TAIL_BYTES`` bytes, `` … `` and its last ``LINE_TAIL_BYTES`` bytes.
+    """
+    stats = stats if stats is not None else InputStats()
+    head_max = MAX_LINE_BYTES - LINE_TAIL_BYTES
+    head = bytearray()
+    tail = b""
+    long = False
+    number = 0
+    read = getattr(stream, "read1", stream.read)
+    while True:
+        chunk = read(READ_CHUNK)
+        if not chunk:
+            break
+        if number == 0 and not stats.binary and b"\0" in chunk:
+            stats.binary = True
+        pieces = chunk.split(b"\n")
+        for k, piece in enumerate(pieces):
+            if long:
+                tail = (tail + piece)[-LINE_TAIL_BYTES:]
+            elif len(head) + len(piece) <= MAX_LINE_BYTES:
+                head += piece
+            else:  # this line just became too long: keep its head, then only a tail
+                long = True
+                if len(head) < head_max:
+                    need = head_max - len(head)
+                    head += piece[:need]
+                    over = piece[need:]
+                else:
+                    over = bytes(head[head_max:]) + piece
+                    del head[head_max:]
+                tail = over[-LINE_TAIL_BYTES:]
+            if k < len(pieces) - 1:  # a newline ends this line
+                number += 1
+                yield _finish_line(head, tail, long, number, stats)
+                head = bytearray()
+                tail = b""
+                long = False
+    if head or long:
+        number += 1
+        yield _finish_line(head, tail, long, number, stats)
+    stats.lines = number
+
+
+def _finish_line(head: bytearray, tail: bytes, long: bool, number: int, stats: InputStats) -> bytes:
+    if not long:
+        return bytes(head)
+    stats.long_line_count += 1
+    if len(stats.long_lines) < 10:
+        stats.long_lines.append(number)
+    return bytes(head) + " … ".encode() + tail
+
+
+# -- the bundle: what a CLI call loads -------------------------------------------------
+
+
+class RecordFile:
+    """Records as JSON lines, looked up by id through an offset table (no DuckDB)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.offsets: dict[str, list[int]] = json.loads((folder / "records.offsets.json").read_text(encoding="utf-8"))
+        # Opened now: the bundle may be replaced later and the handle keeps this one.
+        self._fh = open(folder / "records.jsonl", "rb")
+
+    def get(self, record_id: str) -> dict | None:
+        where = self.offsets.get(record_id)
+        if where is None:
+            return None
+        self._fh.seek(where[0])
+        return json.loads(self._fh.read(where[1]))
+
+    def all(self) -> Iterator[dict]:
+        self._fh.seek(0)
+        for line in self._fh:
+            if line.strip():
+                yield json.loads(line)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @staticmethod
+    def write(folder: Path, records: Iterable[dict]) -> int:
+        offsets: dict[str, list[int]] = {}
+        pos = 0
+        with open(folder / "records.jsonl", "wb") as f:
+            for r in records:
+                data = json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+                offsets[str(r.get("id"))] = [pos, len(data)]
+                f.write(data + b"\n")
+                pos += len(data) + 1
+        (folder / "records.offsets.json").write_text(json.dumps(offsets), encoding="utf-8")
+        return len(offsets)
+
+
+class KnowledgeBundle:
+    """The compiled matcher, the records and the near-match index of one dataset version."""
+
+    def __init__(self, folder: Path, matcher, records: RecordFile, dataset_hash: str) -> None:
+        self.folder = folder
+        self.matcher = matcher
+        self.records = records
+        self.dataset_hash = dataset_hash
+        self._similar = None
+
+    @property
+    def skipped(self) -> list[dict]:
+        """Records the matcher cannot run (a pattern that stopped compiling, ...)."""
+        return list(self.matcher.skipped)
+
+    def similar(self):
+        from errkb.similar import SimilarIndex
+
+        if self._similar is None:
+            path = self.folder / "similar.json"
+            try:
+                self._similar = SimilarIndex.load(path)
+            except (ValueError, KeyError, TypeError):
+                self._similar = SimilarIndex.from_records(self.records.all())
+                try:
+                    self._similar.save(path)
+                except OSError:
+                    pass  # a read-only cache costs speed, not correctness
+        return self._similar
+
+    # -- opening -----------------------------------------------------------------
+    @classmethod
+    def open(cls, db_path: str | os.PathLike | None = None) -> "KnowledgeBundle":
+        """The bundle of the store at ``db_path`` (``$ERRKB_DB``, else the bundled-data cache).
+
+        Opens DuckDB only when the store changed since its bundle was last checked.
+        """
+        from errkb.store import StoreError, ensure_bundled_store, resolve_db_path
+
+        db, is_cache = resolve_db_path(db_path)
+        try:
+            if is_cache:
+                ensure_bundled_store(db)
+            elif not db.exists():
+                raise ExplainError(f"{db}: no such store (create it with `errkb ingest --db {db} PATH`)")
+        except StoreError as e:
+            raise ExplainError(str(e)) from e
+        cache = db.with_name(db.name + ".cache")
+        fresh = _fresh_hash(db, cache)
+        if fresh is not None:
+            bundle = cls._load(cache / _bundle_name(fresh), fresh)
+            if bundle is not None:
+                return bundle
+        return cls._check_and_build(db, cache)
+
+    @classmethod
+    def _load(cls, folder: Path, dataset_hash: str) -> "KnowledgeBundle | None":
+        from errkb.match import Matcher, MatcherError
+
+        if not (folder / "complete").is_file():
+            return None
+        try:
+            matcher = Matcher.load(folder / "matcher.idx")
+            records = RecordFile(folder)
+        except (MatcherError, OSError, ValueError):
+            return None
+        return cls(folder, matcher, records, dataset_hash)
+
+    @classmethod
+    def _check_and_build(cls, db: Path, cache: Path) -> "KnowledgeBundle":
+        from errkb.match import Matcher, MatcherError
+        from errkb.store import Store, StoreError
+
+        try:
+            with Store.open(db, read_only=True) as store:
+                dataset_hash = store.dataset_hash()
+                folder = cache / _bundle_name(dataset_hash)
+                bundle = cls._load(folder, dataset_hash)
+                if bundle is None:
+                    records = store.records()
+                    matcher = Matcher.from_store(store)
+                    _write_bundle(cache, folder, matcher, records)
+        except StoreError as e:
+            raise ExplainError(str(e)) from e
+        except MatcherError as e:
+            raise ExplainError(f"{db}: cannot build the matcher index: {e}") from e
+        _mark_fresh(db, cache, dataset_hash)
+        if bundle is None:
+            bundle = cls._load(folder, dataset_hash)
+            if bundle is None:  # an unwritable cache folder: serve from memory
+                raise ExplainError(f"{cache}: cannot write the explain cache (check permissions)")
+        return bundle
+
+
+def _bundle_name(dataset_hash: str) -> str:
+    return f"explain-v{BUNDLE_FORMAT}-{dataset_hash}"
+
+
+def _db_signature(db: Path) -> list | None:
+    try:
+        st = db.stat()
+    except OSError:
+        return None
+    # A write-ahead log means a writer is (or was) at work: the file alone says nothing.
+    if db.with_name(db.name + ".wal").exists():
+        return None
+    return [str(db.resolve()), st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def _fresh_hash(db: Path, cache: Path) -> str | None:
+    """The dataset hash recorded when the store was last checked, if it is unchanged since."""
+    signature = _db_signature(db)
+    if signature is None:
+        return None
+    try:
+        marker = json.loads((cache / "explain-fresh.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or marker.get("db") != signature:
+        return None
+    value = marker.get("dataset_hash")
+    return value if isinstance(value, str) else None
+
+
+def _mark_fresh(db: Path, cache: Path, dataset_hash: str) -> None:
+    signature = _db_signature(db)
+    if signature is None:
+        return
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache, prefix="explain-fresh", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"db": signature, "dataset_hash": dataset_hash}, f)
+        os.replace(tmp, cache / "explain-fresh.json")
+    except OSError:
+        pass  # the next call checks the store again
+
+
+def _write_bundle(cache: Path, folder: Path, matcher, records: list[dict]) -> None:
+    """Write a bundle into a temporary folder and rename it into place (atomic)."""
+    from errkb.similar import SimilarIndex
+
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".explain-build-"))
+    except OSError:
+        return
+    try:
+        matcher.save(tmp / "matcher.idx", include_records=False)
+        RecordFile.write(tmp, records)
+        SimilarIndex.from_records(records).save(tmp / "similar.json")
+        (tmp / "complete").write_text(json.dumps({"records": len(records)}), encoding="utf-8")
+        try:
+            os.rename(tmp, folder)
+        except OSError:
+            pass  # another process put the same bundle in place first
+        for old in cache.glob(f"explain-v{BUNDLE_FORMAT}-*"):
+            if old != folder:
+                shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- explaining ------------------------------------------------------------------------
+
+
+@dataclass
+class Occurrences:
+    count: int
+    first_line: int
+    last_line: int
+
+    def as_dict(self) -> dict:
+        return {"count": self.count, "firstLine": self.first_line, "lastLine": self.last_line}
+
+
+@dataclass
+class Found:
+    """One record that matched, with where and how well."""
+
+    record_id: str
+    slug: str
+    repo: str
+    error_class: str | None
+    severity: str | None
+    score: float
+    span: tuple[int, int]
+    message: str
+    engine: str
+    bounded: bool
+    record: dict | None
+    occurrences: Occurrences | None = None
+
+    @classmethod
+    def from_match(cls, m, record: dict | None) -> "Found":
+        return cls(m.record_id, m.slug, m.repo, m.error_class, m.severity, m.score, tuple(m.span), m.message,
+                   m.engine, m.bounded, record)
+
+    def as_dict(self) -> dict:
+        return {
+            "id": self.record_id,
+            "slug": self.slug,
+            "repo": self.repo,
+            "errorClass": self.error_class,
+            "severity": self.severity,
+            "score": round(self.score, 4),
+            "span": list(self.span),
+            "message": self.message,
+            "engine": self.engine,
+            "bounded": self.bounded,
+            "occurrences": self.occurrences.as_dict() if self.occurrences else None,
+            "record": self.record,
+        }
+
+
+@dataclass
+class Explanation:
+    mode: str  # "text" | "log"
+    found: list[Found]
+    near: list  # list[errkb.similar.NearMatch], with .record attached
+    lines: int
+    skipped: list[dict]
+    notes: list[str]
+    dataset_hash: str
+
+    @property
+    def matched(self) -> bool:
+        return bool(self.found)
+
+    def as_dict(self) -> dict:
+        """The documented ``errkb explain --json`` shape (README: ``## explain --json``)."""
+        return {
+            "format": 1,
+            "mode": self.mode,
+            "lines": self.lines,
+            "matched": self.matched,
+            "matches": [f.as_dict() for f in self.found],
+            "nearMatches": [dict(n.as_dict(), record=n.record) for n in self.near],
+            "skipped": [{"id": s.get("id"), "reason": s.get("reason")} for s in self.skipped],
+            "notes": self.notes,
+            "datasetHash": self.dataset_hash,
+        }
+
+
+def explain(bundle: KnowledgeBundle, source: str | BinaryIO, all_matches: bool = False) -> Explanation:
+    """Explain a text (``str``) or a stream of bytes (stdin, a file).
+
+    Raises :class:`ExplainError` for an input with nothing in it.
+    """
+    stats = InputStats()
+    if isinstance(source, str):
+        lines: Iterator[bytes | str] = iter(source.split("\n"))
+        counted = False
+    else:
+        lines = read_lines(source, stats)
+        counted = True
+    head = list(itertools.islice(lines, TEXT_MAX_LINES + 1))
+    size = sum(len(line) for line in head)
+    short = len(head) <= TEXT_MAX_LINES and size <= TEXT_MAX_BYTES
+    if short and not any(_decode(line).strip() for line in head):
+        raise ExplainError("empty input: nothing to explain")
+    notes: list[str] = []
+    if short:
+        result = _explain_short(bundle, head, all_matches)
+        n_lines = len(head)
+    else:
+        result = _explain_log(bundle, itertools.chain(head, lines), all_matches)
+        n_lines = stats.lines if counted else result.lines
+    result.lines = n_lines
+    if stats.binary:
+        notes.append("the input looks binary (NUL bytes); it was read as text with invalid UTF-8 replaced")
+    if stats.long_line_count:
+        where = ", ".join(str(n) for n in stats.long_lines) + (", ..." if stats.long_line_count > len(stats.long_lines) else "")
+        notes.append(
+            f"{stats.long_line_count} line(s) longer than {MAX_LINE_BYTES >> 20} MiB (line {where}): "
+            f"only their first {(MAX_LINE_BYTES - LINE_TAIL_BYTES) >> 10} KiB and last {LINE_TAIL_BYTES >> 10} KiB were read"
+        )
+    result.notes = notes + result.notes
+    return result
+
+
+def explain_source(db_path: str | os.PathLike | None, source: str | BinaryIO, all_matches: bool = False) -> Explanation:
+    """Open the store's bundle (see :class:`KnowledgeBundle`) and explain ``source``."""
+    return explain(KnowledgeBundle.open(db_path), source, all_matches=all_matches)
+
+
+def _decode(line: bytes | str) -> str:
+    from errkb.normalize import to_text
+
+    return to_text(line)
+
+
+def _explain_short(bundle: KnowledgeBundle, head: list, all_matches: bool) -> Explanation:
+    from errkb.normalize import iter_messages, text_messages
+
+    lines = [_decode(line).rstrip("\r") for line in head]
+    text = "\n".join(lines)
+    messages = [m for m in iter_messages(lines) if m.text.strip()]
+    if len(messages) > 1:
+        # Several messages: a short log. Count them as a log would; if none matches
+        # alone, the lines may be one message wrapped, so try the whole text too.
+        logged = _explain_log(bundle, iter(lines), all_matches)
+        if logged.found:
+            return logged
+    found = [Found.from_match(m, bundle.records.get(m.record_id)) for m in bundle.matcher.match(text)]
+    near = []
+    if not found:
+        near = _near(bundle, [m.text for m in text_messages(text)])
+    return Explanation("text", found, near, len(lines), bundle.skipped, [], bundle.dataset_hash)
+
+
+def _explain_log(bundle: KnowledgeBundle, lines: Iterator, all_matches: bool) -> Explanation:
+    """Every distinct known error of a log with its count and first/last line (streamed)."""
+    firsts: dict[str, object] = {}  # record id -> its first Match
+    counts: dict[str, Occurrences] = {}
+    unmatched: dict[str, list[str]] = {}  # a few error-looking messages, for near matches
+    last_line = 0
+    for message, matches in bundle.matcher.match_log(lines):
+        last_line = message.last_line
+        if not matches:
+            if message.error_class and len(unmatched) < NEAR_CANDIDATES_FROM_LOG and message.text not in unmatched:
+                unmatched[message.text] = [c.text for c in message.candidates][-4:] or [message.text]
+            continue
+        for m in matches if all_matches else matches[:1]:
+            occ = counts.get(m.record_id)
+            if occ is None:
+                counts[m.record_id] = Occurrences(1, message.first_line, message.last_line)
+                firsts[m.record_id] = m
+            else:
+                occ.count += 1
+                occ.last_line = message.last_line
+    found = []
+    for record_id in sorted(counts, key=lambda rid: (counts[rid].first_line, -firsts[rid].score)):
+        f = Found.from_match(firsts[record_id], bundle.records.get(record_id))
+        f.occurrences = counts[record_id]
+        found.append(f)
+    near = []
+    if not found and unmatched:
+        near = _near(bundle, [t for forms in unmatched.values() for t in forms])
+    return Explanation("log", found, near, last_line, bundle.skipped, [], bundle.dataset_hash)
+
+
+def _near(bundle: KnowledgeBundle, texts: list[str]) -> list:
+    near = bundle.similar().near(texts)
+    for n in near:
+        n.record = bundle.records.get(n.record_id)
+    return near
+
+
+# -- rendering ------------------------------------------------------------------------
+
+
+def render_text(explanation: Explanation, show_all: bool = False, color: bool = False, width: int = 80) -> str:
+    """The human explanation, from ``templates/explain.txt.j2``, fitting ``width`` columns."""
+    env = _environment(color=color, width=width)
+    template = env.get_template("explain.txt.j2")
+    shown = explanation.found if (show_all or explanation.mode == "log") else explanation.found[:1]
+    return template.render(
+        explanation=explanation,
+        shown=[_view(f) for f in shown],
+        others=len(explanation.found) - len(shown),
+        near=[_near_view(n) for n in explanation.near],
+        show_all=show_all,
+    )
+
+
+def _view(f: Found) -> dict:
+    """What the template needs of one match, in display form."""
+    r = f.record or {}
+    start, end = f.span
+    line_url = None
+    if isinstance(r.get("githubUrl"), str) and "#" in r["githubUrl"] and isinstance(r.get("lineNumber"), int):
+        line_url = r["githubUrl"].split("#", 1)[0] + f"#L{r['lineNumber']}"
+    return {
+        "f": f,
+        "r": r,
+        "draft": "draft" in (r.get("tags") or []),
+        "before": f.message[:start],
+        "matched": f.message[start:end],
+        "after": f.message[end:],
+        "where": f"{r.get('filePath')}:{r.get('lineNumber')}" if r.get("filePath") else None,
+        "line_url": line_url,
+        "solutions": [s for s in (r.get("solutions") or []) if isinstance(s, str) and s.strip()],
+        "tips": [s for s in (r.get("preventionTips") or []) if isinstance(s, str) and s.strip()],
+    }
+
+
+def _near_view(n) -> dict:
+    return {
+        "n": n,
+        "r": n.record or {},
+        "differences": n.differences,
+    }
+
+
+def _environment(color: bool, width: int):
+    """A Jinja2 environment for terminal text: no HTML escaping (this is not HTML),
+    and filters that wrap to ``width`` and colour only when asked."""
+    import jinja2
+
+    from errkb.resources import templates_dir
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+        extensions=["jinja2.ext.do"],
+    )
+    env.filters["wrap"] = lambda text, indent=2, hang=None: wrap(text, width, indent, hang)
+    env.filters["code"] = lambda text, indent=4: fold_code(text, width, indent)
+    env.filters["style"] = (lambda text, name: _style(text, name)) if color else (lambda text, name: text)
+    env.globals["width"] = width
+    return env
+
+
+_STYLES = {
+    "title": {"fg": "red", "bold": True},
+    "heading": {"bold": True},
+    "matched": {"fg": "yellow", "bold": True},
+    "dim": {"dim": True},
+    "link": {"fg": "cyan"},
+    "code": {"fg": "green"},
+    "removed": {"fg": "red"},
+    "added": {"fg": "green"},
+}
+
+
+def _style(text, name: str) -> str:
+    import click
+
+    return click.style(str(text), **_STYLES[name]) if text else ""
+
+
+def wrap(text, width: int = 80, indent: int = 2, hang: int | None = None) -> str:
+    """Prose wrapped to ``width`` columns, paragraphs (line breaks) kept.
+
+    ``hang``: indent of continuation lines (default ``indent``). A word longer than
+    the line is cut, except a URL, which stays whole so it can still be opened.
+    """
+    import textwrap
+
+    if text is None:
+        return ""
+    hang = indent if hang is None else hang
+    out: list[str] = []
+    first = True
+    for paragraph in str(text).split("\n"):
+        lead = " " * (indent if first else hang)
+        first = False
+        if not paragraph.strip():
+            out.append("")
+            continue
+        lines = textwrap.wrap(
+            paragraph, width=width, initial_indent=lead, subsequent_indent=" " * hang,
+            break_long_words=False, break_on_hyphens=False,
+        ) or [lead]
+        for line in lines:
+            out.extend(_cut(line, width, hang))
+    return "\n".join(out)
+
+
+def _cut(line: str, width: int, hang: int) -> list[str]:
+    if len(line) <= width:
+        return [line]
+    stripped = line.strip()
+    if " " not in stripped and stripped.startswith(("http://", "https://")):
+        return [line]
+    pieces = [line[:width]]
+    rest = line[width:]
+    room = max(width - hang, 10)
+    while rest:
+        pieces.append(" " * hang + rest[:room])
+        rest = rest[room:]
+    return pieces
+
+
+CONTINUATION = "\u21aa "  # "↪ ": this line continues the one above
+
+
+def fold_code(text, width: int = 80, indent: int = 4) -> str:
+    """Code indented by ``indent``, each line folded at ``width`` (continuations marked)."""
+    if text is None:
+        return ""
+    lead = " " * indent
+    room = max(width - indent, 20)
+    out: list[str] = []
+    for line in str(text).expandtabs(4).split("\n"):
+        first = True
+        while True:
+            avail = room if first else room - len(CONTINUATION)
+            if len(line) <= avail:
+                out.append((lead + ("" if first else CONTINUATION) + line).rstrip())
+                break
+            # break after the last space that leaves at least half the line, else hard
+            cut = line.rfind(" ", avail // 2, avail) + 1 or avail
+            out.append((lead + ("" if first else CONTINUATION) + line[:cut]).rstrip())
+            line = line[cut:]
+            first = False
+    return "\n".join(out)

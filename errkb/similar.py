@@ -1,0 +1,312 @@
+"""Near matches: records whose message is close to a text that no pattern matched.
+
+Messages drift between versions of a project: a record analysed at one commit, a
+user on another release where a word changed. When no pattern matches, the closest
+records are offered as "similar, not exact", with a similarity score and the words
+that differ. They are never a match.
+
+Each record is reduced to the literal words of its ``messagePattern`` in order, with
+a *slot* wherever the pattern has a wildcard or any other non-literal part (so the
+values a message carries are not counted as differences). A text is compared with
+a word-level alignment (``difflib``), weighting words by how rare they are across the
+dataset. Candidates come from an inverted index over those words, so only a few
+dozen records are aligned whatever the size of the dataset.
+
+No dataset regex is ever executed here: patterns are only parsed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import heapq
+import json
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+INDEX_FORMAT = 1
+# Below this a record is too far from the text to be worth showing.
+MIN_SIMILARITY = 0.6
+DEFAULT_LIMIT = 3
+# Records aligned exactly per text; the rest are ranked out by the inverted index.
+CANDIDATES = 40
+# Words in more than this share of records say nothing about which record is meant;
+# they still count in the final score, but do not nominate candidates.
+COMMON_SHARE = 0.2
+# Text beyond this many words is not aligned (a message is short; a log is not).
+MAX_TEXT_WORDS = 400
+
+_WORD = re.compile(r"\w+")
+_SLOT = None  # a wildcard position in a record's word sequence
+
+
+@dataclass
+class DiffOp:
+    """One step of the word-level alignment between a record and a text.
+
+    ``op`` is ``same`` (words in both), ``changed`` (record words replaced by text
+    words), ``missing`` (record words absent from the text), ``extra`` (text words
+    the record does not have) or ``value`` (text words filling a wildcard slot).
+    """
+
+    op: str
+    record: str
+    text: str
+
+    def as_dict(self) -> dict:
+        return {"op": self.op, "record": self.record, "text": self.text}
+
+
+@dataclass
+class NearMatch:
+    record_id: str
+    slug: str
+    repo: str
+    error_class: str | None
+    similarity: float
+    message: str  # the normalised text it was compared with
+    diff: list[DiffOp] = field(default_factory=list)
+    record: dict | None = None  # the full record, attached by the caller that has it
+
+    @property
+    def differences(self) -> list[DiffOp]:
+        return [d for d in self.diff if d.op in ("changed", "missing", "extra")]
+
+    def as_dict(self) -> dict:
+        return {
+            "id": self.record_id,
+            "slug": self.slug,
+            "repo": self.repo,
+            "errorClass": self.error_class,
+            "similarity": round(self.similarity, 4),
+            "message": self.message,
+            "diff": [d.as_dict() for d in self.diff],
+        }
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text)
+
+
+def pattern_words(pattern: str, fallback: str = "") -> list[str | None]:
+    """The literal words of a pattern in order, ``None`` where a non-literal part sits.
+
+    Parsed with the parser ``re`` itself uses, never compiled or run. A pattern that
+    does not parse falls back to the words of ``fallback`` (the errorMessage).
+    """
+    import re._constants as C
+    import re._parser as sre_parse
+
+    try:
+        parsed = sre_parse.parse(pattern)
+    except Exception:  # re.error, RecursionError, OverflowError: an unreadable pattern
+        return list(words(fallback))
+    pieces: list[str | None] = []
+    chunk: list[str] = []
+
+    def flush() -> None:
+        if chunk:
+            pieces.append("".join(chunk))
+            chunk.clear()
+
+    def walk(items) -> None:
+        for op, av in items:
+            if op is C.LITERAL:
+                chunk.append(chr(av))
+            elif op is C.AT:
+                continue  # anchors take no text
+            elif op is C.SUBPATTERN and av[-1] is not None and _all_literal(av[-1]):
+                walk(av[-1])  # (?:literal) or (literal): still literal text
+            else:
+                flush()
+                pieces.append(_SLOT)
+
+    walk(parsed)
+    flush()
+    out: list[str | None] = []
+    for piece in pieces:
+        if piece is _SLOT:
+            if out and out[-1] is _SLOT:
+                continue
+            out.append(_SLOT)
+        else:
+            # a slot glued to a word ("x(.+?)y") leaves the word fragment as a word
+            out.extend(words(piece))
+    return out or list(words(fallback))
+
+
+def _all_literal(items) -> bool:
+    import re._constants as C
+
+    return all(op is C.LITERAL for op, _ in items)
+
+
+class SimilarIndex:
+    """Inverted index over records' literal message words (see module docstring)."""
+
+    def __init__(self) -> None:
+        # per record: (id, slug, repo, errorClass, errorMessage, [word or None])
+        self.items: list[tuple[str, str, str, str | None, str, list[str | None]]] = []
+        self.df: dict[str, int] = {}
+        self._postings: dict[str, list[int]] | None = None
+        self._weights: list[float] | None = None
+
+    # -- building ----------------------------------------------------------------
+    @classmethod
+    def from_records(cls, records) -> "SimilarIndex":
+        index = cls()
+        for r in records:
+            if not isinstance(r, dict):
+                continue
+            message = r.get("errorMessage") if isinstance(r.get("errorMessage"), str) else ""
+            pattern = r.get("messagePattern") if isinstance(r.get("messagePattern"), str) else ""
+            seq = [w.lower() if w is not _SLOT else _SLOT for w in pattern_words(pattern, message)]
+            if not any(w is not _SLOT for w in seq):
+                continue
+            index.items.append((str(r.get("id")), r.get("slug") or "", r.get("repo") or "", r.get("errorClass"), message, seq))
+        for item in index.items:
+            for w in {w for w in item[5] if w is not _SLOT}:
+                index.df[w] = index.df.get(w, 0) + 1
+        return index
+
+    def _ensure_postings(self) -> None:
+        if self._postings is not None:
+            return
+        postings: dict[str, list[int]] = {}
+        weights: list[float] = []
+        for i, item in enumerate(self.items):
+            seen = set()
+            total = 0.0
+            for w in item[5]:
+                if w is _SLOT:
+                    continue
+                total += self.idf(w)
+                if w not in seen:
+                    seen.add(w)
+                    postings.setdefault(w, []).append(i)
+            weights.append(total)
+        self._postings, self._weights = postings, weights
+
+    def idf(self, word: str) -> float:
+        n = len(self.items)
+        return math.log(1.0 + (n + 1) / (self.df.get(word, 0) + 0.5))
+
+    # -- persistence (plain JSON: a cache must never be able to run code) -----------
+    def save(self, path: str | os.PathLike) -> None:
+        path = Path(path)
+        data = {"format": INDEX_FORMAT, "items": self.items}
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "SimilarIndex":
+        """Raises ``ValueError`` for a file that is not a readable index."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as e:
+            raise ValueError(f"{path}: cannot read: {e}") from e
+        if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
+            raise ValueError(f"{path}: not a similar-records index of format {INDEX_FORMAT}")
+        index = cls()
+        index.items = [tuple(item) for item in data["items"]]
+        for item in index.items:
+            for w in {w for w in item[5] if w is not _SLOT}:
+                index.df[w] = index.df.get(w, 0) + 1
+        return index
+
+    # -- querying ------------------------------------------------------------------
+    def near(self, texts: str | list[str], limit: int = DEFAULT_LIMIT, min_similarity: float = MIN_SIMILARITY) -> list[NearMatch]:
+        """The records closest to any of ``texts`` (the forms of one message), best first."""
+        if isinstance(texts, str):
+            texts = [texts]
+        if not self.items:
+            return []
+        self._ensure_postings()
+        best: dict[int, NearMatch] = {}
+        for text in dict.fromkeys(t for t in texts if t and t.strip()):
+            original = words(text)[:MAX_TEXT_WORDS]
+            if not original:
+                continue
+            lowered = [w.lower() for w in original]
+            for i in self._candidates(lowered):
+                found = self._compare(i, text, original, lowered)
+                if found is None or found.similarity < min_similarity:
+                    continue
+                kept = best.get(i)
+                if kept is None or found.similarity > kept.similarity:
+                    best[i] = found
+        ranked = sorted(best.values(), key=lambda m: (-m.similarity, m.repo, m.slug))
+        return ranked[:limit]
+
+    def _candidates(self, lowered: list[str]) -> list[int]:
+        assert self._postings is not None and self._weights is not None
+        common = max(8, int(len(self.items) * COMMON_SHARE))
+        acc: dict[int, float] = {}
+        for w in set(lowered):
+            posting = self._postings.get(w)
+            if not posting or len(posting) > common:
+                continue
+            weight = self.idf(w)
+            for i in posting:
+                acc[i] = acc.get(i, 0.0) + weight
+        if not acc:
+            return []
+        # an upper bound of each record's recall: the share of its word weight present
+        return heapq.nlargest(CANDIDATES, acc, key=lambda i: acc[i] / (self._weights[i] or 1.0))
+
+    def _compare(self, i: int, text: str, original: list[str], lowered: list[str]) -> NearMatch | None:
+        record_id, slug, repo, error_class, message, seq = self.items[i]
+        # Slots become tokens no text word can equal, so they align with values.
+        keyed = [w if w is not _SLOT else ("\0slot", k) for k, w in enumerate(seq)]
+        display = _display_words(seq, message)
+        matcher = difflib.SequenceMatcher(None, keyed, lowered, autojunk=False)
+        opcodes = matcher.get_opcodes()
+        matched = extra = 0.0
+        total = sum(self.idf(w) for w in seq if w is not _SLOT)
+        diff: list[DiffOp] = []
+        last = len(opcodes) - 1
+        for n, (tag, i1, i2, j1, j2) in enumerate(opcodes):
+            rec_words = [display[k] for k in range(i1, i2) if seq[k] is not _SLOT]
+            has_slot = any(seq[k] is _SLOT for k in range(i1, i2))
+            txt = original[j1:j2]
+            if tag == "equal":
+                matched += sum(self.idf(seq[k]) for k in range(i1, i2))
+                diff.append(DiffOp("same", " ".join(rec_words), " ".join(txt)))
+                continue
+            at_edge = (n == 0 or n == last) and not rec_words
+            if at_edge:
+                continue  # text around the message (a prefix, a suffix) is context, not difference
+            if has_slot and txt:
+                # the text's words here fill the wildcard; any record words beside it are missing
+                diff.append(DiffOp("value", "…", " ".join(txt)))
+                if rec_words:
+                    diff.append(DiffOp("missing", " ".join(rec_words), ""))
+                continue
+            if rec_words and txt:
+                diff.append(DiffOp("changed", " ".join(rec_words), " ".join(txt)))
+            elif rec_words:
+                diff.append(DiffOp("missing", " ".join(rec_words), ""))
+            elif txt:
+                diff.append(DiffOp("extra", "", " ".join(txt)))
+            extra += sum(self.idf(w) for w in lowered[j1:j2]) if txt and not has_slot else 0.0
+        if matched == 0.0 or total == 0.0:
+            return None
+        similarity = matched / (total + extra)
+        return NearMatch(record_id, slug, repo, error_class, similarity, text, diff)
+
+
+def _display_words(seq: list[str | None], message: str) -> list[str]:
+    """The record's words as written (their case), falling back to the lowered form."""
+    by_lower: dict[str, str] = {}
+    for w in words(message):
+        by_lower.setdefault(w.lower(), w)
+    return [by_lower.get(w, w) if w is not _SLOT else "…" for w in seq]
