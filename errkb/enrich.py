@@ -47,7 +47,15 @@ DEFAULT_BATCH = 4096
 READ_SIZE = 1 << 16
 
 _escape = json.encoder.encode_basestring  # C-accelerated; keeps non-ASCII as UTF-8
-_decode_json = json.JSONDecoder().decode
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+# Strict: NaN/Infinity are not JSON, so such a line is plain text, and every line
+# written is JSON any consumer can parse.
+_decode_json = json.JSONDecoder(parse_constant=_reject_constant).decode
 
 
 # -- what a match adds to a line -----------------------------------------------
@@ -86,7 +94,12 @@ class _Fragments:
         if parts is None:
             obj = errkb_object(match, self.site_url)
             obj["score"] = 0.0
-            head, tail = json.dumps(obj, ensure_ascii=False).split('"score": 0.0', 1)
+            text = json.dumps(obj, ensure_ascii=False)
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate in the record: escape it
+                text = json.dumps(obj)
+            head, tail = text.split('"score": 0.0', 1)
             parts = self._cache[match.record_id] = (head + '"score": ', tail)
         return f"{parts[0]}{round(float(match.score), 3)!r}{parts[1]}"
 
@@ -262,7 +275,7 @@ class LineEnricher:
                     if "errkb" in obj:
                         # Re-enriching an enriched line: replace, never duplicate, the key.
                         obj["errkb"] = json.loads(text)
-                        out.append(json.dumps(obj, ensure_ascii=False))
+                        out.append(json.dumps(obj))
                     else:
                         body = line.rstrip()
                         out.append(f'{body[:-1]}, "errkb": {text}}}')
