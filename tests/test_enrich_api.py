@@ -1,0 +1,93 @@
+"""The embedding API: ``enrich_records(iterable_of_dicts, matcher, field=...)``."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+
+import pytest
+
+from errkb.enrich import enrich_records
+from errkb.match import Matcher
+from errkb.store import Store
+from tests.conftest import SEED_ID, SEED_MESSAGE
+from tests.test_enrich import SEED_SLUG, SEED_SOLUTION, build_store, seed_records
+
+SITE = "https://errkb.example.org/"
+
+
+@pytest.fixture(scope="module")
+def matcher() -> Matcher:
+    return Matcher.from_records(seed_records())
+
+
+def test_yields_every_dict_in_order_matched_ones_with_errkb(matcher):
+    events = [
+        {"message": "GET /health 200", "host": "a"},
+        {"message": f"ValueError: {SEED_MESSAGE}", "host": "b", "n": 1.5},
+        {"host": "c"},
+        {"message": None},
+    ]
+    original = copy.deepcopy(events)
+    out = list(enrich_records(events, matcher, site_url=SITE))
+    assert len(out) == 4
+    assert out[0] is events[0] and out[2] is events[2] and out[3] is events[3]  # unmatched: as they came
+    assert {k: v for k, v in out[1].items() if k != "errkb"} == events[1]
+    assert out[1]["errkb"] == {
+        "id": SEED_ID,
+        "slug": SEED_SLUG,
+        "repo": "vllm-project/vllm",
+        "errorClass": "ValueError",
+        "severity": "error",
+        "score": out[1]["errkb"]["score"],
+        "solution": SEED_SOLUTION,
+        "url": f"https://errkb.example.org/errors/vllm-project/vllm/{SEED_SLUG}.html",
+    }
+    assert events == original  # the caller's dicts are not modified
+
+
+def test_dotted_field_and_several_fields(matcher):
+    events = [{"log": {"msg": SEED_MESSAGE}}, {"message": SEED_MESSAGE}, {"log": "plain"}]
+    out = list(enrich_records(events, matcher, field="log.msg"))
+    assert ["errkb" in e for e in out] == [True, False, False]
+    out = list(enrich_records(events, matcher, field=["log.msg", "message"]))
+    assert ["errkb" in e for e in out] == [True, True, False]
+
+
+def test_only_matched(matcher):
+    events = [{"message": "x"}, {"message": SEED_MESSAGE}, {"message": "y"}]
+    out = list(enrich_records(events, matcher, only_matched=True))
+    assert [e["message"] for e in out] == [SEED_MESSAGE]
+
+
+def test_batching_gives_the_same_result(matcher):
+    events = [{"message": SEED_MESSAGE if i % 5 == 0 else f"line {i}", "i": i} for i in range(103)]
+    one = list(enrich_records(events, matcher))
+    batched = list(enrich_records(events, matcher, batch=16))
+    assert one == batched
+    assert [e["i"] for e in batched] == list(range(103))
+    assert sum("errkb" in e for e in batched) == 21
+
+
+def test_lazy_with_batch_one_on_an_endless_stream(matcher):
+    # A live pipeline stage: each result must come out before the next input exists.
+    endless = ({"message": SEED_MESSAGE if i == 2 else f"tick {i}"} for i in itertools.count())
+    first = list(itertools.islice(enrich_records(endless, matcher), 4))
+    assert ["errkb" in e for e in first] == [False, False, True, False]
+
+
+def test_non_dict_items_pass_through(matcher):
+    items = ["a string", 42, None, {"message": SEED_MESSAGE}]
+    out = list(enrich_records(items, matcher))
+    assert out[:3] == items[:3]
+    assert out[3]["errkb"]["id"] == SEED_ID
+
+
+def test_with_the_matcher_of_a_store(tmp_path):
+    db = build_store(tmp_path / "s.duckdb")
+    with Store.open(db, read_only=True) as store:
+        matcher = Matcher.from_store(store)
+        (out,) = enrich_records([{"message": f"ValueError: {SEED_MESSAGE}"}], matcher)
+    assert out["errkb"]["solution"] == SEED_SOLUTION
+    assert json.loads(json.dumps(out)) == out  # plain JSON-able dicts
