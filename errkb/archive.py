@@ -328,7 +328,10 @@ def enrich_archive(
     message = exprs[0] if len(exprs) == 1 else f"coalesce({', '.join(exprs)})"
     keep = "* EXCLUDE (errkb)" if "errkb" in columns else "*"
     try:
-        reader = con.sql(f"SELECT {keep}, {message} AS {MESSAGE_COLUMN} FROM {source}").fetch_record_batch(batch_rows)
+        rel = con.sql(f"SELECT {keep}, {message} AS {MESSAGE_COLUMN} FROM {source}")
+        # A streaming reader: DuckDB produces the next batch only when it is asked for.
+        to_reader = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch  # duckdb < 1.4
+        reader = to_reader(batch_rows)
     except duckdb.Error as e:
         raise ArchiveError(f"{', '.join(inputs)}: {_duck_error(e)}") from e
     in_schema = reader.schema

@@ -1,0 +1,234 @@
+"""The archive batch path (`errkb enrich --input ... --output ...`) and `errkb query`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+pa = pytest.importorskip("pyarrow", reason="needs pyarrow: pip install 'errkb[archive]'")
+import duckdb  # noqa: E402
+
+from errkb.archive import LAST_WEEK_SQL, ArchiveError, enrich_archive, known_errors, parse_since  # noqa: E402
+from errkb.cli import cli  # noqa: E402
+from errkb.match import Matcher  # noqa: E402
+from tests.conftest import REPO, SEED_ID, SEED_MESSAGE  # noqa: E402
+from tests.test_enrich import SEED_SLUG, SEED_SOLUTION, build_store, seed_records  # noqa: E402
+
+NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+
+
+def iso(t: dt.datetime) -> str:
+    return t.isoformat().replace("+00:00", "Z")
+
+
+def log_rows(n: int = 1000) -> list[dict]:
+    """Every 10th row is the seed's error; hosts rotate; rows 0-499 are 2 days old, the rest 20 days."""
+    rows = []
+    for i in range(n):
+        t = NOW - dt.timedelta(days=2 if i < n // 2 else 20, seconds=i)
+        msg = f"ValueError: {SEED_MESSAGE}" if i % 10 == 0 else f"GET /api/{i} 200"
+        rows.append({"ts": iso(t), "host": f"web-{i % 3}", "message": msg, "i": i, "log": {"msg": msg}})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def store_db(tmp_path_factory) -> Path:
+    return build_store(tmp_path_factory.mktemp("archive") / "store.duckdb")
+
+
+@pytest.fixture(scope="module")
+def matcher() -> Matcher:
+    return Matcher.from_records(seed_records())
+
+
+@pytest.fixture
+def jsonl(tmp_path) -> Path:
+    path = tmp_path / "logs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in log_rows()))
+    return path
+
+
+def read(path: Path) -> list[dict]:
+    return duckdb.sql(f"SELECT * FROM '{path}'").to_arrow_table().to_pylist()
+
+
+def test_jsonl_to_parquet_keeps_rows_columns_and_order(matcher, jsonl, tmp_path):
+    out = tmp_path / "enriched.parquet"
+    summary = enrich_archive([str(jsonl)], out, matcher, site_url="https://e.test", workers=1, batch_rows=128)
+    rows = read(out)
+    assert (summary.rows, summary.matched, summary.written) == (1000, 100, 1000)
+    assert summary.batches == 8
+    assert [r["i"] for r in rows] == list(range(1000))
+    assert list(rows[0]) == ["ts", "host", "message", "i", "log", "errkb"]
+    assert rows[0]["errkb"] == {
+        "id": SEED_ID, "slug": SEED_SLUG, "repo": "vllm-project/vllm", "errorClass": "ValueError",
+        "severity": "error", "score": rows[0]["errkb"]["score"], "solution": SEED_SOLUTION,
+        "url": f"https://e.test/errors/vllm-project/vllm/{SEED_SLUG}.html",
+    }
+    assert rows[1]["errkb"] is None
+    assert sum(r["errkb"] is not None for r in rows) == 100
+    assert all((r["errkb"] is not None) == (r["i"] % 10 == 0) for r in rows)
+
+
+def test_two_worker_processes_give_the_same_file(matcher, jsonl, tmp_path):
+    one, two = tmp_path / "one.parquet", tmp_path / "two.parquet"
+    enrich_archive([str(jsonl)], one, matcher, workers=1, batch_rows=100)
+    summary = enrich_archive([str(jsonl)], two, matcher, workers=2, batch_rows=100)
+    assert summary.workers == 2
+    assert read(one) == read(two)
+
+
+def test_csv_and_parquet_inputs_and_jsonl_output(matcher, jsonl, tmp_path):
+    csv = tmp_path / "logs.csv"
+    duckdb.sql(f"COPY (SELECT ts, host, message, i FROM read_json('{jsonl}')) TO '{csv}' (HEADER)")
+    parquet = tmp_path / "logs.parquet"
+    duckdb.sql(f"COPY (SELECT * FROM read_json('{jsonl}')) TO '{parquet}'")
+    for src in (csv, parquet):
+        out = tmp_path / f"out-{src.suffix[1:]}.jsonl"
+        summary = enrich_archive([str(src)], out, matcher, workers=1)
+        lines = [json.loads(x) for x in out.read_text().splitlines()]
+        assert (summary.rows, summary.matched, len(lines)) == (1000, 100, 1000)
+        assert lines[10]["errkb"]["id"] == SEED_ID and lines[11]["errkb"] is None
+
+
+def test_dotted_field_reads_a_struct_column(matcher, jsonl, tmp_path):
+    out = tmp_path / "o.parquet"
+    rows = json.loads(json.dumps(log_rows()))
+    for r in rows:
+        r["message"] = "moved to log.msg"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert enrich_archive([str(jsonl)], out, matcher, fields=["log.msg"], workers=1).matched == 100
+    assert enrich_archive([str(jsonl)], out, matcher, fields=["message"], workers=1).matched == 0
+
+
+def test_a_key_first_seen_late_in_the_file_is_kept(matcher, tmp_path):
+    # DuckDB's default schema sample would drop a key that first appears after it.
+    src = tmp_path / "late.jsonl"
+    rows = [{"message": f"line {i}"} for i in range(30_000)] + [{"message": SEED_MESSAGE, "late_key": "kept"}]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "late.parquet"
+    enrich_archive([str(src)], out, matcher, workers=1)
+    last = duckdb.sql(f"SELECT late_key, errkb.id FROM '{out}' WHERE late_key IS NOT NULL").fetchall()
+    assert last == [("kept", SEED_ID)]
+
+
+def test_only_matched_and_existing_errkb_column_replaced(matcher, jsonl, tmp_path):
+    first = tmp_path / "first.parquet"
+    enrich_archive([str(jsonl)], first, matcher, workers=1)
+    again = tmp_path / "again.parquet"
+    summary = enrich_archive([str(first)], again, matcher, only_matched=True, workers=1)
+    rows = read(again)
+    assert (summary.rows, summary.written) == (1000, 100)
+    assert [r["i"] for r in rows] == list(range(0, 1000, 10))
+    assert list(rows[0]).count("errkb") == 1
+
+
+def test_bad_inputs_are_one_line_errors(matcher, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"message": "a"}\n{"message": \n{"message": "c"}\n')
+    with pytest.raises(ArchiveError) as e:
+        enrich_archive([str(bad)], tmp_path / "o.parquet", matcher, workers=1)
+    assert str(e.value).startswith(f"{bad}: ") and "Malformed JSON" in str(e.value) and "line" in str(e.value)
+    assert "\n" not in str(e.value)
+    assert not (tmp_path / "o.parquet").exists()
+    with pytest.raises(ArchiveError, match=r"nope\.jsonl: no such file$"):
+        enrich_archive([str(tmp_path / "nope.jsonl")], tmp_path / "o.parquet", matcher)
+    with pytest.raises(ArchiveError, match=r"logs\.txt: unknown archive format"):
+        (tmp_path / "logs.txt").write_text("x\n")
+        enrich_archive([str(tmp_path / "logs.txt")], tmp_path / "o.parquet", matcher)
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"msg": "a"}\n')
+    with pytest.raises(ArchiveError) as e:
+        enrich_archive([str(good)], tmp_path / "o.parquet", matcher)
+    assert str(e.value) == f"{good}: no column 'message' to read messages from (columns: msg); name one with --field"
+    with pytest.raises(ArchiveError, match="would overwrite an input"):
+        enrich_archive([str(good)], good, matcher)
+
+
+def test_cli_archive_path_and_errors(store_db, jsonl, tmp_path):
+    out = tmp_path / "cli.parquet"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["enrich", "--db", str(store_db), "--input", str(jsonl), "--output", str(out),
+                                 "--workers", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stderr)
+    assert (summary["rows"], summary["matched"], summary["written"]) == (1000, 100, 1000)
+    assert summary["top"] == [{"id": SEED_ID, "record": f"vllm-project/vllm/{SEED_SLUG}", "rows": 100}]
+    result = runner.invoke(cli, ["enrich", "--db", str(store_db), "--input", str(jsonl)])
+    assert result.exit_code == 2
+    assert result.stderr == "Error: --input and --output go together (an archive in, an enriched file out)\n"
+    result = runner.invoke(cli, ["enrich", "--db", str(store_db), "--input", str(jsonl), "--output", str(tmp_path / "x.xlsx")])
+    assert result.exit_code == 2
+    assert result.stderr == f"Error: {tmp_path / 'x.xlsx'}: unknown output format (use .parquet, .jsonl or .csv)\n"
+
+
+# -- asking the enriched archive -----------------------------------------------------------
+
+
+@pytest.fixture
+def enriched(matcher, jsonl, tmp_path) -> Path:
+    out = tmp_path / "enriched.parquet"
+    enrich_archive([str(jsonl)], out, matcher, workers=1)
+    return out
+
+
+def test_documented_last_week_sql(enriched):
+    rows = duckdb.sql(LAST_WEEK_SQL.format(archive=f"'{enriched}'")).fetchall()
+    # 50 of the 100 matched rows are 2 days old, the other 50 are 20 days old.
+    assert len(rows) == 1
+    rid, repo, slug, error_class, lines, first_seen, last_seen, hosts = rows[0]
+    assert (rid, repo, slug, error_class, lines) == (SEED_ID, "vllm-project/vllm", SEED_SLUG, "ValueError", 50)
+    assert hosts == ["web-0", "web-1", "web-2"]
+    assert NOW - dt.timedelta(days=3) < first_seen <= last_seen < NOW
+
+
+def test_readme_shows_the_tested_sql():
+    readme = (REPO / "README.md").read_text()
+    assert LAST_WEEK_SQL.format(archive="'enriched.parquet'") in readme
+
+
+def test_known_errors_window_and_hosts(enriched):
+    (week,) = known_errors([str(enriched)], since="7d")
+    assert (week["id"], week["lines"], week["hosts"]) == (SEED_ID, 50, ["web-0", "web-1", "web-2"])
+    (everything,) = known_errors([str(enriched)])
+    assert everything["lines"] == 100
+    (older,) = known_errors([str(enriched)], until="7d", by=["host", "log.msg"])
+    assert older["lines"] == 50 and older["log_msgs"] == [f"ValueError: {SEED_MESSAGE}"]
+    assert known_errors([str(enriched)], since="1h") == []
+
+
+def test_query_cli(enriched):
+    runner = CliRunner()
+    result = runner.invoke(cli, ["query", str(enriched), "--since", "7d", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [(r["id"], r["lines"]) for r in json.loads(result.stdout)] == [(SEED_ID, 50)]
+    result = runner.invoke(cli, ["query", str(enriched), "--since", "7d"])
+    assert result.stdout.split()[:3] == ["50", SEED_ID, f"vllm-project/vllm/{SEED_SLUG}"]
+    assert result.stdout.rstrip().endswith("[hosts: web-0, web-1, web-2]")
+    result = runner.invoke(cli, ["query", str(enriched), "--since", "1h"])
+    assert result.exit_code == 1 and result.stdout == ""
+    result = runner.invoke(cli, ["query", str(enriched), "--sql", "SELECT count(*) AS n FROM enriched WHERE errkb IS NOT NULL"])
+    assert (result.exit_code, result.stdout) == (0, "n\n100\n")
+    result = runner.invoke(cli, ["query", str(enriched), "--since", "last tuesday"])
+    assert result.exit_code == 2
+    assert result.stderr == "Error: --since/--until 'last tuesday': not a duration (7d, 24h, 30m) or an ISO date-time\n"
+    result = runner.invoke(cli, ["query", str(enriched), "--by", "region"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: {enriched}: no column 'region' to group by (columns: ts, host, message, i, log, errkb")
+
+
+def test_query_refuses_an_archive_that_was_not_enriched(jsonl):
+    with pytest.raises(ArchiveError, match="no errkb column"):
+        known_errors([str(jsonl)])
+
+
+def test_parse_since():
+    now = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.timezone.utc)
+    assert parse_since("7d", now) == now - dt.timedelta(days=7)
+    assert parse_since("90m", now) == now - dt.timedelta(minutes=90)
+    assert parse_since("2026-11-01", now) == dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    assert parse_since("2026-11-01T10:00:00Z", now) == dt.datetime(2026, 11, 1, 10, tzinfo=dt.timezone.utc)
