@@ -524,7 +524,8 @@ def judge_scenario(record: dict, rep: Reproducer, scenario: Scenario, res: sandb
                          if raiser else f"workspace: {ranks[0].get('workspace')}")
             reason = f"no exception matching messagePattern (get_node_count()={counts[0]}); {next_step}"
             if raiser and ranks[0].get("fi_ar_available") is False:
-                reason += " — fixed, workspace not creatable on this host (no flashinfer/CUDA)"
+                reason += (" — fixed, workspace not creatable on this host (no flashinfer/CUDA)" if scenario.state == "after"
+                           else " — the check does not fire; workspace not creatable on this host (no flashinfer/CUDA)")
     out = [CheckResult(outcome=outcome, reason=reason, exception_class=exc_class, exception_message=exc_message,
                        message_matched=matched if raiser else None, **base)]
     validations = [r.get("validation") for r in ranks if r.get("validation")]

@@ -136,7 +136,8 @@ REGISTRY: tuple[Reproducer, ...] = (
             system_python=True,
         ),
         scenarios=tuple(
-            Scenario(s.name, s.description, s.state, s.env, {**s.config, "dist_backend": "nccl"},
+            # NCCL's shared-memory transport cannot cross rank 1's private /dev/shm.
+            Scenario(s.name, s.description, s.state, {**s.env, "NCCL_SHM_DISABLE": "1"}, {**s.config, "dist_backend": "nccl"},
                      s.expect_raise, s.expect_node_count, s.run_validation)
             for s in _FUSED_SCENARIOS
         ),

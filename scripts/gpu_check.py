@@ -1,0 +1,346 @@
+"""Every GPU check of errkb, on a fresh GPU machine, writing one JSON report.
+
+Run through ``scripts/gpu-check.sh``. Needs no network: torch and Triton are expected
+to be installed; vLLM and flashinfer only for check (a).
+
+(a) ``fused-workspace-nccl``: the seed record's reproducer with NCCL on 2 GPUs — vLLM
+    itself raises the record's ValueError with VLLM_FLASHINFER_ALLREDUCE_BACKEND=trtllm
+    on a 2-"node" topology (rank 1 behind a private /dev/shm), the fix (mnnvl) either
+    creates the workspace or reports the multicast failure vLLM logs, and the control
+    (shared /dev/shm) is one node and does not fire.
+(b) ``fused-allreduce-rmsnorm-fp8``: on any single CUDA GPU, the operation the
+    workspace exists for — allreduce over 2-4 rank buffers + residual add + RMSNorm +
+    static per-tensor FP8 (e4m3) quantisation — in one Triton kernel, checked against
+    the unfused torch reference (exact, or within one FP8 ulp) and timed against it.
+
+The reference, input generation and ulp comparison need only torch, so they run (and
+are tested) on CPU too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SEED = REPO / "data" / "vllm-project" / "vllm" / "000_82135fca3cf8df92.txt"
+FP8_MAX = 448.0  # largest finite float8_e4m3fn
+
+
+# -- (b) the fused operation: inputs, reference, comparison (torch only) ------------------
+
+
+def make_inputs(num_ranks: int, tokens: int, hidden: int, *, seed: int = 0, device: str = "cpu"):
+    """Rank buffers, residual and RMSNorm weight (bf16) plus a static per-tensor FP8 scale."""
+    import torch
+
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    xs = [torch.randn(tokens, hidden, generator=gen).to(torch.bfloat16).to(device) for _ in range(num_ranks)]
+    residual = torch.randn(tokens, hidden, generator=gen).to(torch.bfloat16).to(device)
+    weight = (1.0 + 0.1 * torch.randn(hidden, generator=gen)).to(torch.bfloat16).to(device)
+    # |y| above 2.5 saturates at 448: the clamp is exercised on a few percent of values.
+    scale = torch.tensor([2.5 / FP8_MAX], dtype=torch.float32, device=device)
+    return xs, residual, weight, scale
+
+
+def reference(xs, residual, weight, scale, eps: float = 1e-6):
+    """The unfused path, rounding where vLLM's separate kernels round: allreduce output
+    in bf16, residual add in bf16, RMSNorm in fp32 cast back to bf16, times the weight
+    in bf16, then ``x / scale`` clamped and cast to float8_e4m3fn."""
+    import torch
+
+    acc = xs[0].float()
+    for x in xs[1:]:
+        acc = acc + x.float()
+    reduced = acc.to(torch.bfloat16)
+    h = (reduced.float() + residual.float()).to(torch.bfloat16)
+    hf = h.float()
+    variance = hf.pow(2).mean(dim=-1, keepdim=True)
+    normed = (hf * torch.rsqrt(variance + eps)).to(torch.bfloat16)
+    y = (normed.float() * weight.float()).to(torch.bfloat16)
+    q = (y.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return h, q
+
+
+def fp8_ordinal(q):
+    """Map float8_e4m3fn values to integers whose differences count ulps (sign-magnitude
+    bits folded onto one monotonic line; +0 and -0 are the same point)."""
+    import torch
+
+    bits = q.view(torch.uint8).to(torch.int16)
+    magnitude = bits & 0x7F
+    return torch.where(bits >= 0x80, -magnitude, magnitude)
+
+
+def fp8_ulp_distance(a, b):
+    return (fp8_ordinal(a) - fp8_ordinal(b)).abs()
+
+
+def compare(ref_h, ref_q, h, q) -> dict:
+    dist = fp8_ulp_distance(ref_q.cpu(), q.cpu())
+    return {
+        "residual_exact": bool((ref_h.cpu() == h.cpu()).all()),
+        "fp8_max_ulp": int(dist.max()),
+        "fp8_exact_fraction": float((dist == 0).float().mean()),
+        "fp8_elements_off_by_one_ulp": int((dist == 1).sum()),
+        "ok": bool((ref_h.cpu() == h.cpu()).all()) and int(dist.max()) <= 1,
+    }
+
+
+def _triton_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def fused_allreduce_add_rmsnorm_fp8(
+        x0, x1, x2, x3, residual_ptr, weight_ptr, scale_ptr, residual_out_ptr, q_out_ptr,
+        hidden, eps, NUM_RANKS: tl.constexpr, BLOCK: tl.constexpr,
+    ):
+        row = tl.program_id(0)
+        offs = tl.arange(0, BLOCK)
+        mask = offs < hidden
+        base = row.to(tl.int64) * hidden
+        # Allreduce: the rank buffers summed in fp32 in rank order, rounded to bf16 as the
+        # communication result would be.
+        acc = tl.load(x0 + base + offs, mask=mask, other=0.0).to(tl.float32)
+        if NUM_RANKS > 1:
+            acc += tl.load(x1 + base + offs, mask=mask, other=0.0).to(tl.float32)
+        if NUM_RANKS > 2:
+            acc += tl.load(x2 + base + offs, mask=mask, other=0.0).to(tl.float32)
+        if NUM_RANKS > 3:
+            acc += tl.load(x3 + base + offs, mask=mask, other=0.0).to(tl.float32)
+        # Every downcast rounds to nearest even, as torch's separate kernels do.
+        reduced = acc.to(tl.bfloat16, fp_downcast_rounding="rtne").to(tl.float32)
+        res = tl.load(residual_ptr + base + offs, mask=mask, other=0.0).to(tl.float32)
+        h = (reduced + res).to(tl.bfloat16, fp_downcast_rounding="rtne")
+        tl.store(residual_out_ptr + base + offs, h, mask=mask)
+        hf = h.to(tl.float32)
+        variance = tl.sum(hf * hf, axis=0) / hidden
+        normed = (hf * tl.math.rsqrt(variance + eps)).to(tl.bfloat16, fp_downcast_rounding="rtne").to(tl.float32)
+        w = tl.load(weight_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        y = (normed * w).to(tl.bfloat16, fp_downcast_rounding="rtne").to(tl.float32)
+        scale = tl.load(scale_ptr)
+        q = tl.div_rn(y, scale)
+        q = tl.minimum(tl.maximum(q, -448.0), 448.0)
+        tl.store(q_out_ptr + base + offs, q.to(tl.float8e4nv, fp_downcast_rounding="rtne"), mask=mask)
+
+    return fused_allreduce_add_rmsnorm_fp8
+
+
+def fused(kernel, xs, residual, weight, scale, eps: float = 1e-6):
+    import torch
+    import triton
+
+    tokens, hidden = residual.shape
+    residual_out = torch.empty_like(residual)
+    q = torch.empty(tokens, hidden, dtype=torch.float8_e4m3fn, device=residual.device)
+    ptrs = list(xs) + [xs[0]] * (4 - len(xs))  # unused slots: never read (NUM_RANKS is constexpr)
+    block = triton.next_power_of_2(hidden)
+    kernel[(tokens,)](
+        *ptrs, residual, weight, scale, residual_out, q, hidden, eps,
+        NUM_RANKS=len(xs), BLOCK=block, num_warps=8 if block >= 4096 else 4,
+    )
+    return residual_out, q
+
+
+def _time_cuda(fn, iters: int = 50, warmup: int = 10) -> float:
+    """Median microseconds of ``fn`` over ``iters`` CUDA-event-timed calls."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def check_fused_op(shapes=None) -> dict:
+    try:
+        import torch
+    except ImportError:
+        return {"outcome": "skipped", "reason": "needs torch"}
+
+    if not torch.cuda.is_available():
+        return {"outcome": "skipped", "reason": "needs CUDA"}
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return {"outcome": "skipped", "reason": "needs triton"}
+    if torch.cuda.get_device_capability() < (8, 9):
+        return {"outcome": "skipped", "reason": "needs an FP8-capable GPU (compute capability 8.9 or newer)"}
+    kernel = _triton_kernel()
+    shapes = shapes or [(2, 16, 8192), (2, 512, 8192), (4, 16, 8192), (4, 512, 8192), (4, 4096, 8192), (2, 128, 5120)]
+    cases = []
+    for num_ranks, tokens, hidden in shapes:
+        xs, residual, weight, scale = make_inputs(num_ranks, tokens, hidden, seed=tokens + hidden + num_ranks, device="cuda")
+        ref_h, ref_q = reference(xs, residual, weight, scale)
+        h, q = fused(kernel, xs, residual, weight, scale)
+        torch.cuda.synchronize()
+        case = {"ranks": num_ranks, "tokens": tokens, "hidden": hidden, **compare(ref_h, ref_q, h, q)}
+        case["unfused_us"] = round(_time_cuda(lambda: reference(xs, residual, weight, scale)), 2)
+        case["fused_us"] = round(_time_cuda(lambda: fused(kernel, xs, residual, weight, scale)), 2)
+        case["speedup"] = round(case["unfused_us"] / case["fused_us"], 2) if case["fused_us"] else None
+        cases.append(case)
+    ok = all(c["ok"] for c in cases)
+    worst = max(c["fp8_max_ulp"] for c in cases)
+    return {
+        "outcome": "pass" if ok else "fail",
+        "reason": (f"fused Triton kernel matches the unfused reference within {worst} FP8 ulp on {len(cases)} shapes"
+                   if ok else "fused kernel differs from the reference by more than one FP8 ulp (or residual differs)"),
+        "cases": cases,
+        "timing": "median of 50 CUDA-event-timed calls after 10 warm-up calls; unfused = the torch reference path (several kernels)",
+    }
+
+
+# -- (a) the seed's reproducer with NCCL ---------------------------------------------------
+
+
+def check_reproducer_nccl(timeout_per_run: float = 75.0) -> dict:
+    try:
+        import torch
+    except ImportError:
+        return {"outcome": "skipped", "reason": "needs torch"}
+    if torch.cuda.device_count() < 2:
+        return {"outcome": "skipped", "reason": f"needs 2 GPUs (found {torch.cuda.device_count()})"}
+    for module in ("vllm", "flashinfer"):
+        try:
+            __import__(module)
+        except Exception as e:  # noqa: BLE001 - any import failure means "not usable here"
+            return {"outcome": "skipped", "reason": f"needs {module} ({type(e).__name__}: {e})"}
+    if not shutil.which("unshare") or os.geteuid() != 0:
+        return {"outcome": "skipped", "reason": "needs mount namespace (root and util-linux unshare)"}
+    sys.path.insert(0, str(REPO))
+    from errkb.reproducers.fused_workspace import drive
+
+    record = json.loads(SEED.read_text())["record"]
+    pattern = re.compile(record["messagePattern"])
+    scenarios = [
+        ("a-before", {"split_shm": True}, "trtllm", 2, True),
+        ("b-after", {"split_shm": True}, "mnnvl", 2, False),
+        ("c-control", {"split_shm": False}, "trtllm", 1, False),
+    ]
+    runs = []
+    for name, config, backend, want_nodes, want_raise in scenarios:
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix=f"errkb-gpu-{name}-") as work:
+            cwd = os.getcwd()
+            os.chdir(work)
+            try:
+                # NCCL's shared-memory transport cannot cross the private /dev/shm.
+                env = {"VLLM_FLASHINFER_ALLREDUCE_BACKEND": backend, "NCCL_SHM_DISABLE": "1"}
+                observed = drive({**config, "dist_backend": "nccl", "env": env, "timeout_s": timeout_per_run})
+            finally:
+                os.chdir(cwd)
+        ranks = observed["ranks"]
+        counts = sorted({r.get("node_count") for r in ranks}, key=str)
+        raiser = next((r for r in ranks if r.get("raised")), None)
+        matched = bool(raiser and pattern.search(raiser.get("exception_message") or ""))
+        if observed["timed_out"]:
+            outcome, reason = "timeout", f"ranks did not finish within {timeout_per_run:g}s"
+        elif any("setup_error" in r for r in ranks):
+            outcome, reason = "error", next(r["setup_error"] for r in ranks if "setup_error" in r)
+        elif counts != [want_nodes]:
+            outcome, reason = "error", f"precondition failed: get_node_count() gave {counts}, expected {want_nodes}"
+        elif want_raise:
+            outcome = "pass" if matched else "fail"
+            reason = f"raised {raiser.get('exception_class')} matching messagePattern" if matched else "the record's error was not raised"
+        else:
+            outcome = "fail" if matched else "pass"
+            workspace = ranks[0].get("workspace")
+            multicast = [line for r in ranks for line in r.get("log_tail", "").splitlines() if "multicast" in line.lower()]
+            reason = ("the record's error is still raised" if matched else
+                      f"no exception matching messagePattern; workspace={workspace}"
+                      + (f"; then {raiser['exception_class']}: {raiser['exception_message']}" if raiser else "")
+                      + (f"; vLLM logged: {multicast[0].strip()[:300]}" if multicast else ""))
+        frames = (raiser or {}).get("frames") or []
+        runs.append({
+            "scenario": name, "outcome": outcome, "reason": reason, "duration_s": round(time.monotonic() - started, 2),
+            "node_counts": [r.get("node_count") for r in ranks],
+            "exception_class": (raiser or {}).get("exception_class"),
+            "exception_message": (raiser or {}).get("exception_message"),
+            "raise_site": frames[-1] if frames else None,
+            "workspace": [r.get("workspace") for r in ranks],
+            "rank_log_tails": [r.get("log_tail", "")[-1500:] for r in ranks],
+        })
+    bad = [r for r in runs if r["outcome"] != "pass"]
+    return {
+        "outcome": "pass" if not bad else bad[0]["outcome"],
+        "reason": "all three NCCL runs as expected" if not bad else f"{bad[0]['scenario']}: {bad[0]['reason']}",
+        "runs": runs,
+    }
+
+
+# -- the report -----------------------------------------------------------------------------
+
+
+def environment() -> dict:
+    info: dict = {"hostname": socket.gethostname(), "os": platform.platform(), "python": platform.python_version()}
+    for module in ("torch", "triton", "vllm", "flashinfer"):
+        try:
+            info[module] = getattr(__import__(module), "__version__", "?")
+        except Exception as e:  # noqa: BLE001
+            info[module] = f"unavailable ({type(e).__name__})"
+    try:
+        import torch
+
+        info["cuda"] = torch.version.cuda
+        info["gpu_count"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except ImportError:
+        pass
+    if shutil.which("nvidia-smi"):
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        info["gpus"] = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    return info
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="gpu-check-report.json", help="where to write the JSON report")
+    parser.add_argument("--only", choices=["fused-op", "reproducer"], default=None)
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    report = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "environment": environment(), "checks": {}}
+    checks = {"fused-allreduce-rmsnorm-fp8": check_fused_op, "fused-workspace-nccl": check_reproducer_nccl}
+    if args.only == "fused-op":
+        checks.pop("fused-workspace-nccl")
+    elif args.only == "reproducer":
+        checks.pop("fused-allreduce-rmsnorm-fp8")
+    for name, fn in checks.items():
+        t0 = time.monotonic()
+        try:
+            result = fn()
+        except Exception as e:  # noqa: BLE001 - a crashing check is reported, the others still run
+            result = {"outcome": "error", "reason": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+        result["duration_s"] = round(time.monotonic() - t0, 2)
+        report["checks"][name] = result
+        print(f"{result['outcome'].upper():8} {name}: {result['reason']} ({result['duration_s']}s)", flush=True)
+        # Written after every check so a run cut short still leaves what it found.
+        report["duration_s"] = round(time.monotonic() - started, 2)
+        Path(args.out).write_text(json.dumps(report, indent=2, default=str))
+    failed = [n for n, r in report["checks"].items() if r["outcome"] in ("fail", "error", "timeout")]
+    print(f"report: {args.out}; {len(report['checks']) - len(failed)} ok/skipped, {len(failed)} failed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
