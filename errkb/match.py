@@ -56,7 +56,7 @@ except ImportError:
     _regex = None
 import re as _re
 
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
 _MAGIC = b"ERRKB-MATCHER\n"
 # The bounded path (patterns that need backtracking) sees at most this much text and
 # gives up on one text after this many seconds.
@@ -70,6 +70,9 @@ TAIL_CHARS = 64 * 1024
 # confirmed on every text.
 MIN_PREFILTER_BYTES = 2
 
+# Patterns per Hyperscan database of the confirm stage: bounds compile memory.
+FULL_DB_CHUNK = 5000
+
 PREFILTERS = ("hyperscan", "ahocorasick", "python")
 CONFIRMS = ("re2", "re")
 
@@ -79,47 +82,89 @@ class MatcherError(Exception):
 
 
 class Match:
-    """One record matching a text. ``span``/``message`` are located in the normalised
-    message lazily (batch matching rarely needs them); ``record`` is the full dict."""
+    """One record matching a text, best first in a result list.
 
-    __slots__ = ("record_id", "slug", "repo", "error_class", "severity", "score", "engine", "bounded",
-                 "_span", "_message", "_locate", "_resolve", "_record")
+    Cheap to create (batch matching makes many): the record's fields come from the
+    index entry, and ``score``, ``span``/``message`` (located in the normalised
+    message) and ``record`` (the full dict) are computed on first access."""
 
-    def __init__(self, record_id, slug, repo, error_class, severity, score, engine, bounded,
-                 span=None, message=None, locate=None, resolve=None):
-        self.record_id: str = record_id
-        self.slug: str = slug
-        self.repo: str = repo
-        self.error_class: str | None = error_class
-        self.severity: str | None = severity
-        self.score: float = score
-        self.engine: str = engine  # "re2" | "re" | "regex-bounded"
-        self.bounded: bool = bounded
+    __slots__ = ("_matcher", "_entry_index", "_text", "_classes", "_score", "_span", "_message", "_record", "_raw")
+
+    def __init__(self, matcher: Matcher, entry_index: int, text: str, span=None, message=None, classes=None,
+                 raw: bool = False):
+        self._raw = raw
+        self._matcher = matcher
+        self._entry_index = entry_index
+        self._text = text
+        self._classes = classes
+        self._score: float | None = None
         self._span = span
         self._message = message
-        self._locate = locate
-        self._resolve = resolve
         self._record = None
 
+    @property
+    def _entry(self) -> _Entry:
+        return self._matcher.entries[self._entry_index]
+
+    @property
+    def record_id(self) -> str:
+        return self._entry.record_id
+
+    @property
+    def slug(self) -> str:
+        return self._entry.slug
+
+    @property
+    def repo(self) -> str:
+        return self._entry.repo
+
+    @property
+    def error_class(self) -> str | None:
+        return self._entry.error_class
+
+    @property
+    def severity(self) -> str | None:
+        return self._entry.severity
+
+    @property
+    def bounded(self) -> bool:
+        """True when the pattern needs backtracking and ran on the bounded path."""
+        return self.engine == "regex-bounded"
+
+    @property
+    def engine(self) -> str:
+        """The engine that decided the match: "re2", "re" (pure-Python path) or "regex-bounded"."""
+        entry = self._entry
+        if entry.bounded or (self._matcher.confirm == "re" and entry.exponential and _regex is not None):
+            return "regex-bounded"
+        return self._matcher.confirm
+
+    @property
+    def score(self) -> float:
+        if self._score is None:
+            self._score = _score(self._entry, self._text, self._classes)
+        return self._score
+
     def _ensure_located(self) -> None:
-        if self._message is None and self._locate is not None:
-            self._message, self._span = self._locate()
-            self._locate = None
+        if self._message is None:
+            self._message, self._span = self._matcher._locate(self._entry_index, self._text, self._raw)
 
     @property
     def span(self) -> tuple[int, int]:
+        """(start, end) of the match in ``message``."""
         self._ensure_located()
         return self._span
 
     @property
     def message(self) -> str:
+        """The normalised message the pattern matched."""
         self._ensure_located()
         return self._message
 
     @property
-    def record(self) -> dict:
-        if self._record is None and self._resolve is not None:
-            self._record = self._resolve(self.record_id)
+    def record(self) -> dict | None:
+        if self._record is None and self._matcher._resolve is not None:
+            self._record = self._matcher._resolve(self.record_id)
         return self._record
 
     def to_dict(self, with_record: bool = True) -> dict:
@@ -140,7 +185,7 @@ class _Entry:
     """What the matcher keeps per record (not the record itself)."""
 
     __slots__ = ("record_id", "slug", "repo", "error_class", "severity", "pattern", "re2_pattern",
-                 "ascii_only", "needs_context", "bounded", "literal_chars", "hints", "specificity")
+                 "ascii_only", "needs_context", "bounded", "literal_chars", "hints", "specificity", "exponential")
 
     FIELDS = __slots__
 
@@ -179,6 +224,14 @@ class Matcher:
         self.bounded_timeouts = 0
         self._hs_db = None
         self._hs_bytes: bytes | None = None
+        # Optional second stage for batches: the translated patterns themselves in
+        # Hyperscan databases (chunks of FULL_DB_CHUNK), scanned once per candidate
+        # line instead of one RE2 call per (line, pattern).
+        self.full_db = False
+        self.full_db_seconds: float | None = None
+        self._full_chunks: list = []
+        self._full_bytes: list[bytes] = []
+        self._full_chunk_of: dict[int, int] = {}  # entry index -> chunk
         self._aho = None
         self._compiled: dict[int, object] = {}
         self._records: dict[str, dict] | None = None
@@ -216,7 +269,7 @@ class Matcher:
                 error_class=record.get("errorClass"), severity=record.get("severity"), pattern=pattern,
                 re2_pattern=a.re2_pattern, ascii_only=a.re2_ascii_only,
                 needs_context=a.has_assertions or bounded, bounded=bounded,
-                literal_chars=a.literal_chars, hints=_hints_for(record),
+                literal_chars=a.literal_chars, hints=_hints_for(record), exponential=a.exponential_in_re,
                 specificity=min(a.literal_chars, 120) / 120.0,
             )
             if not bounded and m.confirm == "re2":
@@ -246,32 +299,46 @@ class Matcher:
         return m
 
     @classmethod
-    def from_store(cls, store, prefilter: str = "auto", confirm: str = "auto") -> Matcher:
+    def from_store(cls, store, prefilter: str = "auto", confirm: str = "auto", full_db: bool = False) -> Matcher:
         """The store's index, loaded from ``store.cache_dir`` when this dataset version
         was compiled before, else built from the store's records and cached."""
         dataset_hash = store.dataset_hash()
         chosen_prefilter, chosen_confirm = _resolve_engines(prefilter, confirm)
         cache_dir = Path(store.cache_dir)
         path = cache_dir / f"matcher-v{INDEX_FORMAT}-{chosen_prefilter}-{chosen_confirm}-{dataset_hash}.idx"
+        m = None
         if path.is_file():
             try:
                 m = cls.load(path, prefilter=chosen_prefilter, confirm=chosen_confirm)
                 m._resolve = store.get
-                return m
             except MatcherError:
-                pass  # a damaged cache is rebuilt below
+                m = None  # a damaged cache is rebuilt below
+        if m is not None:
+            if full_db and not m.full_db and hyperscan is not None and m.confirm == "re2":
+                m.build_full_db()
+                m._save_quietly(path)
+            return m
         m = cls.from_records(store.records(), prefilter=chosen_prefilter, confirm=chosen_confirm)
         m.dataset_hash = dataset_hash
         m._records = None  # records are fetched from the store on demand
         m._resolve = store.get
+        if full_db:
+            m.build_full_db()
         try:
             cache_dir.mkdir(parents=True, exist_ok=True)
             for old in cache_dir.glob(f"matcher-v{INDEX_FORMAT}-{chosen_prefilter}-{chosen_confirm}-*.idx"):
                 old.unlink(missing_ok=True)
-            m.save(path, include_records=False)
+        except OSError:
+            pass
+        m._save_quietly(path)
+        return m
+
+    def _save_quietly(self, path: Path) -> None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.save(path, include_records=False)
         except OSError:
             pass  # a read-only cache folder costs speed, not correctness
-        return m
 
     def _choose_engines(self, prefilter: str, confirm: str) -> None:
         self.prefilter, self.confirm = _resolve_engines(prefilter, confirm)
@@ -310,6 +377,63 @@ class Matcher:
             raise MatcherError(f"RE2 cannot run the pattern: {compiled.error().decode('utf-8', 'replace')}")
         return compiled
 
+    def build_full_db(self) -> None:
+        """Compile the translated patterns into Hyperscan databases (the fast confirm
+        stage of ``match_lines``). Costly once (about 2 s per 1,000 patterns), cached
+        by ``from_store(full_db=True)``; patterns Hyperscan rejects keep using RE2."""
+        import time
+
+        if hyperscan is None or self.full_db:
+            return
+        started = time.perf_counter()
+        eligible = [i for i, e in enumerate(self.entries)
+                    if not e.bounded and e.re2_pattern is not None and self.confirm == "re2"
+                    and i not in set(self.always)]
+        self._full_chunk_of = {}
+        self._full_bytes = []
+        for offset in range(0, len(eligible), FULL_DB_CHUNK):
+            chunk = self._compile_full_chunk(eligible[offset:offset + FULL_DB_CHUNK])
+            if chunk is None:
+                continue
+            db, members = chunk
+            for ei in members:
+                self._full_chunk_of[ei] = len(self._full_bytes)
+            self._full_bytes.append(hyperscan.dumpb(db))
+        self._load_full_chunks()
+        self.full_db_seconds = time.perf_counter() - started
+
+    def _compile_full_chunk(self, members: list[int]):
+        """One database over `members`; patterns Hyperscan rejects are found by halving
+        the chunk (the binding does not say which expression failed) and left out."""
+        if not members:
+            return None
+        flags = hyperscan.HS_FLAG_UTF8 | hyperscan.HS_FLAG_SINGLEMATCH
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        try:
+            db.compile(
+                expressions=[self.entries[i].re2_pattern.encode("utf-8") for i in members],
+                ids=members, elements=len(members), flags=[flags] * len(members),
+            )
+            return db, members
+        except hyperscan.error:
+            if len(members) == 1:
+                return None
+        half = len(members) // 2
+        kept = []
+        for part in (members[:half], members[half:]):
+            sub = self._compile_full_chunk(part)
+            if sub is not None:
+                kept.extend(sub[1])
+        return self._compile_full_chunk(kept) if kept else None
+
+    def _load_full_chunks(self) -> None:
+        self._full_chunks = []
+        for data in self._full_bytes:
+            db = hyperscan.loadb(data, hyperscan.HS_MODE_BLOCK)
+            db.scratch = hyperscan.Scratch(db)
+            self._full_chunks.append(db)
+        self.full_db = bool(self._full_chunks)
+
     # ------------------------------------------------------------------ persistence
 
     def save(self, path: str | Path, include_records: bool = True) -> None:
@@ -326,8 +450,11 @@ class Matcher:
             "always": self.always,
             "records": list(self._records.values()) if include_records and self._records is not None else None,
         }
+        blobs = [self._hs_bytes or b"", *self._full_bytes]
+        header["blobs"] = [len(b) for b in blobs]
+        header["full_chunk_of"] = sorted(self._full_chunk_of.items()) if self.full_db else None
         blob = json.dumps(header, ensure_ascii=False).encode("utf-8")
-        hs = self._hs_bytes or b""
+        hs = b"".join(blobs)
         path = Path(path)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         try:
@@ -348,7 +475,12 @@ class Matcher:
             n_blob, n_hs = struct.unpack_from("<QQ", data, len(_MAGIC))
             start = len(_MAGIC) + 16
             header = json.loads(data[start:start + n_blob])
-            hs_bytes = data[start + n_blob:start + n_blob + n_hs] or None
+            offset = start + n_blob
+            blobs = []
+            for size in json.loads(data[start:start + n_blob]).get("blobs") or [n_hs]:
+                blobs.append(data[offset:offset + size])
+                offset += size
+            hs_bytes = blobs[0] or None
         except (OSError, ValueError, struct.error) as e:
             raise MatcherError(f"{path}: cannot read matcher index: {e}") from e
         if header.get("format") != INDEX_FORMAT:
@@ -366,8 +498,13 @@ class Matcher:
             m._resolve = m._records.get
         if m.prefilter == "hyperscan" and header["prefilter"] == "hyperscan":
             m._hs_bytes = hs_bytes
+        if header.get("full_chunk_of") is not None and hyperscan is not None:
+            m._full_chunk_of = {int(k): v for k, v in header["full_chunk_of"]}
+            m._full_bytes = blobs[1:]
         try:
             m._build_prefilter()
+            if m._full_bytes:
+                m._load_full_chunks()
         except Exception as e:  # hyperscan.error: a truncated or foreign database
             raise MatcherError(f"{path}: cannot load the prefilter database: {e}") from e
         return m
@@ -405,20 +542,26 @@ class Matcher:
             found = by_index.get(i)
             yield message, (found if found is not None else self.match_message(message))
 
-    def match_lines(self, lines: list[str]) -> list[list[Match]]:
+    def match_lines(self, lines: list[str], raw: bool = False) -> list[list[Match]]:
         """Batch API: for each line, the records matching it (as ``match(line)``), best first.
 
         Scans the whole batch in one prefilter call and normalises only lines that have
-        a candidate, so ordinary log lines cost well under a microsecond each."""
+        a candidate, so ordinary log lines cost well under a microsecond each. A line
+        without a match gets an empty tuple (shared, immutable).
+
+        ``raw=True`` matches each line exactly as given (no prefix/JSON/ANSI forms): the
+        records found are then exactly those for which ``re.search(pattern, line)``
+        succeeds."""
         n = len(lines)
         if n == 0:
             return []
-        results: list[list[Match]] = [[] for _ in range(n)]
+        # lines without a match share one empty tuple: most lines match nothing
+        results: list = [_NO_MATCHES] * n
         if not self.entries:
             return results
         lines, joined = _clean_lines(lines)
-        extra, extra_owners = _rewritten_forms(lines, joined)
-        if self.prefilter == "hyperscan" and "\n" not in joined and not any("\n" in e for e in extra):
+        extra, extra_owners = ([], []) if raw else _rewritten_forms(lines, joined)
+        if self.prefilter == "hyperscan" and joined.count("\n") == n - 1 and not any("\n" in e for e in extra):
             candidates = self._scan_hyperscan_lines(joined, extra, extra_owners, n)
         else:
             segments = lines + extra if extra else lines
@@ -433,24 +576,45 @@ class Matcher:
         compiled_cache = self._compiled
         line_forms: dict[int, list[normalize.Message]] = {}
         rewritten = set(extra_owners)
+        full = self._full_chunks if self.full_db else None
+        chunk_of = self._full_chunk_of
+        full_hits: set[int] = set()
+        add_full_hit = full_hits.add
+
+        def on_full_hit(ei, _from, _to, _flags, _context):
+            add_full_hit(ei)
+
         for line_no, (raw_bytes, entry_ids) in candidates.items():
             line = lines[line_no]
             found = []
+            scanned_chunks: set[int] | None = None
+            if full is not None:
+                full_hits.clear()
+                scanned_chunks = set()
             for ei in entry_ids:
                 entry = entries[ei]
                 if use_re2 and not entry.bounded and not (entry.ascii_only and not line.isascii()):
                     if raw_bytes is None:
                         raw_bytes = line.encode("utf-8")
-                    compiled = compiled_cache.get(ei)
-                    if compiled is None:
-                        compiled = compiled_cache[ei] = self._compile_re2(entry)
-                    hit = compiled.Match(_UNANCHORED, raw_bytes, 0, len(raw_bytes))[0][0] >= 0
-                    if not hit and (entry.needs_context or line_no in rewritten):
+                    chunk = chunk_of.get(ei) if full is not None else None
+                    if chunk is not None:
+                        if chunk not in scanned_chunks:
+                            scanned_chunks.add(chunk)
+                            full[chunk].scan(raw_bytes, match_event_handler=on_full_hit)
+                        hit = ei in full_hits
+                    else:
+                        compiled = compiled_cache.get(ei)
+                        if compiled is None:
+                            compiled = compiled_cache[ei] = self._compile_re2(entry)
+                        hit = compiled.Match(_UNANCHORED, raw_bytes, 0, len(raw_bytes))[0][0] >= 0
+                    if not hit and not raw and (entry.needs_context or line_no in rewritten):
                         hit = self._search_forms(ei, self._forms(line_forms, line_no, line)) is not None
+                elif raw:
+                    hit = self._search(ei, line) is not None
                 else:
                     hit = self._search_forms(ei, self._forms(line_forms, line_no, line)) is not None
                 if hit:
-                    found.append(self._make_match(ei, line, lambda ei=ei, line=line: self._locate(ei, line)))
+                    found.append(Match(self, ei, line, raw=raw))
             if found:
                 if len(found) > 1:
                     found.sort(key=_by_score)
@@ -610,7 +774,9 @@ class Matcher:
             if entry.re2_pattern.endswith("(?:\\x{a}?\\z)") and text[char_start:char_end].endswith("\n") and char_end == len(text):
                 char_end -= 1  # re's $ sits before the final newline; report re's span
             return char_start, char_end
-        if entry.bounded or self.confirm == "re2":
+        # Without RE2 (the pure-Python path) `re` confirms, except the patterns that are
+        # exponential in a backtracking engine: those go to the bounded path too.
+        if entry.bounded or self.confirm == "re2" or (entry.exponential and _regex is not None):
             return self._bounded_search(ei, text)
         m = self._python_re(ei).search(text)
         return m.span() if m else None
@@ -640,8 +806,9 @@ class Matcher:
                 return form, span
         return None
 
-    def _locate(self, ei: int, line: str) -> tuple[str, tuple[int, int]]:
-        found = self._search_forms(ei, normalize.line_messages(line))
+    def _locate(self, ei: int, line: str, raw: bool = False) -> tuple[str, tuple[int, int]]:
+        forms = [normalize.Message(line)] if raw else normalize.line_messages(line)
+        found = self._search_forms(ei, forms)
         if found is None:  # cannot happen for a confirmed match; keep the raw line
             return line, (0, 0)
         return found[0].text, found[1]
@@ -663,36 +830,8 @@ class Matcher:
         found.sort(key=lambda m: -m.score)
         return found
 
-    def _make_match(self, ei: int, text: str, locate=None, span=None, message=None, classes=None) -> Match:
-        entry = self.entries[ei]
-        return Match(
-            entry.record_id, entry.slug, entry.repo, entry.error_class, entry.severity,
-            self._score(entry, text, classes), self._engine_name(entry), bool(entry.bounded),
-            span=span, message=message, locate=locate, resolve=self._resolve,
-        )
-
-    def _engine_name(self, entry: _Entry) -> str:
-        if entry.bounded:
-            return "regex-bounded"
-        return self.confirm
-
-    @staticmethod
-    def _score(entry: _Entry, text: str, classes: set[str] | None = None) -> float:
-        """Error class agreement first, then specificity, then project hints."""
-        score = 1.0 + entry.specificity
-        cls = entry.error_class
-        if cls:
-            short = cls.rsplit(".", 1)[-1]
-            if classes is not None:
-                if any(c == cls or c.rsplit(".", 1)[-1] == short for c in classes):
-                    score += 2.0
-            elif f"{short}:" in text or text.rstrip().endswith(short):
-                score += 2.0
-        if entry.hints:
-            lowered = text.lower() if len(text) < 1 << 16 else text[: 1 << 16].lower()
-            hits = sum(1 for h in entry.hints if h in lowered)
-            score += min(hits, 2) * 0.25
-        return score
+    def _make_match(self, ei: int, text: str, span=None, message=None, classes=None) -> Match:
+        return Match(self, ei, text, span=span, message=message, classes=classes)
 
     def stats(self) -> dict:
         return {
@@ -704,10 +843,35 @@ class Matcher:
             "prefilter": self.prefilter,
             "confirm": self.confirm,
             "build_seconds": self.build_seconds,
+            "full_db": self.full_db,
+            "full_db_patterns": len(self._full_chunk_of),
+            "full_db_seconds": self.full_db_seconds,
         }
 
 
 _UNANCHORED = _re2_module._Anchor.UNANCHORED if _re2_module is not None else None
+
+
+_NO_MATCHES: tuple = ()
+
+
+def _score(entry: _Entry, text: str, classes: set[str] | None = None) -> float:
+    """Error class agreement first, then specificity, then project hints."""
+    score = 1.0 + entry.specificity
+    cls = entry.error_class
+    if cls:
+        short = cls.rsplit(".", 1)[-1]
+        if classes is not None:
+            if any(c == cls or c.rsplit(".", 1)[-1] == short for c in classes):
+                score += 2.0
+        elif f"{short}:" in text or text.rstrip().endswith(short):
+            score += 2.0
+    if entry.hints:
+        lowered = text.lower() if len(text) < 1 << 16 else text[: 1 << 16].lower()
+        hits = sum(1 for h in entry.hints if h in lowered)
+        # a tie-breaker: below a clear difference in specificity
+        score += min(hits, 2) * 0.1
+    return score
 
 
 def _by_score(m: Match) -> float:

@@ -1,0 +1,216 @@
+"""errkb.match.Matcher: the seed in the forms real logs take, ranking, cache, bad input."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from errkb.match import Matcher, MatcherError
+from errkb.store import Store
+from tests.conftest import SEED_FILE, SEED_ID, SEED_MESSAGE
+
+ENGINES = [
+    ("hyperscan", "re2"),
+    ("ahocorasick", "re2"),
+    ("python", "re2"),
+    ("python", "re"),  # the pure-Python path: no optional engine at all
+]
+
+
+def record(rid: str, pattern: str, error_class: str = "ValueError", repo: str = "acme/widget", file_path: str = "widget/core.py") -> dict:
+    return {"id": rid, "slug": f"slug-{rid}", "repo": repo, "messagePattern": pattern, "errorClass": error_class,
+            "severity": "error", "filePath": file_path}
+
+
+SEED_FORMS = {
+    "bare": SEED_MESSAGE,
+    "vllm-prefix": f"(EngineCore_DP0 pid=1234) ERROR 08-14 21:17:39 [core.py:710] ValueError: {SEED_MESSAGE}",
+    "rank": f"[rank0]: ValueError: {SEED_MESSAGE}",
+    "traceback": (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/venv/lib/python3.12/site-packages/vllm/distributed/device_communicators/flashinfer_all_reduce.py", line 221, in get_flashinfer_allreduce_quant_workspace\n'
+        "    raise ValueError(\n"
+        f"ValueError: {SEED_MESSAGE}\n"
+    ),
+    "json": json.dumps({"ts": "2026-08-14T21:17:39Z", "level": "error", "message": f"ValueError: {SEED_MESSAGE}"}),
+    "json-escaped": json.dumps({"level": "error", "msg": f"ValueError: {SEED_MESSAGE}"}, ensure_ascii=True).replace("'", "\\u0027"),
+    "ansi": f"\x1b[1;31mERROR\x1b[0m 08-14 21:17:39 [core.py:710] \x1b[33mValueError: {SEED_MESSAGE[:30]}\x1b[0m{SEED_MESSAGE[30:]}",
+    "crlf": f"ValueError: {SEED_MESSAGE}\r\n",
+    "wrapped": "ValueError: " + SEED_MESSAGE.replace(" with 'trtllm'", "\nwith 'trtllm'"),
+    "syslog": f"Aug 16 03:07:54 gpu-node-7 python[61178]: ValueError: {SEED_MESSAGE}",
+}
+
+
+@pytest.fixture(scope="module")
+def seed():
+    return json.loads(SEED_FILE.read_text())["record"]
+
+
+@pytest.mark.parametrize("prefilter, confirm", ENGINES)
+@pytest.mark.parametrize("form", sorted(SEED_FORMS))
+def test_seed_message_matches_in_every_real_form(seed, form, prefilter, confirm):
+    m = Matcher.from_records([seed], prefilter=prefilter, confirm=confirm)
+    [match] = m.match(SEED_FORMS[form])
+    assert match.record_id == SEED_ID
+    assert match.slug == seed["slug"] and match.repo == "vllm-project/vllm"
+    assert match.record["messagePattern"] == seed["messagePattern"]
+    # the span is located in the normalised message, which holds the seed message
+    start, end = match.span
+    assert match.message[start:end].replace("\n", " ") == SEED_MESSAGE
+    assert not match.bounded and match.engine == confirm
+
+
+@pytest.mark.parametrize("prefilter, confirm", ENGINES)
+def test_match_lines_agrees_with_match(seed, prefilter, confirm):
+    m = Matcher.from_records([seed], prefilter=prefilter, confirm=confirm)
+    lines = [SEED_FORMS[f] for f in ("vllm-prefix", "rank", "json", "json-escaped", "ansi", "syslog")] + [
+        "2026-08-05 15:26:02,985 INFO [a.py:1] request served", "", "Flashinfer allreduce"]
+    results = m.match_lines(lines)
+    assert [[x.record_id for x in r] for r in results] == [[SEED_ID]] * 6 + [[], [], []]
+    assert [[x.record_id for x in m.match(line)] for line in lines] == [[SEED_ID]] * 6 + [[], [], []]
+
+
+def test_error_class_in_text_raises_the_score(seed):
+    m = Matcher.from_records([seed])
+    with_class = m.match(f"ValueError: {SEED_MESSAGE}")[0].score
+    other_class = m.match(f"RuntimeError: {SEED_MESSAGE}")[0].score
+    without = m.match(SEED_MESSAGE)[0].score
+    assert with_class > without == other_class
+
+
+def test_ranking_class_then_specificity_then_repo_hints():
+    records = [
+        record("generic", r"backend (.+?) is not supported", error_class="RuntimeError", repo="other/thing", file_path="thing/x.py"),
+        record("specific", r"backend (.+?) is not supported for multi-node allreduce", error_class="RuntimeError",
+               repo="other/thing", file_path="thing/x.py"),
+        record("classed", r"backend (.+?) is not supported", error_class="ValueError", repo="other/thing", file_path="thing/x.py"),
+        record("hinted", r"backend (.+?) is not supported", error_class="RuntimeError", repo="vllm-project/vllm",
+               file_path="vllm/distributed/parallel_state.py"),
+    ]
+    m = Matcher.from_records(records)
+    text = ("Traceback (most recent call last):\n"
+            '  File "/venv/lib/python3.12/site-packages/vllm/distributed/parallel_state.py", line 9, in init\n'
+            "ValueError: backend 'trtllm' is not supported for multi-node allreduce")
+    found = m.match(text)
+    assert [x.record_id for x in found] == ["classed", "specific", "hinted", "generic"]
+    scores = [x.score for x in found]
+    assert scores == sorted(scores, reverse=True) and all(isinstance(s, float) for s in scores)
+    assert len(set(scores)) == 4
+
+
+def test_anchored_patterns_match_at_the_message_not_the_line():
+    m = Matcher.from_records([record("anch", r"^CUDA out of memory\. Tried to allocate (\d+) MiB$", error_class="OutOfMemoryError")])
+    line = "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20 MiB"
+    [found] = m.match(line)
+    assert found.record_id == "anch" and found.message == "CUDA out of memory. Tried to allocate 20 MiB"
+    assert [[x.record_id for x in r] for r in m.match_lines([line, line + " (extra)"])] == [["anch"], []]
+    # raw mode is plain re.search on the line: the anchor does not hold there
+    assert m.match_lines([line], raw=True) == [()]
+
+
+def test_chained_exceptions_each_match():
+    m = Matcher.from_records([record("cause", r"backend '(.+?)' unknown", "KeyError"), record("effect", r"workspace init failed", "RuntimeError")])
+    text = ("Traceback (most recent call last):\n  File \"a.py\", line 1, in f\nKeyError: \"backend 'x' unknown\"\n\n"
+            "The above exception was the direct cause of the following exception:\n\n"
+            "Traceback (most recent call last):\n  File \"b.py\", line 2, in g\nRuntimeError: workspace init failed\n")
+    assert {x.record_id for x in m.match(text)} == {"cause", "effect"}
+
+
+def test_match_log_reports_messages_with_line_numbers(seed):
+    m = Matcher.from_records([seed])
+    lines = ["2026-08-05 15:26:02,985 INFO [a.py:1] starting",
+             *SEED_FORMS["traceback"].rstrip("\n").split("\n"),
+             "2026-08-05 15:26:03,000 INFO [a.py:2] retrying",
+             SEED_FORMS["rank"]]
+    out = [(msg.first_line, msg.last_line, [x.record_id for x in found]) for msg, found in m.match_log(lines, batch=2)]
+    assert out == [(1, 1, []), (2, 5, [SEED_ID]), (6, 6, []), (7, 7, [SEED_ID])]
+
+
+def test_backtracking_pattern_runs_on_the_bounded_path():
+    m = Matcher.from_records([record("backref", r"duplicate key '(\w+)' and '\1'"), record("look", r"device (?!cpu)(\w+) lost")])
+    [found] = m.match("ValueError: duplicate key 'rank' and 'rank'")
+    assert found.record_id == "backref" and found.bounded and found.engine == "regex-bounded"
+    assert m.match("duplicate key 'rank' and 'size'") == []
+    assert [x.record_id for x in m.match("device cuda lost")] == ["look"]
+    assert m.match("device cpu lost") == []
+
+
+def test_invalid_pattern_is_skipped_and_reported(seed):
+    broken = copy.deepcopy(seed)
+    broken["id"] = "broken0000000000"
+    broken["messagePattern"] = "unterminated (group"
+    m = Matcher.from_records([broken, seed, {"id": "nopattern", "messagePattern": None}])
+    assert [s["id"] for s in m.skipped] == ["broken0000000000", "nopattern"]
+    assert m.skipped[0]["reason"] == "does not compile: missing ), unterminated subpattern at position 13"
+    assert [x.record_id for x in m.match(SEED_MESSAGE)] == [SEED_ID]
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", b"", b"\x00\xff\xfe\x80" * 1000, "\x00" * 100])
+def test_empty_and_binary_input_match_nothing(seed, text):
+    m = Matcher.from_records([seed])
+    assert m.match(text) == []
+    assert m.match_lines([text]) == [()]
+
+
+def test_binary_with_an_embedded_message_still_matches(seed):
+    m = Matcher.from_records([seed])
+    data = b"\x00\xff garbage \x80\x81 ValueError: " + SEED_MESSAGE.encode() + b" \xfe\n"
+    assert [x.record_id for x in m.match(data)] == [SEED_ID]
+    assert [[x.record_id for x in r] for r in m.match_lines([data, "lone \udcff surrogate"])] == [[SEED_ID], []]
+
+
+@pytest.mark.slow
+def test_100_mb_single_line(seed):
+    m = Matcher.from_records([seed])
+    line = "x" * (100 * 1024 * 1024) + " ValueError: " + SEED_MESSAGE
+    # the tail of a huge text is kept (a traceback ends there), the middle is not read
+    assert [x.record_id for x in m.match(line)] == [SEED_ID]
+    assert [[x.record_id for x in r] for r in m.match_lines([line, "y"])] == [[SEED_ID], []]
+
+
+def test_save_and_load_roundtrip(tmp_path, seed):
+    m = Matcher.from_records([seed, record("other", r"disk (.+?) is full")])
+    path = tmp_path / "index.errkb"
+    m.save(path)
+    loaded = Matcher.load(path)
+    assert [x.record_id for x in loaded.match(f"[rank0]: ValueError: {SEED_MESSAGE}")] == [SEED_ID]
+    assert loaded.match("disk /dev/sda1 is full")[0].record["id"] == "other"
+    path.write_bytes(b"not an index")
+    with pytest.raises(MatcherError, match="not an errkb matcher index"):
+        Matcher.load(path)
+
+
+def test_from_store_builds_once_then_loads_from_the_cache(db_path):
+    store = Store.open(db_path)
+    store.ingest([SEED_FILE])
+    built = Matcher.from_store(store)
+    assert built.build_seconds is not None
+    cached = list(store.cache_dir.glob("matcher-*.idx"))
+    assert len(cached) == 1 and store.dataset_hash() in cached[0].name
+    loaded = Matcher.from_store(store)
+    assert loaded.build_seconds is None  # came from the cache file, nothing compiled
+    [found] = loaded.match(SEED_FORMS["vllm-prefix"])
+    assert found.record_id == SEED_ID and found.record["slug"] == "flashinfer-allreduce-quantization-fusion-is-not-su"
+    store.close()
+
+
+def test_full_db_confirm_stage_agrees_and_is_cached(db_path, seed):
+    pytest.importorskip("hyperscan")
+    m = Matcher.from_records([seed, record("other", r"disk (.+?) is full"), record("anch", r"^boom$")])
+    lines = [SEED_FORMS["rank"], "disk sda is full", "boom", "x boom", "nothing"]
+    before = [[x.record_id for x in r] for r in m.match_lines(lines)]
+    m.build_full_db()
+    assert m.full_db and m.stats()["full_db_patterns"] == 3
+    assert [[x.record_id for x in r] for r in m.match_lines(lines)] == before == [[SEED_ID], ["other"], ["anch"], [], []]
+    store = Store.open(db_path)
+    store.ingest([SEED_FILE])
+    Matcher.from_store(store, full_db=True)
+    assert Matcher.from_store(store).full_db  # the cached index carries the compiled stage
+    store.close()
+
+
+def test_unknown_engine_is_a_clear_error():
+    with pytest.raises(MatcherError, match="unknown prefilter 'grep'"):
+        Matcher.from_records([], prefilter="grep")
