@@ -37,6 +37,10 @@ READ_CHUNK = 1 << 16
 # Unmatched messages kept from a log (only those naming an error class) to look for
 # near matches when nothing in the log matched.
 NEAR_CANDIDATES_FROM_LOG = 20
+# A log is matched in batches (one prefilter scan each) of at most this many
+# messages and bytes, so long lines cannot make a batch large.
+LOG_BATCH_MESSAGES = 4096
+LOG_BATCH_BYTES = 4 << 20
 
 
 class ExplainError(Exception):
@@ -230,6 +234,7 @@ class KnowledgeBundle:
                 folder = cache / _bundle_name(dataset_hash)
                 bundle = cls._load(folder, dataset_hash)
                 if bundle is None:
+                    shutil.rmtree(folder, ignore_errors=True)  # unreadable or incomplete: rebuild
                     records = store.records()
                     matcher = Matcher.from_store(store)
                     _write_bundle(cache, folder, matcher, records)
@@ -246,7 +251,11 @@ class KnowledgeBundle:
 
 
 def _bundle_name(dataset_hash: str) -> str:
-    return f"explain-v{BUNDLE_FORMAT}-{dataset_hash}"
+    # The matcher's index format is part of the name: an errkb upgrade that changes it
+    # must not find an old, unloadable index.
+    from errkb.match import INDEX_FORMAT
+
+    return f"explain-v{BUNDLE_FORMAT}-m{INDEX_FORMAT}-{dataset_hash}"
 
 
 def _db_signature(db: Path) -> list | None:
@@ -307,7 +316,7 @@ def _write_bundle(cache: Path, folder: Path, matcher, records: list[dict]) -> No
             os.rename(tmp, folder)
         except OSError:
             pass  # another process put the same bundle in place first
-        for old in cache.glob(f"explain-v{BUNDLE_FORMAT}-*"):
+        for old in cache.glob("explain-v*-*"):
             if old != folder:
                 shutil.rmtree(old, ignore_errors=True)
     finally:
@@ -468,7 +477,7 @@ def _explain_log(bundle: KnowledgeBundle, lines: Iterator, all_matches: bool) ->
     counts: dict[str, Occurrences] = {}
     unmatched: dict[str, list[str]] = {}  # a few error-looking messages, for near matches
     last_line = 0
-    for message, matches in bundle.matcher.match_log(lines):
+    for message, matches in _match_log(bundle.matcher, lines):
         last_line = message.last_line
         if not matches:
             if message.error_class and len(unmatched) < NEAR_CANDIDATES_FROM_LOG and message.text not in unmatched:
@@ -491,6 +500,32 @@ def _explain_log(bundle: KnowledgeBundle, lines: Iterator, all_matches: bool) ->
     if not found and unmatched:
         near = _near(bundle, [t for forms in unmatched.values() for t in forms])
     return Explanation("log", found, near, last_line, bundle.skipped, [], bundle.dataset_hash)
+
+
+def _match_log(matcher, lines: Iterator) -> Iterator[tuple]:
+    """(message, matches) for every message of a log, in batches bounded in count
+    *and* bytes (``Matcher.match_log`` bounds the count only: 4096 lines of 1 MiB
+    would be 4 GiB at once)."""
+    from errkb.normalize import iter_messages
+
+    pending: list = []
+    size = 0
+    for message in iter_messages(lines):
+        pending.append(message)
+        size += len(message.raw) + len(message.text)
+        if len(pending) >= LOG_BATCH_MESSAGES or size >= LOG_BATCH_BYTES:
+            yield from _match_batch(matcher, pending)
+            pending, size = [], 0
+    if pending:
+        yield from _match_batch(matcher, pending)
+
+
+def _match_batch(matcher, messages: list) -> Iterator[tuple]:
+    singles = [m for m in messages if m.kind == "line"]
+    found = dict(zip(map(id, singles), matcher.match_lines([m.raw for m in singles]))) if singles else {}
+    for message in messages:
+        matches = found.get(id(message))
+        yield message, (matches if matches is not None else matcher.match_message(message))
 
 
 def _near(bundle: KnowledgeBundle, texts: list[str]) -> list:

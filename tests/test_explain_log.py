@@ -1,0 +1,204 @@
+"""errkb explain on a whole log: distinct errors with counts and line ranges, streamed
+in bounded memory (real subprocesses, peak RSS measured), giant lines."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from errkb.cli import cli
+from errkb.explain import LINE_TAIL_BYTES, MAX_LINE_BYTES, InputStats, read_lines
+from errkb.store import Store
+from tests.conftest import REPO, SEED_ID, SEED_MESSAGE, write_jsonl
+
+REAL_LOGS = REPO / "tests" / "fixtures" / "real_logs"
+NOISE = [
+    '2026-08-05 15:26:02,985 DEBUG [gpu_worker.py:337] sending heartbeat to 10.145.197.228:6685 seq=23659',
+    'INFO:     10.24.37.211:36143 - "GET /api/v1/items HTTP/1.1" 404 Not Found',
+    '{"ts": "2026-08-02T18:07:14.645Z", "level": "debug", "msg": "connection established", "status": 204}',
+    "Aug 16 03:07:54 node-3 kubelet[2120]: I0816 prober.go:107] Readiness probe succeeded",
+]
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> Path:
+    seed = json.loads((REPO / "data" / "vllm-project" / "vllm" / "000_82135fca3cf8df92.txt").read_text())["record"]
+    sibling = copy.deepcopy(seed)
+    sibling.update(id="0123456789abcdef", slug="please-use-mnnvl-backend-instead", errorClass="RuntimeError",
+                   errorMessage="Please use 'mnnvl' backend instead.", messagePattern="Please use 'mnnvl' backend instead\\.")
+    folder = tmp_path_factory.mktemp("log-store")
+    path = folder / "store.duckdb"
+    with Store.open(path) as store:
+        assert store.ingest([REPO / "data", write_jsonl(folder / "x.jsonl", [sibling])]).rejected == 0
+    return path
+
+
+def explain_json(db, args=(), input=None):
+    db_args = ["--db", str(db)] if db is not None else []
+    r = CliRunner().invoke(cli, ["explain", *db_args, "--json", *args], input=input)
+    return r.exit_code, (json.loads(r.stdout) if r.stdout.strip() else None), r
+
+
+def _log(total: int, at: dict[int, str]) -> str:
+    """``total`` lines of noise with the given lines (1-based) replaced."""
+    return "".join((at.get(n) or NOISE[n % len(NOISE)]) + "\n" for n in range(1, total + 1))
+
+
+def test_log_reports_each_distinct_error_with_count_and_line_range(db):
+    bf16 = "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5. You can use float16 instead by explicitly setting the`dtype` flag in CLI, for example: --dtype=half."
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.12/site-packages/vllm/engine.py", line 12, in start\n'
+        "    raise ValueError(\n"
+        f"ValueError: {SEED_MESSAGE}"
+    )
+    log = _log(120, {
+        10: f"(EngineCore_DP0 pid=1234) ERROR 08-14 21:17:39 [core.py:700] ValueError: {SEED_MESSAGE}",
+        30: bf16,
+        55: traceback,  # 4 lines: 55-58
+        99: f"\x1b[31m[rank0]: ValueError: {SEED_MESSAGE}\x1b[0m",
+    })
+    code, data, _ = explain_json(db, input=log)
+    assert code == 0
+    assert data["mode"] == "log" and data["lines"] == 123
+    got = {m["id"]: m["occurrences"] for m in data["matches"]}
+    assert got[SEED_ID] == {"count": 3, "firstLine": 10, "lastLine": 102}
+    assert [m["occurrences"]["firstLine"] for m in data["matches"]] == [10, 30]  # in order of appearance
+    assert "0123456789abcdef" not in got  # only the best record of each message is counted
+    # --all counts every record each message matches
+    code, data, _ = explain_json(db, ["--all"], input=log)
+    assert {m["id"]: m["occurrences"]["count"] for m in data["matches"]}["0123456789abcdef"] == 3
+
+    r = CliRunner().invoke(cli, ["explain", "--db", str(db)], input=log)
+    assert r.exit_code == 0
+    lines = r.stdout.split("\n")
+    assert lines[0] == "2 known errors in 123 lines"
+    # each row wrapped to 80 columns, its continuation indented
+    assert lines[1:5] == [
+        "     3 x  lines 10-102  ValueError",
+        "            flashinfer-allreduce-quantization-fusion-is-not-su",
+        "     1 x  lines 30-30  ValueError",
+        "            bfloat16-is-only-supported-on-gpus-with-compute-ca",
+    ]
+    assert "-- 1/2 " in r.stdout and "-- 2/2 " in r.stdout and "How to fix" in r.stdout
+
+
+def test_log_without_known_errors_exits_1_and_offers_near_matches_for_error_lines(db):
+    drifted = SEED_MESSAGE.replace("trtllm", "nccl").replace("Please use 'mnnvl'", "Please use 'nvls'")
+    code, data, _ = explain_json(db, input=_log(80, {40: f"ValueError: {drifted}"}))
+    assert code == 1
+    assert data["mode"] == "log" and data["matches"] == [] and data["lines"] == 80
+    assert data["nearMatches"][0]["id"] == SEED_ID
+    code, data, r = explain_json(db, input=_log(80, {}))
+    assert (code, data["nearMatches"]) == (1, [])
+    r = CliRunner().invoke(cli, ["explain", "--db", str(db)], input=_log(80, {}))
+    assert (r.exit_code, r.stdout) == (1, "No known error matches this log (80 lines).\n")
+
+
+@pytest.mark.parametrize("name, slug, occurrences", [
+    ("xinference_1715_user_max_model_len.txt", "user-specified-max-model-len", {"count": 2, "firstLine": 3, "lastLine": 4}),
+    ("vllm_10517_max_seq_len_kv_cache.txt", "the-model-s-max-seq-len", {"count": 1, "firstLine": 7, "lastLine": 7}),
+    # one message wrapped over several lines: no line matches alone, the whole text does
+    ("vllm_40023_flashinfer_workspace_overflow_wrapped.txt", "buffer-overflow-when-allocating", None),
+])
+def test_real_logs(name, slug, occurrences):
+    """Logs from public issues, against the bundled dataset (the default store)."""
+    code, data, _ = explain_json(None, ["--file", str(REAL_LOGS / name)])
+    assert code == 0
+    assert data["matches"][0]["slug"].startswith(slug)
+    assert data["matches"][0]["occurrences"] == occurrences
+
+
+def test_read_lines_bounds_every_line():
+    data = b"short\r\n" + b"a" * (3 * MAX_LINE_BYTES) + b"END\n" + b"\n" + b"last"
+    stats = InputStats()
+    lines = list(read_lines(io.BytesIO(data), stats))
+    assert lines[0] == b"short\r" and lines[2] == b"" and lines[3] == b"last"
+    long = lines[1]
+    assert len(long) == MAX_LINE_BYTES + len(" … ".encode())
+    assert long.endswith(b"a" * (LINE_TAIL_BYTES - 3) + b"END") and long.startswith(b"a" * 1000)
+    assert (stats.lines, stats.long_lines, stats.long_line_count) == (4, [2], 1)
+    # a line exactly at the limit is kept whole
+    exact = list(read_lines(io.BytesIO(b"b" * MAX_LINE_BYTES)))
+    assert exact == [b"b" * MAX_LINE_BYTES]
+
+
+def _run_measured(db: Path, feed, args=("--json",)) -> tuple[int, str, str, int]:
+    """Run `python -m errkb explain` as a real process fed by ``feed(stdin)``; return
+    (exit code, stdout, stderr, peak RSS of the errkb process in KiB)."""
+    wrapper = (
+        "import resource, subprocess, sys\n"
+        "rc = subprocess.call([sys.executable, '-m', 'errkb', *sys.argv[1:]])\n"
+        "print('MAXRSS', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+        "sys.exit(rc)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", wrapper, "explain", "--db", str(db), *args],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    out: dict[str, bytes] = {}
+    readers = [threading.Thread(target=lambda k=k, s=s: out.__setitem__(k, s.read()))
+               for k, s in (("stdout", proc.stdout), ("stderr", proc.stderr))]
+    for t in readers:
+        t.start()
+    try:
+        feed(proc.stdin)
+    finally:
+        proc.stdin.close()
+    rc = proc.wait(timeout=300)
+    for t in readers:
+        t.join()
+    stderr = out["stderr"].decode()
+    rss = int(stderr.rsplit("MAXRSS ", 1)[1].split()[0])
+    return rc, out["stdout"].decode(), stderr, rss
+
+
+def test_large_log_streams_in_constant_memory(db):
+    """240 MB of log through a pipe: peak RSS is that of a 24 MB log (it does not grow with the input)."""
+    # a warm-up call builds the cached bundle, so both measured runs load it alike
+    assert subprocess.run([sys.executable, "-m", "errkb", "explain", "--db", str(db), SEED_MESSAGE],
+                          capture_output=True, cwd=REPO).returncode == 0
+    noise = (" ".join(NOISE) + " ") * 24  # ~8 KB of ordinary log text per line
+    hit = f"2026-08-14 21:17:39 ERROR ValueError: {SEED_MESSAGE}\n".encode()
+
+    def feed(lines: int):
+        def write(stdin):
+            block = b"".join((f"{i} ".encode() + noise.encode() + b"\n") for i in range(99)) + hit
+            for _ in range(lines // 100):
+                stdin.write(block)
+        return write
+
+    rc, out, err, small = _run_measured(db, feed(3_000))
+    assert rc == 0, err
+    assert json.loads(out)["matches"][0]["occurrences"]["count"] == 30
+    rc, out, err, large = _run_measured(db, feed(30_000))
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["lines"] == 30_000
+    assert data["matches"][0]["occurrences"] == {"count": 300, "firstLine": 100, "lastLine": 30_000}
+    assert large - small < 16 * 1024, f"peak RSS grew from {small} KiB (24 MB log) to {large} KiB (240 MB log)"
+    assert large < 200 * 1024
+    print(f"peak RSS: {small} KiB for 24 MB, {large} KiB for 240 MB")
+
+
+def test_100_mb_single_line(db):
+    """A 100 MB line is read as its head and tail: the message ending it is found, memory stays bounded."""
+    def feed(stdin):
+        chunk = b"x" * (1 << 20)
+        for _ in range(100):
+            stdin.write(chunk)
+        stdin.write(f" ValueError: {SEED_MESSAGE}\n".encode())
+
+    rc, out, err, rss = _run_measured(db, feed, args=())
+    assert rc == 0, err
+    assert "ValueError  flashinfer-allreduce-quantization-fusion-is-not-su" in out
+    assert ("note: stdin: 1 line(s) longer than 1 MiB (line 1): only their first 960 KiB and last 64 KiB were read"
+            in err)
+    assert rss < 200 * 1024, f"peak RSS {rss} KiB for a 100 MB line"
