@@ -382,22 +382,39 @@ def output_schema(df: "DataFrame"):
     return StructType(fields + [StructField(OUTPUT_COLUMN, errkb, True)])
 
 
+def _field_type(schema, column: str):
+    """The type of ``column`` in ``schema`` (a top-level name, else a dotted path into
+    struct columns), or None. Walked here rather than asked of Spark, whose failed
+    resolution logs a stack of errors before it raises."""
+    from pyspark.sql.types import StructType
+
+    if column in schema.names:
+        return schema[column].dataType
+    typ = schema
+    for part in column.split("."):
+        if not isinstance(typ, StructType) or part not in typ.names:
+            return None
+        typ = typ[part].dataType
+    return typ
+
+
 def _with_message(df: "DataFrame", column: str) -> "DataFrame":
     """``df`` less any ``errkb`` column it had (replaced, as ``errkb enrich`` does), plus
     the message to match: ``column`` (a column, or a dotted path into a struct column;
     a column whose name has dots wins), read as text unless it is binary."""
-    from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
     from pyspark.sql.types import BinaryType, StringType
 
     names = df.schema.names
     if MESSAGE_COLUMN in names:
         raise SparkEnrichError(f"the input has a column named {MESSAGE_COLUMN!r}, which errkb uses internally")
-    ref = F.col("`" + column.replace("`", "``") + "`") if column in names else F.col(column)
-    try:
-        typ = df.select(ref).schema.fields[0].dataType
-    except PySparkException as e:
-        raise SparkEnrichError(f"no column {column!r} to match (columns: {', '.join(names) or 'none'})") from e
+    typ = _field_type(df.schema, column)
+    if typ is None:
+        raise SparkEnrichError(f"no column {column!r} to match (columns: {', '.join(names) or 'none'})")
+    if column in names:
+        ref = F.col("`" + column.replace("`", "``") + "`")
+    else:
+        ref = F.col(".".join("`" + p.replace("`", "``") + "`" for p in column.split(".")))
     if not isinstance(typ, (StringType, BinaryType)):
         ref = ref.cast("string")
     if OUTPUT_COLUMN in names:
