@@ -244,6 +244,10 @@ def run(
     if out_cut or err_cut:
         notes.append(f"output capped at {limits.output_bytes} bytes per stream")
     launch_error = control.get("launch_error")
+    try:
+        launch_error = launch_error or (base / "exec_error").read_text()
+    except OSError:
+        pass
     returncode = proc.returncode
     if "signal" in control:
         returncode = -int(control["signal"])
@@ -578,7 +582,12 @@ def _launch(spec_path: str) -> None:
             argv = spec["argv"]
             os.execvpe(argv[0], argv, spec["env"])
         except BaseException as e:  # noqa: BLE001
-            os.write(2, f"errkb sandbox: cannot run {spec['argv'][:1]}: {e}\n".encode())
+            message = f"cannot run {spec['argv'][:1]}: {type(e).__name__}: {e}"
+            os.write(2, f"errkb sandbox: {message}\n".encode())
+            try:
+                Path(spec["base"], "exec_error").write_text(message)
+            except OSError:
+                pass
             os._exit(126)
     while True:
         try:

@@ -260,8 +260,8 @@ def test_background_processes_are_ended_at_the_timeout():
 
 def test_missing_program_is_an_error_with_the_reason():
     r = sandbox.run(["no-such-program-errkb"], limits=FAST)
-    assert r.outcome == "fail"
-    assert "cannot run ['no-such-program-errkb']" in r.stderr
+    assert r.outcome == "error"
+    assert r.reason.startswith("sandbox could not start the code: cannot run ['no-such-program-errkb']: FileNotFoundError")
 
 
 def test_files_cannot_be_placed_outside_the_working_folder():
