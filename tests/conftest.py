@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import json
 import os
 from pathlib import Path
 
 import pytest
+
+from bench.synth import variant
 
 REPO = Path(__file__).resolve().parents[1]
 SEED_FILE = REPO / "data" / "vllm-project" / "vllm" / "000_82135fca3cf8df92.txt"
@@ -35,18 +35,6 @@ def seed_wrapper() -> dict:
 @pytest.fixture
 def seed_record(seed_wrapper) -> dict:
     return seed_wrapper["record"]
-
-
-def variant(record: dict, i: int) -> dict:
-    """A schema-valid, lint-clean variant of ``record`` with its own id, slug, message and pattern."""
-    rec = copy.deepcopy(record)
-    word = f"variant{i}"
-    rec["errorMessage"] = rec["errorMessage"].replace("Flashinfer", f"Flashinfer {word}", 1)
-    rec["messagePattern"] = rec["messagePattern"].replace("Flashinfer", f"Flashinfer {word}", 1)
-    rec["sourceCode"] = rec["sourceCode"].replace('"Flashinfer', f'"Flashinfer {word}', 1)
-    rec["id"] = hashlib.sha256(f"{rec['repo']}\n{rec['messagePattern']}".encode()).hexdigest()[:16]
-    rec["slug"] = f"{word}-{rec['slug']}"[:100]
-    return rec
 
 
 @pytest.fixture
