@@ -58,9 +58,11 @@ import re as _re
 
 INDEX_FORMAT = 2
 _MAGIC = b"ERRKB-MATCHER\n"
-# The bounded path (patterns that need backtracking) sees at most this much text and
-# gives up on one text after this many seconds.
-BOUNDED_MAX_CHARS = 20_000
+# The bounded path (patterns that need backtracking) gives up on one text after
+# BOUNDED_TIMEOUT_S and does not run at all on texts longer than BOUNDED_MAX_CHARS
+# (cutting the text instead would change what `$` means). Both count as no match and
+# are counted in `bounded_timeouts` / `bounded_skipped`.
+BOUNDED_MAX_CHARS = 1_000_000
 BOUNDED_TIMEOUT_S = 0.05
 # A pasted text longer than this is matched on its head and its tail (where a
 # traceback's final exception line is): no real message is megabytes long.
@@ -222,6 +224,7 @@ class Matcher:
         self.literal_entries: list[tuple[int, ...]] = []
         self.always: list[int] = []  # entries without a usable literal: confirmed on every text
         self.bounded_timeouts = 0
+        self.bounded_skipped = 0
         self._hs_db = None
         self._hs_bytes: bytes | None = None
         # Optional second stage for batches: the translated patterns themselves in
@@ -563,14 +566,14 @@ class Matcher:
         extra, extra_owners = ([], []) if raw else _rewritten_forms(lines, joined)
         if self.prefilter == "hyperscan" and joined.count("\n") == n - 1 and not any("\n" in e for e in extra):
             candidates = self._scan_hyperscan_lines(joined, extra, extra_owners, n)
+            if self.always:
+                for i in range(n):
+                    data, ids = candidates.get(i, (None, ()))
+                    candidates[i] = (data, sorted({*ids, *self.always}))
         else:
             segments = lines + extra if extra else lines
             owners = list(range(n)) + extra_owners
             candidates = {owner: (None, ids) for owner, ids in self._scan(segments, owners, n).items()}
-        if self.always:
-            for i in range(n):
-                data, ids = candidates.get(i, (None, ()))
-                candidates[i] = (data, [*ids, *self.always])
         entries = self.entries
         use_re2 = self.confirm == "re2"
         compiled_cache = self._compiled
@@ -785,8 +788,11 @@ class Matcher:
         compiled = self._compiled.get(ei)
         if compiled is None:
             compiled = self._compiled[ei] = _regex.compile(self.entries[ei].pattern, flags=_regex.VERSION0)
+        if len(text) > BOUNDED_MAX_CHARS:
+            self.bounded_skipped += 1
+            return None
         try:
-            m = compiled.search(text[:BOUNDED_MAX_CHARS], timeout=BOUNDED_TIMEOUT_S)
+            m = compiled.search(text, timeout=BOUNDED_TIMEOUT_S)
         except TimeoutError:
             self.bounded_timeouts += 1
             return None
