@@ -38,6 +38,11 @@ CANDIDATES = 40
 COMMON_SHARE = 0.2
 # Text beyond this many words is not aligned (a message is short; a log is not).
 MAX_TEXT_WORDS = 400
+# A value filling a wildcard is a number, a name, a path: words beyond this many in one
+# slot count as extra text, or a record of few literal words would "explain" anything.
+MAX_VALUE_WORDS = 6
+# Fewer literal words in common than this is not a resemblance worth showing.
+MIN_SHARED_WORDS = 3
 
 _WORD = re.compile(r"\w+")
 _SLOT = None  # a wildcard position in a record's word sequence
@@ -225,9 +230,16 @@ class SimilarIndex:
 
     # -- querying ------------------------------------------------------------------
     def near(self, texts: str | list[str], limit: int = DEFAULT_LIMIT, min_similarity: float = MIN_SIMILARITY) -> list[NearMatch]:
-        """The records closest to any of ``texts`` (the forms of one message), best first."""
+        """The records closest to a text, best first.
+
+        A ``str`` is normalised first (``errkb.normalize.text_messages``: log prefixes,
+        ANSI, JSON envelopes, the ``ErrorClass:`` of a traceback line); a list is taken
+        as the already normalised forms of one message.
+        """
         if isinstance(texts, str):
-            texts = [texts]
+            from errkb.normalize import text_messages
+
+            texts = [m.text for m in text_messages(texts)]
         if not self.items:
             return []
         self._ensure_postings()
@@ -273,8 +285,10 @@ class SimilarIndex:
         matched = extra = 0.0
         total = sum(self.idf(w) for w in seq if w is not _SLOT)
         diff: list[DiffOp] = []
-        last = len(opcodes) - 1
-        for n, (tag, i1, i2, j1, j2) in enumerate(opcodes):
+        # Text around the message counts against it too: a log prefix has been removed
+        # by the normaliser in one of the forms compared, and a short record must not
+        # "explain" a long text by matching a few of its words.
+        for tag, i1, i2, j1, j2 in opcodes:
             rec_words = [display[k] for k in range(i1, i2) if seq[k] is not _SLOT]
             has_slot = any(seq[k] is _SLOT for k in range(i1, i2))
             txt = original[j1:j2]
@@ -282,12 +296,15 @@ class SimilarIndex:
                 matched += sum(self.idf(seq[k]) for k in range(i1, i2))
                 diff.append(DiffOp("same", " ".join(rec_words), " ".join(txt)))
                 continue
-            at_edge = (n == 0 or n == last) and not rec_words
-            if at_edge:
-                continue  # text around the message (a prefix, a suffix) is context, not difference
             if has_slot and txt:
-                # the text's words here fill the wildcard; any record words beside it are missing
-                diff.append(DiffOp("value", "…", " ".join(txt)))
+                # the text's words here fill the wildcard(s); any record words beside them
+                # are missing, and words beyond a plausible value are extra
+                slots = sum(1 for k in range(i1, i2) if seq[k] is _SLOT)
+                keep = MAX_VALUE_WORDS * slots
+                diff.append(DiffOp("value", "…", " ".join(txt[:keep])))
+                if len(txt) > keep:
+                    diff.append(DiffOp("extra", "", " ".join(txt[keep:])))
+                    extra += sum(self.idf(w) for w in lowered[j1 + keep:j2])
                 if rec_words:
                     diff.append(DiffOp("missing", " ".join(rec_words), ""))
                 continue
@@ -298,7 +315,8 @@ class SimilarIndex:
             elif txt:
                 diff.append(DiffOp("extra", "", " ".join(txt)))
             extra += sum(self.idf(w) for w in lowered[j1:j2]) if txt and not has_slot else 0.0
-        if matched == 0.0 or total == 0.0:
+        shared = sum(i2 - i1 for tag, i1, i2, _j1, _j2 in opcodes if tag == "equal")
+        if matched == 0.0 or total == 0.0 or shared < MIN_SHARED_WORDS:
             return None
         similarity = matched / (total + extra)
         return NearMatch(record_id, slug, repo, error_class, similarity, text, diff)

@@ -1,0 +1,110 @@
+"""errkb search: keyword search over messages, documentation and fixes, ranked."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from errkb.cli import cli
+from errkb.search import SearchIndex, tokens
+from errkb.store import Store
+from tests.conftest import REPO, SEED_ID, write_jsonl
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("search-store") / "store.duckdb"
+    with Store.open(path) as store:
+        assert store.ingest([REPO / "data"]).rejected == 0
+    return path
+
+
+def search(db, *args):
+    return CliRunner().invoke(cli, ["search", "--db", str(db), *args])
+
+
+def test_tokens_split_identifiers_and_drop_common_words():
+    assert tokens("The VLLM_FLASHINFER_ALLREDUCE_BACKEND is ValueError") == [
+        "vllm_flashinfer_allreduce_backend", "vllm", "flashinfer", "allreduce", "backend", "valueerror", "value", "error"]
+    assert tokens("the is of") == []
+
+
+def test_message_words_rank_the_seed_first(db):
+    r = search(db, "--json", "quantization", "fusion", "allreduce")
+    assert r.exit_code == 0
+    hits = json.loads(r.stdout)
+    assert hits[0]["id"] == SEED_ID
+    assert hits[0]["matched"] == ["quantization", "fusion", "allreduce"]
+    assert hits[0]["fields"][0] == "errorMessage"
+    assert set(hits[0]) == {"id", "slug", "repo", "errorClass", "errorMessage", "score", "matched", "fields"}
+    # records holding more of the words come first, then by score
+    assert all(len(a["matched"]) >= len(b["matched"]) for a, b in zip(hits, hits[1:]))
+
+
+def test_words_from_documentation_and_solutions_are_found(db):
+    hits = json.loads(search(db, "--json", "multicast", "fabric").stdout)
+    assert hits[0]["id"] == SEED_ID
+    assert {"commonSituations", "solutions"} <= set(hits[0]["fields"])
+
+
+def test_identifier_part_and_prefix(db):
+    by_part = json.loads(search(db, "--json", "VLLM_FLASHINFER_ALLREDUCE_BACKEND").stdout)
+    assert SEED_ID in [h["id"] for h in by_part[:2]]
+    by_prefix = json.loads(search(db, "--json", "quantiz").stdout)
+    assert SEED_ID in [h["id"] for h in by_prefix]
+    assert all(h["matched"] == ["quantiz"] for h in by_prefix)
+
+
+def test_human_output_and_limit(db):
+    r = search(db, "-n", "1", "allreduce", "backend")
+    assert r.exit_code == 0
+    lines = r.stdout.rstrip("\n").split("\n")
+    assert len(lines) == 3
+    assert lines[0].split()[1:3] == ["ValueError", f"vllm-project/vllm/{lines[0].split()[2].split('/', 2)[2]}"]
+    assert lines[1].startswith("        Flashinfer allreduce")
+    assert lines[2].startswith("        matched allreduce, backend in errorMessage")
+    assert all(len(line) <= 80 for line in lines[1:])
+    assert r.stderr == "1 record(s)\n"
+
+
+def test_no_hit_exits_1_and_no_words_exits_2(db):
+    r = search(db, "zzzunknownword")
+    assert (r.exit_code, r.stdout, r.stderr) == (1, "", "0 record(s)\n")
+    assert json.loads(search(db, "--json", "zzzunknownword").stdout) == []
+    r = search(db, "the", "is")
+    assert r.exit_code == 2
+    assert r.output.strip() == "Error: search: no searchable words in 'the is' (common words like 'the' are ignored)"
+    assert search(db).exit_code == 2  # WORDS is required
+
+
+def test_index_is_cached_and_follows_the_store(tmp_path, seed_record):
+    path = tmp_path / "s.duckdb"
+    with Store.open(path) as store:
+        store.ingest([REPO / "data"])
+    assert search(path, "zebrafish").exit_code == 1
+    cached = list((tmp_path / "s.duckdb.cache").glob("search-v1-*.json"))
+    assert len(cached) == 1
+    rec = copy.deepcopy(seed_record)
+    rec.update(id="00000000000000aa", slug="zebrafish-record", documentation="Only zebrafish trigger this.")
+    with Store.open(path) as store:
+        assert store.ingest([write_jsonl(tmp_path / "z.jsonl", [rec])]).new == 1
+    hits = json.loads(search(path, "--json", "zebrafish").stdout)
+    assert [h["id"] for h in hits] == ["00000000000000aa"]
+    assert list((tmp_path / "s.duckdb.cache").glob("search-v1-*.json")) != cached  # old index replaced
+
+
+def test_save_load_roundtrip(tmp_path):
+    from errkb.records import read_records
+
+    records = [i.record for i in read_records([REPO / "data"]) if i.ok]
+    index = SearchIndex.from_records(records)
+    index.save(tmp_path / "i.json")
+    loaded = SearchIndex.load(tmp_path / "i.json")
+    assert [h.as_dict() for h in loaded.search("kv cache memory")] == [h.as_dict() for h in index.search("kv cache memory")]
+    (tmp_path / "bad.json").write_text("[]")
+    with pytest.raises(ValueError, match="not a search index"):
+        SearchIndex.load(tmp_path / "bad.json")
