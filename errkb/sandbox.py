@@ -279,6 +279,9 @@ def run(
         result.outcome, result.reason = "timeout", f"wall-time limit of {limits.wall_seconds:g}s reached; process group killed"
     else:
         result.outcome, result.reason = classify(returncode, stderr, limits, result.exception_class, result.exception_message)
+    if applied_network != network:
+        # Said in the outcome itself, not only in the notes: this run was not cut off.
+        result.reason += f" [network not isolated: {network!r} needs root and util-linux unshare]"
     return result
 
 

@@ -277,3 +277,14 @@ def test_parse_exception_takes_the_last_traceback_and_multiline_messages():
     )
     assert parse_exception(stderr) == ("ValueError", "line one\nline two")
     assert parse_exception("no traceback here") == (None, None)
+
+
+def test_without_namespaces_the_outcome_says_what_was_not_applied(monkeypatch):
+    # A host without unshare/root (e.g. a non-root developer): the run still happens, with
+    # rlimits and a scrubbed environment, and says plainly that it had the network.
+    monkeypatch.setattr(sandbox, "_CAPS", sandbox.Capabilities(unshare=None, namespaces=False, pids_cgroup_root=None))
+    r = py("print('ran')")
+    assert r.outcome == "pass" and r.stdout.strip() == "ran"
+    assert r.network == "host"
+    assert r.reason == "exit status 0 [network not isolated: 'none' needs root and util-linux unshare]"
+    assert "no namespaces (unshare unavailable or not permitted): network, PID and mount isolation not applied" in r.notes
