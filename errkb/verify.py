@@ -287,11 +287,24 @@ def _from_sandbox(record: dict, tier: str, check: str, res: sandbox.SandboxResul
     )
 
 
+_NO_NETWORK = re.compile(r"Network is unreachable|Temporary failure in name resolution|Could not resolve host|"
+                         r"Name or service not known|No route to host")
+
+
 def _missing_module(res: sandbox.SandboxResult) -> str | None:
+    """The requirement a failed run lacked ("vllm", "network", a shell command), if that is why it failed."""
+    if res.outcome != "fail":
+        return None
     if res.exception_class == "ModuleNotFoundError" and res.exception_message:
         m = re.search(r"No module named '([\w.]+)'", res.exception_message)
         if m:
             return m.group(1).split(".")[0]
+    tail = res.stderr[-3000:]
+    m = re.search(r"(?:^|\n)(?:[\w./-]+: )?(?:line \d+: )?([\w.+-]+): command not found", tail)
+    if m:
+        return m.group(1)
+    if res.network == "none" and _NO_NETWORK.search(tail):
+        return "network"
     return None
 
 
@@ -366,6 +379,10 @@ def _run_fix(record: dict, snippets: dict, emit) -> dict[str, dict[str, str]] | 
     states: dict[str, dict[str, str]] = {}
     for name, section in sections.items():
         env, res = capture_state(section)
+        missing = _missing_module(res) if env is None else None
+        if missing:
+            emit(_from_sandbox(record, "sandbox", f"exampleFix:state:{name}", res, outcome="skipped", reason=f"needs {missing}"))
+            continue
         if env is None:
             emit(_from_sandbox(record, "sandbox", f"exampleFix:state:{name}", res,
                                outcome="fail" if res.outcome == "pass" else res.outcome,

@@ -206,3 +206,17 @@ def test_runs_without_runs_exits_1(seed_db):
     assert result.exit_code == 1
     assert "no runs for 2e3fedf4ee50f84a (run `errkb verify`)" in result.output
     assert json.loads(run("runs", "--db", seed_db, "--json").output) == []
+
+
+@needs_ns
+def test_fix_needing_the_network_or_a_missing_command_is_skipped(db_path, tmp_path, make_variant):
+    rec = make_variant(6)
+    rec["exampleFix"] = ("# before\nerrkb-no-such-tool --version\n\n"
+                         "# after\npython3 -c \"import urllib.request as u; u.urlopen('http://127.0.0.1:9', timeout=2)\"\n")
+    rec["validationCode"] = None
+    store_with(db_path, tmp_path, [rec])
+    result = run("verify", "--db", db_path, rec["id"], "--json")
+    assert result.exit_code == 0, result.output
+    checks = {r["check"]: r for r in json.loads(result.output)["results"]}
+    assert (checks["exampleFix:state:before"]["outcome"], checks["exampleFix:state:before"]["reason"]) == ("skipped", "needs errkb-no-such-tool")
+    assert (checks["exampleFix:state:after"]["outcome"], checks["exampleFix:state:after"]["reason"]) == ("skipped", "needs network")
