@@ -121,7 +121,8 @@ def rank_main(rank: int, port: int, out_path: str) -> None:
                 max_token_num=int(config.get("max_token_num", 128)),
                 hidden_dim=int(config.get("hidden_dim", 1024)),
                 dtype=torch.bfloat16,
-                group=get_world_group().cpu_group if backend == "gloo" else get_world_group().device_group,
+                # The CPU group, as vLLM's fusion pass passes it (get_tp_group().cpu_group).
+                group=get_world_group().cpu_group,
             )
             result["raised"] = False
             result["workspace"] = None if workspace is None else type(workspace).__name__
