@@ -46,7 +46,8 @@ SANDBOX_LIMITS = sandbox.Limits(wall_seconds=30, cpu_seconds=20, memory_bytes=2 
 # RLIMIT_AS; its wall time, CPU time and processes stay bounded.
 REPRODUCER_LIMITS = sandbox.Limits(
     wall_seconds=300, cpu_seconds=900, memory_bytes=None, file_size_bytes=1 << 30,
-    open_files=4096, processes=512, output_bytes=4 << 20,
+    # processes: the pids cgroup counts threads, and torch/NCCL start one per core per rank.
+    open_files=4096, processes=4096, output_bytes=4 << 20,
 )
 ENV_MARKER = "\0ERRKB-ENV-FOLLOWS\0"
 
@@ -542,6 +543,9 @@ def judge_scenario(record: dict, rep: Reproducer, scenario: Scenario, res: sandb
             next_step = (f"then {exc_class}: {exc_message} at {site['file_name']}:{site['line']} in {site['function']}"
                          if raiser else f"workspace: {ranks[0].get('workspace')}")
             reason = f"no exception matching messagePattern (get_node_count()={counts[0]}); {next_step}"
+            multicast = [ln.strip() for r in ranks for ln in r.get("log_tail", "").splitlines() if "multicast" in ln.lower()]
+            if multicast:
+                reason += f"; vLLM logged: {multicast[0][:300]}"
             if raiser and ranks[0].get("fi_ar_available") is False:
                 reason += (" — fixed, workspace not creatable on this host (no flashinfer/CUDA)" if scenario.state == "after"
                            else " — the check does not fire; workspace not creatable on this host (no flashinfer/CUDA)")
