@@ -193,8 +193,11 @@ def run(
         "hide_home": _real_home(),
         "keep_visible": _paths_to_keep(argv, readable),
         "cgroup": str(cgroup) if cgroup else None,
-        "control": str(base / "control.json"),
     }
+    # The launcher reports how the code ended through a pipe, not a file in the
+    # writable folder, so the code cannot forge its own outcome.
+    control_read, control_write = os.pipe()
+    spec["control_fd"] = control_write
     (base / "spec.json").write_text(json.dumps(spec))
     launcher = [sys.executable, "-I", "-S", str(Path(__file__).resolve()), "--launch", str(base / "spec.json")]
     if use_ns:
@@ -221,7 +224,9 @@ def run(
             env={"PATH": MINIMAL_PATH, "LANG": "C.UTF-8"},
             cwd=work,
             start_new_session=True,
+            pass_fds=(control_write,),
         )
+        os.close(control_write)
         pgid = proc.pid
         try:
             if stdin is not None:
@@ -239,15 +244,11 @@ def run(
 
     stdout, out_cut = _read_capped(stdout_path, limits.output_bytes)
     stderr, err_cut = _read_capped(stderr_path, limits.output_bytes)
-    control = _read_json(base / "control.json")
+    control = _read_control(control_read)
     notes.extend(control.get("notes", []))
     if out_cut or err_cut:
         notes.append(f"output capped at {limits.output_bytes} bytes per stream")
     launch_error = control.get("launch_error")
-    try:
-        launch_error = launch_error or (base / "exec_error").read_text()
-    except OSError:
-        pass
     returncode = proc.returncode
     if "signal" in control:
         returncode = -int(control["signal"])
@@ -463,11 +464,22 @@ def _read_capped(path: Path, cap: int) -> tuple[str, bool]:
     return text, False
 
 
-def _read_json(path: Path) -> dict:
+def _read_control(fd: int) -> dict:
+    chunks = []
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    control: dict = {}
+    for line in b"".join(chunks).splitlines():
+        try:
+            control.update(json.loads(line))
+        except ValueError:
+            continue
+    return control
 
 
 # ---------------------------------------------------------------------------
@@ -520,20 +532,27 @@ def _launch(spec_path: str) -> None:
 
     The launcher stays as the parent (PID 1 of the namespace when there is one) so it
     can report a death by signal faithfully and reap orphans; when the code's main
-    process ends, the launcher exits and the kernel kills whatever is left.
+    process ends, the launcher exits and the kernel kills whatever is left. Its report
+    goes to the parent through an inherited pipe that the code never sees.
     """
     spec = json.loads(Path(spec_path).read_text())
+    control_fd = spec["control_fd"]
     notes: list[str] = []
     control: dict = {"notes": notes}
 
-    def save() -> None:
+    def report(message: dict) -> None:
         try:
-            Path(spec["control"]).write_text(json.dumps(control))
+            os.write(control_fd, json.dumps(message).encode() + b"\n")
         except OSError:
             pass
 
+    def report_and_exit(code: int) -> None:
+        report(control)
+        os._exit(code)
+
     try:
-        control["pid_namespace"] = os.readlink("/proc/self/ns/pid")
+        # Sent at once, so the parent knows the namespace even if this process is killed.
+        report({"pid_namespace": os.readlink("/proc/self/ns/pid")})
     except OSError:
         pass
     try:
@@ -560,13 +579,15 @@ def _launch(spec_path: str) -> None:
             _loopback_up()
     except Exception as e:  # noqa: BLE001 - any failure here is reported, never raised
         control["launch_error"] = f"{type(e).__name__}: {e}"
-        save()
-        os._exit(125)
-    save()
+        report_and_exit(125)
 
+    # exec failures come back through a close-on-exec pipe: empty means exec worked.
+    exec_read, exec_write = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:
         try:
+            os.close(control_fd)
+            os.close(exec_read)
             limits = spec["limits"]
             for key, res in (
                 ("cpu_seconds", resource.RLIMIT_CPU),
@@ -586,12 +607,18 @@ def _launch(spec_path: str) -> None:
             os.execvpe(argv[0], argv, spec["env"])
         except BaseException as e:  # noqa: BLE001
             message = f"cannot run {spec['argv'][:1]}: {type(e).__name__}: {e}"
-            os.write(2, f"errkb sandbox: {message}\n".encode())
             try:
-                Path(spec["base"], "exec_error").write_text(message)
-            except OSError:
-                pass
-            os._exit(126)
+                os.write(exec_write, message.encode())
+                os.write(2, f"errkb sandbox: {message}\n".encode())
+            finally:
+                os._exit(126)
+    os.close(exec_write)
+    exec_error = b""
+    while chunk := os.read(exec_read, 4096):
+        exec_error += chunk
+    os.close(exec_read)
+    if exec_error:
+        control["launch_error"] = exec_error.decode(errors="replace")
     while True:
         try:
             reaped, status = os.wait()
@@ -600,12 +627,10 @@ def _launch(spec_path: str) -> None:
         if reaped == pid:
             if os.WIFSIGNALED(status):
                 control["signal"] = os.WTERMSIG(status)
-                save()
-                os._exit(128 + os.WTERMSIG(status))
+                report_and_exit(128 + os.WTERMSIG(status))
             control["exit_status"] = os.WEXITSTATUS(status)
-            save()
-            os._exit(os.WEXITSTATUS(status))
-    os._exit(125)
+            report_and_exit(os.WEXITSTATUS(status))
+    report_and_exit(125)
 
 
 if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--launch":

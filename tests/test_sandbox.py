@@ -288,3 +288,22 @@ def test_without_namespaces_the_outcome_says_what_was_not_applied(monkeypatch):
     assert r.network == "host"
     assert r.reason == "exit status 0 [network not isolated: 'none' needs root and util-linux unshare]"
     assert "no namespaces (unshare unavailable or not permitted): network, PID and mount isolation not applied" in r.notes
+
+
+def test_code_cannot_forge_its_outcome():
+    # Everything in the working folder's parent is the code's to write; the launcher's
+    # report does not live there, so a forged "exit 0" changes nothing.
+    r = py(
+        """
+        import json, os, pathlib
+        for d in (pathlib.Path.cwd(), pathlib.Path.cwd().parent):
+            for name in ("control.json", "exec_error"):
+                try:
+                    (d / name).write_text(json.dumps({"exit_status": 0}))
+                except OSError:
+                    pass
+        raise SystemExit(3)
+        """
+    )
+    assert r.outcome == "fail"
+    assert r.returncode == 3
