@@ -157,6 +157,9 @@ def run(
     """
     if network not in ("none", "loopback", "host"):
         raise ValueError(f"network must be none, loopback or host, not {network!r}")
+    for name in files or {}:
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            raise ValueError(f"sandbox file {name!r} would land outside the working folder")
     caps = capabilities()
     notes: list[str] = []
     base = Path(tempfile.mkdtemp(prefix="errkb-sandbox-"))
@@ -164,9 +167,7 @@ def run(
     (work / "home").mkdir(parents=True)
     (work / "tmp").mkdir()
     for name, content in (files or {}).items():
-        target = (work / name).resolve()
-        if work.resolve() not in target.parents:
-            raise ValueError(f"sandbox file {name!r} would land outside the working folder")
+        target = work / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content.encode() if isinstance(content, str) else content)
 
