@@ -122,3 +122,28 @@ def test_values_split_across_read_chunks(tmp_path, make_variant, monkeypatch):
     items = list(read_records([p]))
     assert [i.ok for i in items] == [True] * 5
     assert [i.origin.line for i in items] == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.slow
+def test_a_100_mb_file_is_streamed_not_read_whole(tmp_path, seed_wrapper):
+    import subprocess
+    import sys
+
+    big = tmp_path / "big.jsonl"
+    line = (json.dumps(seed_wrapper) + "\n").encode()
+    with open(big, "wb") as f:
+        for _ in range(100 * 2**20 // len(line) + 1):
+            f.write(line)
+    assert big.stat().st_size > 100 * 2**20
+    code = (
+        "import resource, sys\n"
+        "from errkb.records import read_records\n"
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "n = sum(1 for item in read_records([sys.argv[1]]) if item.ok)\n"
+        "print(n, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(big)], capture_output=True, text=True, check=True).stdout
+    count, grown_mb = map(int, out.split())
+    assert count == 100 * 2**20 // len(line) + 1
+    # Streaming holds a chunk or two (1 MB each) and one record, not the file.
+    assert grown_mb < 40, f"reading grew memory by {grown_mb} MB"
