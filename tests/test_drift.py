@@ -243,3 +243,38 @@ def test_seed_against_released_vllm(version, line, changes, seed_wrapper, tmp_pa
     # The released code builds exactly the seed's pattern.
     assert entry.current["pattern"] == seed_wrapper["record"]["messagePattern"]
     assert any("names get_flashinfer_allreduce_quant_workspace, which no longer appears" in n for n in entry.notes)
+
+
+def _base_python_click() -> Path | None:
+    base = Path(sys.base_prefix) / "bin" / "python3"
+    out = subprocess.run([str(base), "-c", "import click, os; print(os.path.dirname(click.__file__))"], capture_output=True, text=True, check=False)
+    path = Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else None
+    return path if path and path.resolve() != Path(__import__("click").__file__).resolve().parent else None
+
+
+@pytest.mark.skipif(_base_python_click() is None, reason="needs a second click install in the base Python")
+def test_installed_package_against_another_installed_release(tmp_path, db_path):
+    """Records mined from one installed click, checked against the other one."""
+    import click
+
+    old, new = _base_python_click(), Path(click.__file__).parent
+    runner = CliRunner()
+    drafts = tmp_path / "old.jsonl"
+    mined = runner.invoke(cli, ["mine", str(old), "--sha", "b" * 40, "--path-prefix", "src", "--out", str(drafts)])
+    assert mined.exit_code == 0, mined.output
+    assert runner.invoke(cli, ["ingest", "--db", str(db_path), str(drafts)]).exit_code == 0
+    result = runner.invoke(cli, ["drift", str(new), "--repo", "pallets/click", "--db", str(db_path), "--json"])
+    report = json.loads(result.stdout)
+    from importlib.metadata import version
+
+    assert (report["distribution"], report["version"]) == ("click", version("click"))
+    counts = report["counts"]
+    assert sum(counts.values()) == len(drafts.read_text().splitlines())
+    for entry in report["records"]:
+        # Paths keep the repository's src/ layout on both sides.
+        assert entry["recorded"]["file"].startswith("src/click/")
+        if entry["current"]:
+            assert entry["current"]["file"].startswith("src/click/")
+        if entry["status"] == "same":
+            assert entry["current"]["line"] == entry["recorded"]["line"]
+    assert result.exit_code == (0 if counts["same"] == sum(counts.values()) else 1)
