@@ -252,6 +252,7 @@ def _base_python_click() -> Path | None:
     return path if path and path.resolve() != Path(__import__("click").__file__).resolve().parent else None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_base_python_click() is None, reason="needs a second click install in the base Python")
 def test_installed_package_against_another_installed_release(tmp_path, db_path):
     """Records mined from one installed click, checked against the other one."""
