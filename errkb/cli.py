@@ -454,7 +454,7 @@ def _enrich_reporter(as_json: bool):
               help="Where the fix pages are hosted (default $ERRKB_SITE_URL); without it `url` is a relative path.")
 @click.option("--only-matched", is_flag=True, help="Write only the lines that matched a record.")
 @click.option("--flush", "flush_each_line", is_flag=True, help="Write every line on its own (lowest latency).")
-@click.option("--batch", type=click.IntRange(min=1), default=4096, show_default=True,
+@click.option("--batch", type=click.IntRange(min=1), default=16384, show_default=True,
               help="Most lines matched and written at once (a batch never waits for more input).")
 @click.option("--input", "archives", multiple=True,
               help="Archive to enrich in bulk (.jsonl/.ndjson/.json, .parquet, .csv; globs allowed); needs --output.")

@@ -38,15 +38,34 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import methodcaller
 from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 from errkb.urls import fix_page_path, fix_page_url
 
 DEFAULT_FIELDS = ("message",)
-DEFAULT_BATCH = 4096
-READ_SIZE = 1 << 16
+DEFAULT_BATCH = 16384
+# A pipe hands over at most its buffer (64 KiB) per read; a file gives the whole chunk.
+READ_SIZE = 1 << 20
 
 _escape = json.encoder.encode_basestring  # C-accelerated; keeps non-ASCII as UTF-8
+_starts_object = methodcaller("startswith", "{")
+_SEPARATOR = "\x7f"  # DEL: JSON escaping leaves it alone, and logs hardly hold it
+
+
+def _object_starts(text: str) -> list[int]:
+    """Indices of the lines of ``text`` that start with "{" (candidate JSON objects),
+    found with str.find/str.count rather than a Python step per line."""
+    out = [0] if text.startswith("{") else []
+    line = prev = 0
+    pos = text.find("\n{")
+    while pos >= 0:
+        line += text.count("\n", prev, pos + 1)
+        out.append(line)
+        prev = pos + 1
+        pos = text.find("\n{", prev)
+    return out
 
 
 def _reject_constant(name: str):
@@ -222,31 +241,48 @@ class LineEnricher:
         ending in ``\\n``; empty string when nothing is to be written."""
         if not raw_lines:
             return ""
+        return self.enrich_block(b"\n".join(raw_lines))
+
+    def enrich_block(self, block: bytes) -> str:
+        """Like :meth:`enrich` for lines already joined by ``\\n`` (as read: no copy
+        per line). An empty block is one empty line."""
         counters = self.counters
-        counters.lines += len(raw_lines)
         b64: dict[int, str] = {}
-        block = b"\n".join(raw_lines)
-        counters.bytes_in += len(block) + len(raw_lines)
+        text: str | None
+        # Whole-block string operations (decode, CRLF, split, find, escape) run in C;
+        # Python-level work per line is kept to the few lines that need it.
         try:
-            # One decode of the whole batch is several times faster than one per line.
-            lines = block.decode("utf-8").split("\n")
+            text = block.decode("utf-8")
         except UnicodeDecodeError:
+            text = None
+        if text is not None:
+            if "\r" in text:  # CRLF line endings: the "\r" is not part of the line
+                text = text.replace("\r\n", "\n")
+                if text.endswith("\r"):
+                    text = text[:-1]
+            lines = text.split("\n")
+            starts = _object_starts(text)
+        else:
             lines = []
-            for i, raw in enumerate(raw_lines):
+            for i, raw in enumerate(block.split(b"\n")):
+                if raw.endswith(b"\r"):
+                    raw = raw[:-1]
                 try:
                     lines.append(raw.decode("utf-8"))
                 except UnicodeDecodeError:
                     lines.append(raw.decode("utf-8", "replace"))
                     b64[i] = base64.b64encode(raw).decode("ascii")
             counters.invalid_utf8 += len(b64)
-        if b"\r" in block:  # CRLF line endings: the "\r" is not part of the line
-            lines = [x[:-1] if x.endswith("\r") else x for x in lines]
+            starts = [i for i in compress(range(len(lines)), map(_starts_object, lines)) if i not in b64]
+        n = len(lines)
+        counters.lines += n
+        counters.bytes_in += len(block) + 1
 
         messages = lines
         objects: dict[int, dict] = {}
-        starts = [i for i, x in enumerate(lines) if x[:1] == "{" and i not in b64]
         if starts:
             messages = list(lines)
+            paths = self.paths
             for i in starts:
                 try:
                     obj = _decode_json(lines[i])
@@ -254,47 +290,55 @@ class LineEnricher:
                     continue
                 if isinstance(obj, dict):
                     objects[i] = obj
-                    messages[i] = field_value(obj, self.paths) or ""
+                    messages[i] = field_value(obj, paths) or ""
             counters.json_lines += len(objects)
 
         results = self._match(messages)
-        out: list[str] = []
-        frag = self.fragments
-        only = self.only_matched
-        for i, line in enumerate(lines):
-            found = results[i]
-            obj = objects.get(i) if objects else None
-            if found:
-                best = found[0]
-                counters.matched += 1
-                counters.by_record[best.record_id] += 1
-                if best.record_id not in counters.labels:
-                    counters.labels[best.record_id] = f"{best.repo}/{best.slug}"
-                text = frag.text(best)
-                if obj is not None:
-                    if "errkb" in obj:
-                        # Re-enriching an enriched line: replace, never duplicate, the key.
-                        obj["errkb"] = json.loads(text)
-                        out.append(json.dumps(obj))
-                    else:
-                        body = line.rstrip()
-                        out.append(f'{body[:-1]}, "errkb": {text}}}')
-                elif i in b64:
-                    out.append(f'{{"message": {_escape(line)}, "message_b64": "{b64[i]}", "errkb": {text}}}')
-                else:
-                    out.append(f'{{"message": {_escape(line)}, "errkb": {text}}}')
-            elif only:
-                continue
-            elif obj is not None:
-                out.append(line)
-            elif i in b64:
-                out.append(f'{{"message": {_escape(line)}, "message_b64": "{b64[i]}"}}')
-            else:
-                out.append(f'{{"message": {_escape(line)}}}')
-        if not out:
-            return ""
-        out.append("")
+        matched = list(compress(range(n), results))
+        if self.only_matched:
+            if not matched:
+                return ""
+            out = [self._matched_line(i, lines[i], results[i][0], objects.get(i), b64.get(i)) for i in matched]
+            out.append("")
+            return "\n".join(out)
+        # Every line as {"message": ...}, then the few other lines (JSON objects,
+        # matches, invalid UTF-8) patched in by index.
+        if text is not None and _SEPARATOR not in text:
+            # One escape of the whole block: the separator is a character JSON escaping
+            # leaves alone and the block does not contain, so it marks line ends exactly.
+            escaped = _escape(text.replace("\n", _SEPARATOR))
+            wrapped = '{"message": ' + escaped.replace(_SEPARATOR, '"}\n{"message": "') + "}\n"
+        else:
+            wrapped = '{"message": ' + '}\n{"message": '.join(map(_escape, lines)) + "}\n"
+        if not (matched or objects or b64):
+            return wrapped
+        out = wrapped.split("\n")
+        for i in objects:
+            out[i] = lines[i]
+        for i, code in b64.items():
+            out[i] = f'{out[i][:-1]}, "message_b64": "{code}"}}'
+        for i in matched:
+            out[i] = self._matched_line(i, lines[i], results[i][0], objects.get(i), b64.get(i))
         return "\n".join(out)
+
+    def _matched_line(self, i: int, line: str, best: Any, obj: dict | None, code: str | None) -> str:
+        counters = self.counters
+        counters.matched += 1
+        rid = best.record_id
+        counters.by_record[rid] += 1
+        if rid not in counters.labels:
+            counters.labels[rid] = f"{best.repo}/{best.slug}"
+        text = self.fragments.text(best)
+        if obj is not None:
+            if "errkb" in obj:
+                # Re-enriching an enriched line: replace, never duplicate, the key.
+                obj["errkb"] = json.loads(text)
+                return json.dumps(obj)
+            body = line.rstrip()
+            return f'{body[:-1]}, "errkb": {text}}}'
+        if code is not None:
+            return f'{{"message": {_escape(line)}, "message_b64": "{code}", "errkb": {text}}}'
+        return f'{{"message": {_escape(line)}, "errkb": {text}}}'
 
 
 # -- the streaming filter --------------------------------------------------------
@@ -476,7 +520,14 @@ def stream(
     result = StreamResult(counters)
     on_report = report or (lambda c: None)
 
-    def emit(lines: list[bytes]) -> None:
+    def emit(block: bytes) -> None:
+        """Enrich and write complete lines joined by "\\n" (at most ``batch`` per write)."""
+        if block.count(b"\n") < batch:
+            text = enricher.enrich_block(block)
+            if text:
+                out.write(text)
+            return
+        lines = block.split(b"\n")
         for start in range(0, len(lines), batch):
             text = enricher.enrich(lines[start:start + batch])
             if text:
@@ -493,25 +544,26 @@ def stream(
                 pending: list[bytes] = []  # pieces of a line longer than one read
                 try:
                     for chunk in _chunks(source, signals, idle_report):
-                        if b"\n" not in chunk:
+                        last = chunk.rfind(b"\n")
+                        if last < 0:
                             pending.append(chunk)
                             continue
                         if pending:
-                            pending.append(chunk)
-                            chunk = b"".join(pending)
+                            pending.append(chunk[:last])
+                            block = b"".join(pending)
                             pending = []
-                        lines = chunk.split(b"\n")
-                        tail = lines.pop()
-                        if tail:
-                            pending.append(tail)
-                        emit(lines)
+                        else:
+                            block = chunk[:last]
+                        if last + 1 < len(chunk):
+                            pending.append(chunk[last + 1:])
+                        emit(block)
                         if signals.report:
                             idle_report()
                 except _Stop:
                     result.stopped_by = signals.stop
                 finally:
                     if pending:  # a final line without "\n" is still a line
-                        emit([b"".join(pending)])
+                        emit(b"".join(pending))
                 if result.stopped_by:
                     break
             if signals.stop and not result.stopped_by:

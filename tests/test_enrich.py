@@ -65,7 +65,7 @@ def run_enrich(store_db: Path, data: bytes, *args: str):
 def out_lines(result) -> list[str]:
     text = result.stdout_bytes.decode("utf-8")
     assert text == "" or text.endswith("\n"), "every output line ends in a newline"
-    return text.splitlines()
+    return text.split("\n")[:-1]  # not splitlines(): U+2028 inside a message is not a line end
 
 
 # -- the output contract -----------------------------------------------------------
@@ -192,6 +192,14 @@ def test_broken_json_and_non_object_json_pass_as_plain_text(store_db):
     assert outs[5] == "{}"
 
 
+def test_del_character_and_escapes(store_db):
+    # DEL marks line ends inside the escaper's fast path: a line holding one takes the other path.
+    lines = ["del \x7f inside", 'tab\t"quoted" back\\slash \u2028 Zoë']
+    for data in (lines[0] + "\n" + lines[1] + "\n", lines[1] + "\n"):
+        result = run_enrich(store_db, data.encode())
+        assert [json.loads(x)["message"] for x in out_lines(result)] == data.split("\n")[:-1]
+
+
 def test_empty_lines_are_lines(store_db):
     result = run_enrich(store_db, b"\n\n\n")
     assert out_lines(result) == ['{"message": ""}'] * 3
@@ -212,7 +220,8 @@ def test_ten_megabyte_line(store_db):
         st.one_of(
             st.binary(max_size=60).map(lambda b: b.replace(b"\n", b"")),
             st.text(max_size=40).map(lambda t: t.replace("\n", "").encode("utf-8", "surrogatepass")),
-            st.sampled_from([SEED_MESSAGE.encode(), b'{"message": "x"}', b'{"message": 1}', b"{", b"\r", b"\x00"]),
+            st.sampled_from([SEED_MESSAGE.encode(), b'{"message": "x"}', b'{"message": 1}', b"{", b"\r", b"\x00",
+                             b"del \x7f inside", b'tab\t"quoted" back\\slash']),
         ),
         max_size=30,
     ),
