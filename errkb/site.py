@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -42,6 +43,11 @@ MAX_TEST_LINE = 2000
 SHARED_CLASS_MIN = 256
 
 SEVERITY_ORDER = ("fatal", "critical", "error", "warning", "info")
+
+# Fix pages (Pygments, Jinja2, pattern analysis: ~8 ms each) are rendered by a process
+# pool from this many records on; below it, starting the pool costs more than it saves.
+PARALLEL_MIN_RECORDS = 1000
+PARALLEL_CHUNK = 100
 
 
 class SiteError(Exception):
@@ -228,7 +234,7 @@ class Highlighter:
 
         self._lexers = {"python": PythonLexer(), "bash": BashLexer(), "text": TextLexer()}
         self._plain = HtmlFormatter(cssclass="hl", wrapcode=True)
-        self._formatter_cls = HtmlFormatter
+        self._numbered = HtmlFormatter(cssclass="hl", wrapcode=True, linenos="inline")
 
     def block(self, code: str, language: str, label: str = "") -> CodeBlock:
         from pygments import highlight
@@ -241,10 +247,11 @@ class Highlighter:
         from pygments import highlight
 
         language = _language(code, filename)
-        formatter = self._formatter_cls(
-            cssclass="hl", wrapcode=True, linenos="inline", linenostart=start,
-            hl_lines=[raise_line - start + 1] if start <= raise_line else [],
-        )
+        # One formatter, re-pointed per excerpt: building one costs as much as the
+        # highlighting itself.
+        formatter = self._numbered
+        formatter.linenostart = start
+        formatter.hl_lines = {raise_line - start + 1} if start <= raise_line else set()
         html = highlight(code, self._lexers[language], formatter)
         return CodeBlock(text=code, html=html, language=language)
 
@@ -379,7 +386,7 @@ class _Entry:
     status: str  # "curated" | "draft" | "findings"
     findings: list[dict]
     snippet: str | None
-    js: JsPattern
+    js: JsPattern | None = None  # set when its page is rendered
 
 
 def _status(record: dict, findings: list[dict]) -> str:
@@ -393,12 +400,83 @@ def _excerpt(text: str, limit: int = 220) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+class _FixPages:
+    """Renders one record's fix page and snippet; one per process (Jinja2 and Pygments
+    objects are reused across records)."""
+
+    def __init__(self) -> None:
+        self.env = _env()
+        self.hl = Highlighter()
+        self.template = self.env.get_template("fix.html")
+
+    def render(self, e: _Entry, runs: list[dict], common: dict) -> tuple[bytes, bytes | None, JsPattern]:
+        rec, hl = e.record, self.hl
+        e.js = js_pattern(rec["messagePattern"])
+        fix_blocks = []
+        if rec.get("exampleFix"):
+            for label, code in split_example_fix(rec["exampleFix"]):
+                fix_blocks.append(hl.block(code, _language(code), label))
+        extra_code = [
+            (title, hl.block(rec[key], _language(rec[key])))
+            for key, title in (("typeGuard", "Type guard"), ("tryCatchPattern", "Handling it in code"))
+            if rec.get(key)
+        ]
+        page = self.template.render(
+            root=root_of(e.path), e=e, r=rec,
+            source=hl.source(rec["sourceCode"], rec["sourceCodeStart"], rec["lineNumber"], rec["filePath"]),
+            fix_blocks=fix_blocks,
+            fix_paired=any(b.label.startswith("Before") for b in fix_blocks) and any(b.label.startswith("After") for b in fix_blocks),
+            validation=hl.block(rec["validationCode"], "python") if rec.get("validationCode") else None,
+            extra_code=extra_code,
+            runs=runs,
+            tester={"source": e.js.source, "literals": e.js.literals, "ascii_only": e.js.ascii_only,
+                    "max_input": MAX_TEST_INPUT, "max_line": MAX_TEST_LINE},
+            **common,
+        ).encode()
+        snippet = snippet_text(rec).encode() if e.snippet else None
+        return page, snippet, e.js
+
+
+_WORKER_PAGES: _FixPages | None = None
+
+
+def _render_chunk(chunk: list[tuple[_Entry, list[dict], dict]]) -> list[tuple[bytes, bytes | None, JsPattern]]:
+    global _WORKER_PAGES
+    if _WORKER_PAGES is None:
+        _WORKER_PAGES = _FixPages()
+    return [_WORKER_PAGES.render(e, runs, common) for e, runs, common in chunk]
+
+
+def _default_workers(total: int) -> int:
+    if total < PARALLEL_MIN_RECORDS:
+        return 1
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _rendered_fix_pages(entries, runs_by_id, common, workers: int) -> Iterator[tuple[bytes, bytes | None, JsPattern]]:
+    """Each entry's (page, snippet, JsPattern), in entry order, from ``workers`` processes."""
+    jobs = [(e, runs_by_id.get(e.record["id"], []), common) for e in entries]
+    if workers <= 1:
+        yield from _render_chunk(jobs)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    chunks = [jobs[i:i + PARALLEL_CHUNK] for i in range(0, len(jobs), PARALLEL_CHUNK)]
+    # spawn, not fork: the parent holds a DuckDB connection and its threads.
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for results in pool.map(_render_chunk, chunks):
+            yield from results
+
+
 def render_site(store, base_url: str | None = None, progress: Callable[[int, int], None] | None = None,
-                warnings: list[str] | None = None) -> Iterator[tuple[str, bytes]]:
-    """Yield every file of the site as ``(relative path, content)``, in a fixed order."""
+                warnings: list[str] | None = None, workers: int | None = None) -> Iterator[tuple[str, bytes]]:
+    """Yield every file of the site as ``(relative path, content)``, in a fixed order.
+
+    Fix pages are rendered by ``workers`` processes (default: one per core for large
+    datasets); the output does not depend on how many."""
     warnings = warnings if warnings is not None else []
     env = _env()
-    hl = Highlighter()
     records = store.records()
     findings_by_id: dict[str, list[dict]] = {}
     for f in store.findings():
@@ -421,7 +499,6 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
         entries.append(_Entry(
             record=rec, path=path, status=_status(rec, found), findings=found,
             snippet=f"snippets/{snippet_filename(rec)}" if rec.get("validationCode") else None,
-            js=js_pattern(rec["messagePattern"]),
         ))
 
     yield MARKER, MARKER_TEXT.encode()
@@ -437,34 +514,13 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
     repo_names = sorted(repos)
     common = {"dataset_version": dataset_version, "record_count": len(entries)}
 
-    fix = env.get_template("fix.html")
     total = len(entries)
-    for n, e in enumerate(entries, 1):
-        rec = e.record
-        root = root_of(e.path)
-        fix_blocks = []
-        if rec.get("exampleFix"):
-            for label, code in split_example_fix(rec["exampleFix"]):
-                fix_blocks.append(hl.block(code, _language(code), label))
-        extra_code = [
-            (title, hl.block(rec[key], _language(rec[key])))
-            for key, title in (("typeGuard", "Type guard"), ("tryCatchPattern", "Handling it in code"))
-            if rec.get(key)
-        ]
-        yield e.path, fix.render(
-            root=root, e=e, r=rec,
-            source=hl.source(rec["sourceCode"], rec["sourceCodeStart"], rec["lineNumber"], rec["filePath"]),
-            fix_blocks=fix_blocks,
-            fix_paired=any(b.label.startswith("Before") for b in fix_blocks) and any(b.label.startswith("After") for b in fix_blocks),
-            validation=hl.block(rec["validationCode"], "python") if rec.get("validationCode") else None,
-            extra_code=extra_code,
-            runs=runs_by_id.get(rec["id"], []),
-            tester={"source": e.js.source, "literals": e.js.literals, "ascii_only": e.js.ascii_only,
-                    "max_input": MAX_TEST_INPUT, "max_line": MAX_TEST_LINE},
-            **common,
-        ).encode()
-        if e.snippet:
-            yield e.snippet, snippet_text(rec).encode()
+    workers = _default_workers(total) if workers is None else workers
+    for n, (e, (page, snippet, js)) in enumerate(zip(entries, _rendered_fix_pages(entries, runs_by_id, common, workers)), 1):
+        e.js = js
+        yield e.path, page
+        if snippet is not None:
+            yield e.snippet, snippet
         if progress is not None:
             progress(n, total)
 
@@ -531,7 +587,7 @@ def _guard_out(out: Path) -> None:
 
 
 def build_site(store, out: Path, base_url: str | None = None,
-               progress: Callable[[int, int], None] | None = None) -> BuildReport:
+               progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> BuildReport:
     """Write the site into ``out``: changed files only, stale ones removed."""
     out = Path(out)
     _guard_out(out)
@@ -539,7 +595,7 @@ def build_site(store, out: Path, base_url: str | None = None,
     report = BuildReport(out=out)
     before = _existing_files(out)
     seen: set[str] = set()
-    for rel, content in render_site(store, base_url, progress, report.warnings):
+    for rel, content in render_site(store, base_url, progress, report.warnings, workers):
         seen.add(rel)
         target = out / rel
         try:
@@ -565,13 +621,13 @@ def build_site(store, out: Path, base_url: str | None = None,
     return report
 
 
-def check_site(store, out: Path, base_url: str | None = None) -> CheckReport:
+def check_site(store, out: Path, base_url: str | None = None, workers: int | None = None) -> CheckReport:
     """Compare ``out`` with a fresh build, file by file, without writing anything."""
     out = Path(out)
     report = CheckReport(out=out)
     before = _existing_files(out) if out.is_dir() else set()
     seen: set[str] = set()
-    for rel, content in render_site(store, base_url, None, report.warnings):
+    for rel, content in render_site(store, base_url, None, report.warnings, workers):
         seen.add(rel)
         target = out / rel
         if rel not in before:

@@ -64,7 +64,8 @@ def _string_continuation_lines(code: str) -> set[int]:
 
 def indent_code(code: str) -> str:
     """``code`` as the body of a function: every line indented one level except the
-    inside of multi-line strings. Raises SyntaxError when ``code`` is not Python."""
+    inside of multi-line strings. Raises SyntaxError when ``code`` cannot be tokenized
+    as Python (whether the function then compiles is checked on the whole snippet)."""
     code = code.replace("\r\n", "\n").replace("\r", "\n").expandtabs(8)
     try:
         keep = _string_continuation_lines(code)
@@ -73,10 +74,7 @@ def indent_code(code: str) -> str:
     out = []
     for n, line in enumerate(code.split("\n"), 1):
         out.append(line if n in keep or not line.strip() else INDENT + line)
-    body = "\n".join(out).rstrip() or INDENT + "pass"
-    # What must compile is the function (a `from __future__` import, say, cannot move into one).
-    compile("def validate():\n" + body + "\n", "<validationCode>", "exec", dont_inherit=True)
-    return body
+    return "\n".join(out).rstrip() or INDENT + "pass"
 
 
 def _env():
@@ -107,19 +105,21 @@ def snippet_text(record: dict) -> str:
     code = record.get("validationCode")
     if not code:
         raise SnippetError(f"record {record['id']} has no validationCode")
+    original_lines = code.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     try:
         body, problem = indent_code(code), None
     except (SyntaxError, ValueError) as e:
-        body = None
-        problem = f"validationCode is not valid Python: {e.__class__.__name__}: {getattr(e, 'msg', None) or e}"
-    text = _TEMPLATE.render(
-        r=record,
-        body=body,
-        problem=problem,
-        original_lines=code.replace("\r\n", "\n").replace("\r", "\n").split("\n"),
-    )
-    # Belt and braces: a snippet that does not compile is a bug here, never shipped.
-    compile(text, snippet_filename(record), "exec", dont_inherit=True)
+        body, problem = None, f"validationCode is not valid Python: SyntaxError: {getattr(e, 'msg', None) or e}"
+    text = _TEMPLATE.render(r=record, body=body, problem=problem, original_lines=original_lines)
+    try:
+        compile(text, snippet_filename(record), "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as e:
+        if body is None:
+            raise  # the fallback itself must always compile: a bug here, never shipped
+        # Tokenizes but does not compile inside a function (`from __future__`, bad syntax).
+        problem = f"validationCode is not valid Python: SyntaxError: {getattr(e, 'msg', None) or e}"
+        text = _TEMPLATE.render(r=record, body=None, problem=problem, original_lines=original_lines)
+        compile(text, snippet_filename(record), "exec", dont_inherit=True)
     return text
 
 

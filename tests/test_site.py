@@ -338,3 +338,13 @@ def test_patterns_without_an_exact_safe_js_form_are_skipped(pattern, reason):
 def test_re2_to_js_rejects_syntax_it_does_not_know():
     with pytest.raises(ValueError, match="unexpected RE2 syntax at offset 1"):
         re2_to_js(r"a\pN")
+
+
+def test_parallel_build_gives_the_same_bytes_as_serial(site_store):
+    from errkb.site import render_site
+
+    with Store.open(site_store, read_only=True) as store:
+        serial = list(render_site(store, workers=1))
+        parallel = list(render_site(store, workers=2))
+    assert [p for p, _ in serial] == [p for p, _ in parallel]
+    assert serial == parallel
