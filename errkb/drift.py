@@ -210,11 +210,15 @@ def _check(record: dict, prefix: str, index: _ChunkIndex, templated: list[RaiseS
             "message": record["errorMessage"],
         },
     )
-    message = record["errorMessage"]
+    message = record["errorMessage"].strip()
     pattern = record["messagePattern"]
+    # Some records keep the traceback's "ValueError: " in front of the message.
+    prefix_class = f"{record.get('errorClass', '')}: "
+    if message.startswith(prefix_class) and len(message) > len(prefix_class):
+        message = message[len(prefix_class):]
     # The template must produce the whole message: a short generic message that
     # merely occurs inside the record's ("... is not supported") is another error.
-    hits = [s for s in index.candidates(message) if s.template.pattern() == pattern or s.template.fullmatches(message.strip())]
+    hits = [s for s in index.candidates(message) if s.template.pattern() == pattern or s.template.fullmatches(message)]
     if hits:
         def rank(s: RaiseSite):
             return (
