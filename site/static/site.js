@@ -1,0 +1,197 @@
+// errkb site: copy buttons, the index search, and the per-page pattern tester.
+// Record text is untrusted: it only ever reaches the page through textContent,
+// never innerHTML. Dataset regexes run in a backtracking engine here, so every
+// pattern is prefiltered by the literal text each match must contain, lines and
+// input are capped, and patterns that could blow up were left out at build time.
+(function () {
+  "use strict";
+
+  // ---- copy buttons --------------------------------------------------------
+  function codeText(block) {
+    var code = block.querySelector("pre code") || block.querySelector("pre");
+    var clone = code.cloneNode(true);
+    clone.querySelectorAll(".linenos").forEach(function (n) { n.remove(); });
+    return clone.textContent.replace(/\n$/, "");
+  }
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) {
+      return navigator.clipboard.writeText(text);
+    }
+    // file:// and plain http: the clipboard API may be missing; use a hidden textarea.
+    var ta = document.createElement("textarea");
+    ta.value = text;
+    ta.setAttribute("readonly", "");
+    ta.style.position = "fixed";
+    ta.style.opacity = "0";
+    document.body.appendChild(ta);
+    ta.select();
+    var ok = false;
+    try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
+    ta.remove();
+    return ok ? Promise.resolve() : Promise.reject(new Error("copy failed"));
+  }
+  document.querySelectorAll(".code .copy").forEach(function (button) {
+    button.addEventListener("click", function () {
+      var text = codeText(button.parentElement);
+      copyText(text).then(function () { button.textContent = "Copied"; },
+                          function () { button.textContent = "Select and copy"; });
+      setTimeout(function () { button.textContent = "Copy"; }, 2000);
+    });
+  });
+
+  // ---- patterns ------------------------------------------------------------
+  var ANSI = /\x1b\[[0-9;?]*[ -\/]*[@-~]/g;
+  // "SomeError: message" inside a traceback or behind a log prefix.
+  var CLASS_PREFIX = /(?:^|[\s:(\[])([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Warning|Exit|Interrupt|Fault)): /;
+
+  function compile(source, classes) {
+    if (!source) { return null; }
+    var full = source.replace(/\\p\{X(\d+)\}/g, function (_, k) { return classes[Number(k)]; });
+    try { return new RegExp(full, "u"); } catch (e) { return null; }
+  }
+  function isAscii(text) { return /^[\x00-\x7f]*$/.test(text); }
+
+  // The texts a pattern is tried on: each line of the input, without colour codes,
+  // and the message after an exception class (for patterns anchored with ^).
+  function candidates(text, maxInput, maxLine) {
+    text = text.slice(0, maxInput).replace(ANSI, "");
+    var out = [];
+    text.split(/\r\n|\r|\n/).forEach(function (line) {
+      line = line.slice(0, maxLine);
+      if (!line.trim()) { return; }
+      out.push(line);
+      var m = CLASS_PREFIX.exec(line);
+      if (m) { out.push(line.slice(m.index + m[0].length)); }
+      var trimmed = line.trim();
+      if (trimmed !== line) { out.push(trimmed); }
+    });
+    return out;
+  }
+
+  // A match, or null: literals first (cheap, and they bound what the regex sees).
+  function tryPattern(re, literals, asciiOnly, texts) {
+    for (var i = 0; i < texts.length; i++) {
+      var t = texts[i];
+      var all = true;
+      for (var j = 0; j < literals.length; j++) {
+        if (t.indexOf(literals[j]) < 0) { all = false; break; }
+      }
+      if (!all) { continue; }
+      if (asciiOnly && !isAscii(t)) { continue; }
+      re.lastIndex = 0;
+      var m = re.exec(t);
+      if (m) { return { text: t, start: m.index, end: m.index + m[0].length }; }
+    }
+    return null;
+  }
+
+  function showMatch(el, hit) {
+    el.textContent = "";
+    el.className = "tester-result ok";
+    el.appendChild(document.createTextNode("Matches: "));
+    el.appendChild(document.createTextNode(hit.text.slice(0, hit.start)));
+    var mark = document.createElement("mark");
+    mark.textContent = hit.text.slice(hit.start, hit.end);
+    el.appendChild(mark);
+    el.appendChild(document.createTextNode(hit.text.slice(hit.end)));
+  }
+
+  // ---- the pattern tester on a fix page ------------------------------------
+  document.querySelectorAll("form[data-tester]").forEach(function (form) {
+    var data = JSON.parse(form.querySelector(".tester-data").textContent);
+    var input = form.querySelector("textarea");
+    var result = form.querySelector(".tester-result");
+    var button = form.querySelector(".test-button");
+    var re = compile(data.source, []);
+    if (!re) {
+      input.disabled = true;
+      button.disabled = true;
+      return;
+    }
+    function run() {
+      var text = input.value;
+      if (!text.trim()) { result.textContent = ""; result.className = "tester-result"; return; }
+      var hit = tryPattern(re, data.literals, data.ascii_only, candidates(text, data.max_input, data.max_line));
+      if (hit) { showMatch(result, hit); return; }
+      result.className = "tester-result no";
+      result.textContent = "No match" + (text.length > data.max_input ? " in the first " + data.max_input + " characters" : "") +
+        (data.ascii_only && !isAscii(text) ? " (this pattern is only checked exactly on ASCII text)" : "") + ".";
+    }
+    button.addEventListener("click", run);
+    input.addEventListener("input", run);
+  });
+
+  // ---- the index: filters, full-text search, log-line matching -------------
+  var indexEl = document.getElementById("errkb-index");
+  if (!indexEl) { return; }
+  var data = JSON.parse(indexEl.textContent);
+  var records = data.records;
+  var regexes = records.map(function (r) { return r.p ? compile(r.p, data.classes) : null; });
+  var list = document.getElementById("results");
+  var items = Array.prototype.slice.call(list.children);
+  var q = document.getElementById("q");
+  var count = document.getElementById("count");
+  var filters = {
+    r: document.getElementById("f-repo"),
+    g: document.getElementById("f-tag"),
+    c: document.getElementById("f-class"),
+    s: document.getElementById("f-severity"),
+    st: document.getElementById("f-status")
+  };
+
+  function passesFilters(r) {
+    if (filters.r.value && r.r !== filters.r.value) { return false; }
+    if (filters.g.value && r.g.indexOf(filters.g.value) < 0) { return false; }
+    if (filters.c.value && r.c !== filters.c.value) { return false; }
+    if (filters.s.value && r.s !== filters.s.value) { return false; }
+    if (filters.st.value && r.st !== filters.st.value) { return false; }
+    return true;
+  }
+
+  function words(query) {
+    return query.toLowerCase().split(/\s+/).filter(function (w) { return w.length > 0; });
+  }
+
+  function update() {
+    var query = q.value;
+    var ws = words(query);
+    var texts = query.trim() ? candidates(query, data.max_input, data.max_line) : [];
+    var shown = [];
+    var hits = 0;
+    records.forEach(function (r, i) {
+      var item = items[i];
+      var badge = item.querySelector(".pattern-hit");
+      badge.hidden = true;
+      if (!passesFilters(r)) { item.hidden = true; return; }
+      var rank = null;
+      if (texts.length && regexes[i] && tryPattern(regexes[i], r.l, r.a, texts)) {
+        rank = 0;
+        badge.hidden = false;
+        hits++;
+      } else if (!ws.length) {
+        rank = 2;
+      } else if (ws.every(function (w) { return r.t.indexOf(w) >= 0; })) {
+        var msg = r.m.toLowerCase();
+        rank = ws.every(function (w) { return msg.indexOf(w) >= 0; }) ? 1 : 2;
+      }
+      item.hidden = rank === null;
+      if (rank !== null) { shown.push([rank, i]); }
+    });
+    // Pattern matches first, then message hits, then the rest; stable otherwise.
+    shown.sort(function (a, b) { return a[0] - b[0] || a[1] - b[1]; });
+    var frag = document.createDocumentFragment();
+    shown.forEach(function (s) { frag.appendChild(items[s[1]]); });
+    items.forEach(function (item) { if (item.hidden) { frag.appendChild(item); } });
+    list.appendChild(frag);
+    count.textContent = shown.length + " of " + records.length + " records" +
+      (hits ? " · " + hits + " matched by pattern" : "");
+  }
+
+  var timer = null;
+  function schedule() { clearTimeout(timer); timer = setTimeout(update, 120); }
+  q.addEventListener("input", schedule);
+  Object.keys(filters).forEach(function (k) { filters[k].addEventListener("change", update); });
+  var params = new URLSearchParams(window.location.search);
+  if (params.get("q")) { q.value = params.get("q"); }
+  if (q.value || Object.keys(filters).some(function (k) { return filters[k].value; })) { update(); }
+})();
