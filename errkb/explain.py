@@ -590,6 +590,7 @@ def _environment(color: bool, width: int):
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
+        bytecode_cache=_bytecode_cache(),
         autoescape=False,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -602,6 +603,21 @@ def _environment(color: bool, width: int):
     env.filters["style"] = (lambda text, name: _style(text, name)) if color else (lambda text, name: text)
     env.globals["width"] = width
     return env
+
+
+def _bytecode_cache():
+    """Compiled templates cached per user (keyed by the template's checksum): compiling
+    them costs more than a warm explain call does otherwise."""
+    import jinja2
+
+    from errkb.store import cache_root
+
+    folder = cache_root() / "templates-bytecode"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(str(folder))
 
 
 _STYLES = {

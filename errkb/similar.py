@@ -27,7 +27,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-INDEX_FORMAT = 1
+INDEX_FORMAT = 3
 # Below this a record is too far from the text to be worth showing.
 MIN_SIMILARITY = 0.6
 DEFAULT_LIMIT = 3
@@ -46,6 +46,7 @@ MIN_SHARED_WORDS = 3
 
 _WORD = re.compile(r"\w+")
 _SLOT = None  # a wildcard position in a record's word sequence
+_NUL = "\0"  # a slot in the saved form
 
 
 @dataclass
@@ -153,11 +154,14 @@ class SimilarIndex:
     """Inverted index over records' literal message words (see module docstring)."""
 
     def __init__(self) -> None:
-        # per record: (id, slug, repo, errorClass, errorMessage, [word or None])
-        self.items: list[tuple[str, str, str, str | None, str, list[str | None]]] = []
-        self.df: dict[str, int] = {}
-        self._postings: dict[str, list[int]] | None = None
-        self._weights: list[float] | None = None
+        # per record: (id, slug, repo, errorClass, words): the pattern's literal words as
+        # written, space-separated, NUL for a slot (one string parses much faster than a list)
+        self.items: list[tuple[str, str, str, str | None, str]] = []
+        # word -> records holding it; per record the summed weight of its words. Both
+        # are saved with the index, so loading it is one JSON parse.
+        self.postings: dict[str, list[int]] = {}
+        self.weights: list[float] = []
+        self._idf: dict[str, float] = {}
 
     # -- building ----------------------------------------------------------------
     @classmethod
@@ -168,41 +172,31 @@ class SimilarIndex:
                 continue
             message = r.get("errorMessage") if isinstance(r.get("errorMessage"), str) else ""
             pattern = r.get("messagePattern") if isinstance(r.get("messagePattern"), str) else ""
-            seq = [w.lower() if w is not _SLOT else _SLOT for w in pattern_words(pattern, message)]
+            seq = pattern_words(pattern, message)
             if not any(w is not _SLOT for w in seq):
                 continue
-            index.items.append((str(r.get("id")), r.get("slug") or "", r.get("repo") or "", r.get("errorClass"), message, seq))
-        for item in index.items:
-            for w in {w for w in item[5] if w is not _SLOT}:
-                index.df[w] = index.df.get(w, 0) + 1
+            joined = " ".join(_NUL if w is _SLOT else w for w in seq)
+            index.items.append((str(r.get("id")), r.get("slug") or "", r.get("repo") or "", r.get("errorClass"), joined))
+        lowered = [_split(item[4]) for item in index.items]
+        for i, seq in enumerate(lowered):
+            for w in dict.fromkeys(w for w in seq if w is not _SLOT):
+                index.postings.setdefault(w, []).append(i)
+        idf = index.idf
+        index.weights = [sum(idf(w) for w in seq if w is not _SLOT) for seq in lowered]
         return index
 
-    def _ensure_postings(self) -> None:
-        if self._postings is not None:
-            return
-        postings: dict[str, list[int]] = {}
-        weights: list[float] = []
-        for i, item in enumerate(self.items):
-            seen = set()
-            total = 0.0
-            for w in item[5]:
-                if w is _SLOT:
-                    continue
-                total += self.idf(w)
-                if w not in seen:
-                    seen.add(w)
-                    postings.setdefault(w, []).append(i)
-            weights.append(total)
-        self._postings, self._weights = postings, weights
-
     def idf(self, word: str) -> float:
-        n = len(self.items)
-        return math.log(1.0 + (n + 1) / (self.df.get(word, 0) + 0.5))
+        """How rare a word is among the records (a word no record has is rarest)."""
+        value = self._idf.get(word)
+        if value is None:
+            posting = self.postings.get(word)
+            value = self._idf[word] = math.log(1.0 + (len(self.items) + 1) / ((len(posting) if posting else 0) + 0.5))
+        return value
 
     # -- persistence (plain JSON: a cache must never be able to run code) -----------
     def save(self, path: str | os.PathLike) -> None:
         path = Path(path)
-        data = {"format": INDEX_FORMAT, "items": self.items}
+        data = {"format": INDEX_FORMAT, "items": self.items, "postings": self.postings, "weights": self.weights}
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -222,10 +216,11 @@ class SimilarIndex:
         if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
             raise ValueError(f"{path}: not a similar-records index of format {INDEX_FORMAT}")
         index = cls()
-        index.items = [tuple(item) for item in data["items"]]
-        for item in index.items:
-            for w in {w for w in item[5] if w is not _SLOT}:
-                index.df[w] = index.df.get(w, 0) + 1
+        index.items = data["items"]
+        index.postings = data["postings"]
+        index.weights = data["weights"]
+        if len(index.weights) != len(index.items):
+            raise ValueError(f"{path}: damaged similar-records index")
         return index
 
     # -- querying ------------------------------------------------------------------
@@ -242,7 +237,6 @@ class SimilarIndex:
             texts = [m.text for m in text_messages(texts)]
         if not self.items:
             return []
-        self._ensure_postings()
         best: dict[int, NearMatch] = {}
         for text in dict.fromkeys(t for t in texts if t and t.strip()):
             original = words(text)[:MAX_TEXT_WORDS]
@@ -260,11 +254,10 @@ class SimilarIndex:
         return ranked[:limit]
 
     def _candidates(self, lowered: list[str]) -> list[int]:
-        assert self._postings is not None and self._weights is not None
         common = max(8, int(len(self.items) * COMMON_SHARE))
         acc: dict[int, float] = {}
         for w in set(lowered):
-            posting = self._postings.get(w)
+            posting = self.postings.get(w)
             if not posting or len(posting) > common:
                 continue
             weight = self.idf(w)
@@ -273,13 +266,14 @@ class SimilarIndex:
         if not acc:
             return []
         # an upper bound of each record's recall: the share of its word weight present
-        return heapq.nlargest(CANDIDATES, acc, key=lambda i: acc[i] / (self._weights[i] or 1.0))
+        return heapq.nlargest(CANDIDATES, acc, key=lambda i: acc[i] / (self.weights[i] or 1.0))
 
     def _compare(self, i: int, text: str, original: list[str], lowered: list[str]) -> NearMatch | None:
-        record_id, slug, repo, error_class, message, seq = self.items[i]
+        record_id, slug, repo, error_class, joined = self.items[i]
+        seq = _split(joined)
         # Slots become tokens no text word can equal, so they align with values.
         keyed = [w if w is not _SLOT else ("\0slot", k) for k, w in enumerate(seq)]
-        display = _display_words(seq, message)
+        display = [w if w != _NUL else "…" for w in joined.split(" ")]
         matcher = difflib.SequenceMatcher(None, keyed, lowered, autojunk=False)
         opcodes = matcher.get_opcodes()
         matched = extra = 0.0
@@ -322,9 +316,6 @@ class SimilarIndex:
         return NearMatch(record_id, slug, repo, error_class, similarity, text, diff)
 
 
-def _display_words(seq: list[str | None], message: str) -> list[str]:
-    """The record's words as written (their case), falling back to the lowered form."""
-    by_lower: dict[str, str] = {}
-    for w in words(message):
-        by_lower.setdefault(w.lower(), w)
-    return [by_lower.get(w, w) if w is not _SLOT else "…" for w in seq]
+def _split(joined: str) -> list[str | None]:
+    """The lowered words of a record, ``None`` for a slot."""
+    return [_SLOT if w == _NUL else w.lower() for w in joined.split(" ")]

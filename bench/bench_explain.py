@@ -1,0 +1,185 @@
+"""Wall time of one `errkb explain "<line>"` call, a new process each time.
+
+    python -m bench.bench_explain [--runs 15] [--sizes 10,10000]
+
+For each size N a store is built from N schema-valid, lint-clean records: the seed
+record plus N-1 records made from the real message patterns of
+``shared/bench-corpus/patterns.jsonl.gz`` (each with a raise line holding its
+message, so every lint rule passes). Then, in the same run and interleaved so machine
+noise hits all alike:
+
+* ``python -c "import errkb"``: the floor every errkb command pays (interpreter + package);
+* ``errkb explain "<line>"``: the seed's message behind a vLLM log prefix (a match);
+* ``errkb explain --json "<line>"``;
+* ``errkb explain "<drifted line>"``: no pattern matches, near matches are computed.
+
+Every explain call runs after one warm-up call that builds the cached bundle (the
+compiled matcher, records and near-match index next to the store), which is what a
+user's second and later calls pay; the warm-up (first call after an ingest) is timed
+too. Prints a table (median and p90 seconds, ratio to the import floor) and writes
+``bench/results/explain.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gzip
+import hashlib
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from itertools import islice
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = Path(os.environ.get("ERRKB_BENCH_CORPUS") or ROOT / ".." / "shared" / "bench-corpus")
+SEED_FILE = ROOT / "data" / "vllm-project" / "vllm" / "000_82135fca3cf8df92.txt"
+SHA = "0" * 40
+
+
+def _render(pattern: str) -> str:
+    """An example message for a corpus pattern (escaped literals and `(.+?)` values)."""
+    return re.sub(r"\\(.)", r"\1", pattern.replace("(.+?)", "value_1"), flags=re.S)
+
+
+def corpus_records(seed: dict, n: int) -> list[dict]:
+    out = []
+    slugs: set[str] = set()
+    with gzip.open(CORPUS / "patterns.jsonl.gz", "rt", encoding="utf-8") as f:
+        for row in islice(map(json.loads, f), n * 2):
+            if len(out) >= n:
+                break
+            pattern, message = row["pattern"], _render(row["pattern"])
+            # the store's lint rejects a pattern that misses its own message (E202);
+            # the message is short and rendered from the pattern, so `re` is safe here
+            if "\n" in message or not re.search(r"[A-Za-z]{2,}", message) or not re.search(pattern, message):
+                continue
+            path, _, line = row["source"].rpartition(":")
+            line = max(int(line), 2)
+            rec = copy.deepcopy(seed)
+            slug = re.sub(r"[^a-z0-9]+", "-", message.lower()).strip("-")[:40].strip("-") or "error"
+            base, k = slug, 1
+            while slug in slugs:
+                k += 1
+                slug = f"{base}-{k}"
+            slugs.add(slug)
+            rec.update(
+                id=hashlib.sha256(f"bench\n{pattern}".encode()).hexdigest()[:16],
+                repo="bench/corpus",
+                slug=slug,
+                errorMessage=message,
+                messagePattern=pattern,
+                errorClass=row["error_class"] if re.fullmatch(r"[A-Za-z_][\w.]*", row["error_class"]) else "RuntimeError",
+                filePath=path,
+                lineNumber=line,
+                sourceCode=f"def check(value_1):\n    raise Error({message!r})\n",
+                sourceCodeStart=line - 1,
+                sourceCodeEnd=line + 1,
+                githubUrl=f"https://github.com/bench/corpus/blob/{SHA}/{path}#L{line - 1}-L{line + 1}",
+                analyzedSha=SHA,
+            )
+            out.append(rec)
+    return out
+
+
+def build_store(folder: Path, records: list[dict]) -> tuple[Path, int]:
+    from errkb.store import Store
+
+    data = folder / "records.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    db = folder / "store.duckdb"
+    with Store.open(db) as store:
+        report = store.ingest([data])
+        return db, store.count()
+
+
+def timed(cmd: list[str], env: dict, expect: int | None = None) -> float:
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    took = time.perf_counter() - t
+    if expect is not None and proc.returncode != expect:
+        raise SystemExit(f"{' '.join(cmd[:3])}...: exit {proc.returncode}, expected {expect}: {proc.stderr.decode()[-500:]}")
+    return took
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--sizes", default="10,10000")
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    seed = json.loads(SEED_FILE.read_text())["record"]
+    line = f"(EngineCore_DP0 pid=1234) ERROR 08-14 21:17:39 [core.py:700] ValueError: {seed['errorMessage']}"
+    drifted = line.replace("trtllm", "nccl")
+    errkb = str(Path(sys.executable).with_name("errkb"))
+    work = Path(tempfile.mkdtemp(prefix="bench-explain-"))
+    env = {**os.environ, "ERRKB_CACHE_DIR": str(work / "cache"), "NO_COLOR": "1"}
+    env.pop("ERRKB_DB", None)
+    try:
+        stores = {}
+        for n in sizes:
+            folder = work / f"n{n}"
+            folder.mkdir()
+            t = time.perf_counter()
+            db, count = build_store(folder, [seed] + corpus_records(seed, n - 1))
+            ingest_s = time.perf_counter() - t
+            t = time.perf_counter()
+            timed([errkb, "explain", "--db", str(db), line], env, expect=0)
+            first_s = time.perf_counter() - t
+            stores[n] = {"db": db, "records": count, "ingest_s": ingest_s, "first_call_s": first_s}
+            print(f"store of {count} records: ingest {ingest_s:.1f} s, first explain (builds the bundle) {first_s:.2f} s",
+                  file=sys.stderr)
+
+        cases: dict[str, tuple[list[str], int]] = {"python -c 'import errkb'": ([sys.executable, "-c", "import errkb"], 0)}
+        for n in sizes:
+            db = str(stores[n]["db"])
+            cases[f"explain, {stores[n]['records']} records"] = ([errkb, "explain", "--db", db, line], 0)
+            cases[f"explain --json, {stores[n]['records']} records"] = ([errkb, "explain", "--json", "--db", db, line], 0)
+            cases[f"explain no match (near), {stores[n]['records']} records"] = ([errkb, "explain", "--db", db, drifted], 1)
+        times: dict[str, list[float]] = {k: [] for k in cases}
+        for _ in range(args.runs):
+            for name, (cmd, expect) in cases.items():
+                times[name].append(timed(cmd, env, expect))
+
+        floor = statistics.median(times["python -c 'import errkb'"])
+        rows = []
+        for name, samples in times.items():
+            s = sorted(samples)
+            med = statistics.median(s)
+            p90 = s[min(len(s) - 1, int(round(0.9 * (len(s) - 1))))]
+            rows.append({"case": name, "median_s": med, "p90_s": p90, "min_s": s[0], "ratio_to_import": med / floor, "runs": len(s)})
+        width = max(len(r["case"]) for r in rows)
+        print(f"{'case':<{width}}  {'median':>8}  {'p90':>8}  {'min':>8}  {'x import':>8}")
+        for r in rows:
+            print(f"{r['case']:<{width}}  {r['median_s'] * 1000:6.0f}ms  {r['p90_s'] * 1000:6.0f}ms  "
+                  f"{r['min_s'] * 1000:6.0f}ms  {r['ratio_to_import']:8.2f}")
+        for n in sizes:
+            st = stores[n]
+            print(f"first call after ingest ({st['records']} records, builds the bundle): {st['first_call_s']:.2f} s")
+        out = ROOT / "bench" / "results" / "explain.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        result = {
+            "command": "python -m bench.bench_explain " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "line": line,
+            "rows": rows,
+            "stores": {str(n): {k: v for k, v in st.items() if k != "db"} for n, st in stores.items()},
+            "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+        }
+        out.write_text(json.dumps(result, indent=1), encoding="utf-8")
+        print(f"wrote {out.relative_to(ROOT)}", file=sys.stderr)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
