@@ -153,15 +153,10 @@ def build_index(db: str | os.PathLike | None = None, folder: str | os.PathLike |
 def index_file(path: str | os.PathLike) -> IndexFile:
     """An index file made elsewhere (``build_index``, ``errkb spark-enrich --save-index``):
     checked to be an errkb matcher index, and content-named (copied) when it is not."""
-    from errkb.match import Matcher, MatcherError
-
     path = Path(path)
     if not path.is_file():
         raise SparkEnrichError(f"{path}: no such index file")
-    try:
-        matcher = Matcher.load(path)
-    except MatcherError as e:
-        raise SparkEnrichError(str(e)) from e
+    matcher, _ = load_matcher(path)
     sha = _file_sha256(path)
     wanted = _content_named(sha)
     if path.name != wanted:
@@ -171,6 +166,26 @@ def index_file(path: str | os.PathLike) -> IndexFile:
         shutil.copyfile(path, target)
         path = target
     return IndexFile(path, sha, matcher.dataset_hash)
+
+
+def load_matcher(path: str | os.PathLike) -> tuple[Any, bool]:
+    """(matcher, fell back) for an index file.
+
+    A Hyperscan database loads only on CPUs like the one that compiled it, and only
+    where hyperscan is installed; elsewhere the literal prefilter is rebuilt from the
+    index's literals (pyahocorasick, else plain Python). Candidates are confirmed
+    exactly either way, so the matches are the same; only speed differs."""
+    from errkb.match import Matcher, MatcherError
+
+    try:
+        return Matcher.load(path), False
+    except MatcherError as first:
+        for prefilter in ("ahocorasick", "python"):
+            try:
+                return Matcher.load(path, prefilter=prefilter), True
+            except MatcherError:
+                continue
+        raise SparkEnrichError(str(first)) from first
 
 
 # -- executors: one index per Python worker process ------------------------------
@@ -192,8 +207,6 @@ def _matcher_for(name: str, sha: str, shared_path: str | None, counters) -> Any:
         matcher = _cached.get(sha)
         if matcher is not None:
             return matcher
-        from errkb.match import Matcher
-
         started = time.perf_counter()
         if shared_path is not None:
             path = shared_path
@@ -204,11 +217,12 @@ def _matcher_for(name: str, sha: str, shared_path: str | None, counters) -> Any:
         actual = _file_sha256(Path(path))
         if actual != sha:
             raise SparkEnrichError(f"{path}: index file changed since the job started (sha256 {actual[:12]}, expected {sha[:12]})")
-        matcher = Matcher.load(path)
+        matcher, fallback = load_matcher(path)
         _cached.clear()  # a new dataset version replaces the old index, never piles up
         _cached[sha] = matcher
         if counters is not None:
-            counters.add({"index_loads": 1, "load_seconds": time.perf_counter() - started, f"loads@{_worker_id()}": 1})
+            counters.add({"index_loads": 1, "load_seconds": time.perf_counter() - started, f"loads@{_worker_id()}": 1,
+                          "prefilter_fallbacks": fallback})
         return matcher
 
 

@@ -374,3 +374,37 @@ def test_missing_column_in_the_api_is_a_clear_error(spark, dataset):
     df = spark.createDataFrame([("a",)], "text string")
     with pytest.raises(SparkEnrichError, match=r"^no column 'message' to match \(columns: text\)$"):
         enrich(df, db=db)
+
+
+def test_an_index_whose_hyperscan_database_cannot_load_here_still_matches_the_same(spark, dataset, tmp_path):
+    """Hyperscan databases load only on CPUs like the compiling one: executors on other
+    hardware rebuild the literal prefilter from the index and find the same matches."""
+    import struct
+
+    from errkb.match import _MAGIC
+
+    db, records = dataset
+    good = build_index(db)
+    data = good.path.read_bytes()
+    n_blob, n_hs = struct.unpack_from("<QQ", data, len(_MAGIC))
+    if n_hs == 0:
+        pytest.skip("the index has no Hyperscan database on this machine")
+    start = len(_MAGIC) + 16 + n_blob
+    foreign = tmp_path / "foreign.idx"
+    foreign.write_bytes(data[:start] + bytes(b ^ 0xFF for b in data[start:]))
+
+    rows = [(i, f"{r['errorClass']}: {r['errorMessage']}") for i, r in enumerate(records)] + [(len(records), "nothing")]
+    df = spark.createDataFrame(rows, "n long, message string")
+    expected = by_n(enrich(df, index=good.path).collect())
+    out, stats = enrich_with_stats(df, index=foreign)
+    assert by_n(out.collect()) == expected
+    assert sum(v is not None for v in expected.values()) == len(records)
+    assert stats.value["prefilter_fallbacks"] == stats.index_loads >= 1
+
+
+def test_a_file_that_is_not_an_index_is_refused(spark, tmp_path):
+    bogus = tmp_path / "index.idx"
+    bogus.write_text("hello")
+    df = spark.createDataFrame([("x",)], "message string")
+    with pytest.raises(SparkEnrichError, match=r"index\.idx: not an errkb matcher index$"):
+        enrich(df, index=bogus)
