@@ -105,8 +105,9 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
         add("E101", problem)
 
     pattern, message = record.get("messagePattern"), record.get("errorMessage")
+    analysis = None
     if isinstance(pattern, str) and pattern:
-        analysis = patterns.analyze(pattern)
+        analysis = patterns.analyze(pattern, translate=False)
         if analysis.compile_error:
             add("E201", f"messagePattern does not compile: {analysis.compile_error}")
         else:
@@ -133,9 +134,8 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
             have, want = len(source.split("\n")), end - start + 1
             if have != want:
                 add("E302", f"sourceCode has {have} lines, sourceCodeStart..sourceCodeEnd ({start}..{end}) needs {want}")
-            elif start <= line <= end and isinstance(pattern, str):
-                analysis = patterns.analyze(pattern)
-                words = _first_words(analysis.required_literals[0]) if analysis.required_literals else []
+            elif start <= line <= end and analysis is not None and analysis.required_literals:
+                words = _first_words(analysis.required_literals[0])
                 if words:
                     lines = source.split("\n")
                     lo, hi = max(0, line - start - RAISE_AREA), min(len(lines), line - start + RAISE_AREA + 1)
@@ -155,20 +155,14 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
 # Self-match runs the dataset's own regex on its own message: both untrusted, so it
 # goes through a linear-time engine where the pattern allows, and a time bound where not.
 SELF_MATCH_TIMEOUT_S = 1.0
+MAX_SELF_MATCH_MESSAGE = 4096
 
 
 def _self_match(analysis: patterns.PatternAnalysis, message: str) -> bool | None:
     """Does the pattern match its message? None when that cannot be decided safely."""
-    if analysis.re2_pattern is not None and not (analysis.re2_ascii_only and not message.isascii()):
-        try:
-            import re2
-        except ImportError:
-            re2 = None
-        if re2 is not None:
-            return re2.search(analysis.re2_pattern, message) is not None
-    if not analysis.needs_backtracking and not analysis.exponential_in_re:
-        # No nested unbounded repetition: polynomial at worst in `re`, and a
-        # message is short.
+    if not analysis.exponential_in_re and analysis.unbounded_repeats <= 1 and len(message) <= MAX_SELF_MATCH_MESSAGE:
+        # At most one unbounded repeat: quadratic at worst in `re` on a bounded
+        # text, with `re`'s exact semantics. Anything else gets a time bound.
         return re.search(analysis.pattern, message) is not None
     try:
         import regex

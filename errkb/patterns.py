@@ -57,6 +57,8 @@ class PatternAnalysis:
     # Nested unbounded repetition: exponential in a backtracking engine such as `re`,
     # harmless under RE2. Lint reports it; the matcher never runs it through `re`.
     exponential_in_re: bool = False
+    # Sequential unbounded repeats: k of them can cost O(n**k) in `re` on a failing text.
+    unbounded_repeats: int = 0
     # RE2 syntax with the same meaning as the `re` pattern, or None (see re2_issue).
     re2_pattern: str | None = None
     re2_issue: str | None = None
@@ -80,8 +82,12 @@ class PatternAnalysis:
         return max(self.required_literals, key=lambda s: len(s.encode("utf-8", "surrogatepass")))
 
 
-def analyze(pattern: str) -> PatternAnalysis:
-    """Analyse one Python-``re`` pattern; never raises for bad patterns (see compile_error)."""
+def analyze(pattern: str, translate: bool = True) -> PatternAnalysis:
+    """Analyse one Python-``re`` pattern; never raises for bad patterns (see compile_error).
+
+    ``translate=False`` skips the RE2 translation (about a third of the cost), for
+    callers such as lint that only need the analysis.
+    """
     result = PatternAnalysis(pattern=pattern)
     if not isinstance(pattern, str):
         result.compile_error = f"pattern is {type(pattern).__name__}, not a string"
@@ -100,6 +106,7 @@ def analyze(pattern: str) -> PatternAnalysis:
     result.backtracking_reasons = sorted(set(walker.backtracking))
     result.needs_backtracking = bool(result.backtracking_reasons)
     result.exponential_in_re = walker.nested_unbounded
+    result.unbounded_repeats = walker.unbounded_repeats
     result.has_assertions = walker.assertions
     if walker.ignore_case_seen:
         result.ignore_case = True
@@ -116,7 +123,7 @@ def analyze(pattern: str) -> PatternAnalysis:
 
     if result.needs_backtracking:
         result.re2_issue = "needs backtracking: " + ", ".join(result.backtracking_reasons)
-    else:
+    elif translate:
         try:
             translator = _RE2Translator()
             result.re2_pattern = translator.translate(parsed, flags)
@@ -136,6 +143,7 @@ class _Walker:
     def __init__(self) -> None:
         self.backtracking: list[str] = []
         self.nested_unbounded = False
+        self.unbounded_repeats = 0
         self.assertions = False
         self.ignore_case_seen = False
 
@@ -168,6 +176,7 @@ class _Walker:
             # A repeat whose body can itself repeat without bound (or repeats many times)
             # is the classic exponential shape: (a+)+, (.*a){25}.
             big = hi is C.MAXREPEAT or hi > 10
+            self.unbounded_repeats += big
             if in_unbounded and _has_unbounded(list(sub)):
                 self.nested_unbounded = True
             if big and _has_unbounded(list(sub)):
