@@ -213,16 +213,19 @@ def _match_column(messages: list, matcher=None) -> tuple[list[int], list[str], l
 class _RecordColumns:
     """The ``errkb`` struct of each record seen so far, as Arrow columns to ``take`` from."""
 
-    def __init__(self, resolve, site_url: str | None):
-        self.resolve = resolve
+    def __init__(self, resolve_many, resolve_one, site_url: str | None):
+        self.resolve_many = resolve_many
+        self.resolve_one = resolve_one
         self.site_url = site_url
         self.index: dict[str, int] = {}
         self.values: dict[str, list] = {k: [] for k in ERRKB_FIELDS if k != "score"}
         self._arrays: dict | None = None
         self.labels: dict[str, str] = {}
 
-    def _add(self, record_id: str) -> int:
-        record = (self.resolve(record_id) if self.resolve else None) or {"id": record_id}
+    def _add(self, record_id: str, record: dict | None) -> int:
+        if record is None and self.resolve_one is not None:
+            record = self.resolve_one(record_id)
+        record = record or {"id": record_id}
         obj = errkb_object(_RecordMatch(record_id, record), self.site_url)
         for k in self.values:
             self.values[k].append(obj[k])
@@ -235,7 +238,12 @@ class _RecordColumns:
         import numpy as np
         import pyarrow as pa
 
-        idx = [self.index.get(r) if r in self.index else self._add(r) for r in ids]
+        new = set(ids) - self.index.keys()
+        if new:
+            found = self.resolve_many(sorted(new)) if self.resolve_many is not None else {}
+            for rid in sorted(new):
+                self._add(rid, found.get(rid))
+        idx = [self.index[r] for r in ids]
         if self._arrays is None:
             self._arrays = {k: pa.array(v, type=pa.string()) for k, v in self.values.items()}
         take = np.zeros(n, dtype=np.int32)
@@ -287,15 +295,15 @@ def enrich_archive(
     only_matched: bool = False,
     workers: int | None = None,
     batch_rows: int = BATCH_ROWS,
-    resolve=None,
+    resolve_many=None,
 ) -> ArchiveSummary:
     """Enrich every row of ``inputs`` into ``output`` (format from its extension).
 
     Rows keep every column and their order; an ``errkb`` struct column (null when
     the row matched nothing) is added, replacing one the input already had.
-    ``resolve(record_id) -> dict`` supplies a matched record's solutions and slug
-    (default: the matcher's own record look-up, e.g. ``Store.get`` for a matcher
-    loaded with ``Matcher.from_store``).
+    ``resolve_many(ids) -> {id: record}`` supplies matched records' solutions and
+    slugs in bulk (``Store.get_many``); without it, the matcher's own per-record
+    look-up is used.
     """
     _require_pyarrow()
     import duckdb
@@ -338,7 +346,7 @@ def enrich_archive(
     out_schema = in_schema.remove(in_schema.get_field_index(MESSAGE_COLUMN)).append(pa.field("errkb", errkb_struct_type()))
     # Match has no public record look-up by id; the matcher's resolver is what
     # Match.record itself uses.
-    records = _RecordColumns(resolve or getattr(matcher, "_resolve", None), site_url)
+    records = _RecordColumns(resolve_many, getattr(matcher, "_resolve", None), site_url)
     failure: list[BaseException] = []
 
     def enriched(batch, rows, ids, scores):

@@ -489,14 +489,15 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
                     raise EnrichError("give archives with --input, not as arguments, when --output is used")
                 try:
                     summary = enrich_archive(archives, output, matcher, fields=fields, site_url=site_url,
-                                             only_matched=only_matched, workers=workers)
+                                             only_matched=only_matched, workers=workers, resolve_many=store.get_many)
                 except ArchiveError as e:
                     raise EnrichError(str(e)) from e
                 if not quiet:
                     _echo_err(json.dumps(summary.as_dict()) if as_json else summary.summary())
                 return
             result = run_filter(matcher, files, fields=fields, site_url=site_url, only_matched=only_matched,
-                                batch=batch, flush_each_line=flush_each_line, report=report)
+                                batch=batch, flush_each_line=flush_each_line, report=report,
+                                resolve_many=store.get_many)
         except EnrichError as e:
             raise UsageError(str(e)) from e
     if not quiet:

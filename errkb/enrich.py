@@ -80,9 +80,10 @@ _decode_json = json.JSONDecoder(parse_constant=_reject_constant).decode
 # -- what a match adds to a line -----------------------------------------------
 
 
-def errkb_object(match: Any, site_url: str | None = None) -> dict:
-    """The ``errkb`` object of a line matched by ``match`` (an :class:`errkb.match.Match`)."""
-    record = match.record or {}
+def errkb_object(match: Any, site_url: str | None = None, record: dict | None = None) -> dict:
+    """The ``errkb`` object of a line matched by ``match`` (an :class:`errkb.match.Match`);
+    ``record`` saves the matcher's own look-up of the record when the caller has it."""
+    record = record if record is not None else (match.record or {})
     solutions = record.get("solutions") or []
     repo, slug = match.repo, match.slug
     return {
@@ -104,14 +105,25 @@ class _Fragments:
     around it is cached and a matched line costs two string joins.
     """
 
-    def __init__(self, site_url: str | None):
+    def __init__(self, site_url: str | None, resolve_many: Callable[[list[str]], dict[str, dict]] | None = None):
         self.site_url = site_url
+        self.resolve_many = resolve_many
         self._cache: dict[str, tuple[str, str]] = {}
+        self._records: dict[str, dict] = {}
+
+    def prepare(self, matches: Iterable[Any]) -> None:
+        """Fetch the records of a batch's new matches in one call (a store look-up per
+        record would cost a query each)."""
+        if self.resolve_many is None:
+            return
+        new = {m.record_id for m in matches} - self._cache.keys()
+        if new:
+            self._records.update(self.resolve_many(sorted(new)))
 
     def text(self, match: Any) -> str:
         parts = self._cache.get(match.record_id)
         if parts is None:
-            obj = errkb_object(match, self.site_url)
+            obj = errkb_object(match, self.site_url, self._records.pop(match.record_id, None))
             obj["score"] = 0.0
             text = json.dumps(obj, ensure_ascii=False)
             try:
@@ -215,11 +227,12 @@ class LineEnricher:
         site_url: str | None = None,
         only_matched: bool = False,
         counters: Counters | None = None,
+        resolve_many: Callable[[list[str]], dict[str, dict]] | None = None,
     ):
         self.matcher = matcher
         self.paths = _field_paths(fields)
         self.only_matched = only_matched
-        self.fragments = _Fragments(site_url)
+        self.fragments = _Fragments(site_url, resolve_many)
         self.counters = counters or Counters()
 
     def _match(self, messages: list[str]) -> list[list]:
@@ -295,6 +308,8 @@ class LineEnricher:
 
         results = self._match(messages)
         matched = list(compress(range(n), results))
+        if matched:
+            self.fragments.prepare(results[i][0] for i in matched)
         if self.only_matched:
             if not matched:
                 return ""
@@ -668,12 +683,16 @@ def run_filter(
     stdin: IO | None = None,
     stdout: IO | None = None,
     report: Callable[[Counters], None] | None = None,
+    resolve_many: Callable[[list[str]], dict[str, dict]] | None = None,
 ) -> StreamResult:
-    """``errkb enrich [FILE...]``: enrich lines from files (or stdin) to stdout."""
+    """``errkb enrich [FILE...]``: enrich lines from files (or stdin) to stdout.
+
+    ``resolve_many(ids) -> {id: record}`` fetches matched records in bulk (``Store.get_many``).
+    """
     for name in files:
         if str(name) != "-" and not os.path.exists(name):
             raise EnrichError(f"{name}: no such file")
-    enricher = LineEnricher(matcher, fields=fields, site_url=site_url, only_matched=only_matched)
+    enricher = LineEnricher(matcher, fields=fields, site_url=site_url, only_matched=only_matched, resolve_many=resolve_many)
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout
     return stream(_open_inputs(files, stdin), stdout, enricher, batch=batch, flush_each_line=flush_each_line, report=report)

@@ -454,6 +454,15 @@ class Store:
                 raise StoreError(f"slug {key!r} is used in several repos ({', '.join(repos)}); use OWNER/NAME/{key} or the id")
         return json.loads(rows[0][0]) if rows else None
 
+    def get_many(self, ids: Iterable[str]) -> dict[str, dict]:
+        """Current records by id, in one query (a per-id ``get`` costs a table scan
+        each; enrichment resolves a batch's new matches at once). Unknown ids are left out."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return {}
+        rows = self.con.execute("SELECT id, record FROM records WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()
+        return {rid: json.loads(text) for rid, text in rows}
+
     def history(self, record_id: str) -> list[dict]:
         rows = self.con.execute(
             "SELECT content_hash, dataset_version, ingested_at, run_id, source_file, record FROM record_versions "

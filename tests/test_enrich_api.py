@@ -91,3 +91,12 @@ def test_with_the_matcher_of_a_store(tmp_path):
         (out,) = enrich_records([{"message": f"ValueError: {SEED_MESSAGE}"}], matcher)
     assert out["errkb"]["solution"] == SEED_SOLUTION
     assert json.loads(json.dumps(out)) == out  # plain JSON-able dicts
+
+
+def test_store_get_many_resolves_a_batch_of_ids(tmp_path):
+    records = seed_records()
+    db = build_store(tmp_path / "m.duckdb", records)
+    with Store.open(db, read_only=True) as store:
+        got = store.get_many([records[2]["id"], "0000000000000000", records[0]["id"], records[0]["id"]])
+        assert got == {records[2]["id"]: records[2], records[0]["id"]: records[0]}
+        assert store.get_many([]) == {}
