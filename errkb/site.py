@@ -69,7 +69,9 @@ def _safe_relpath(path: str) -> str | None:
 def tag_page_path(tag: str) -> str:
     """``tags/<tag>.html``; tags are free text, so anything but a plain lowercase word
     gets a slug plus a hash of the exact tag (distinct tags never share a page)."""
-    if re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,79}", tag) and not tag.endswith("."):
+    # A plain tag never ends like a hashed one ("-" + 10 hex digits), so the two kinds
+    # of names cannot collide.
+    if re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,79}", tag) and not tag.endswith(".") and not re.search(r"-[0-9a-f]{10}$", tag):
         return f"tags/{tag}.html"
     slug = re.sub(r"[^a-z0-9]+", "-", tag.lower()).strip("-")[:60] or "tag"
     return f"tags/{slug}-{hashlib.sha256(tag.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}.html"

@@ -239,6 +239,8 @@ def test_hostile_tags_get_their_own_safe_pages(site_store, tmp_path):
     page = (out / tag_page_path("<script>window.__pwned=7</script>")).read_text()
     assert "Errors tagged <span class=\"tag\">&lt;script&gt;window.__pwned=7&lt;/script&gt;</span>" in page
     assert tag_page_path("Draft") != tag_page_path("draft")
+    hashed = tag_page_path("<b>")
+    assert hashed.startswith("tags/b-") and tag_page_path(hashed[len("tags/"):-len(".html")]) != hashed
 
 
 def test_drafts_and_findings_are_flagged_not_shown_as_curated(site_store, tmp_path):
