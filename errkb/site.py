@@ -270,15 +270,19 @@ class Highlighter:
         )
 
 
-_FIX_MARKER = re.compile(r"^\s*(?:#|//|--)\s*(before|after|wrong|right|bad|good|fixed|broken)\b[^\n]*$", re.I | re.M)
+# A section marker is a comment line holding only the word, at the start of a line:
+# "# before" ... "# after". Inline comments such as "x = 1  # after" or a
+# "# before: old call" note inside one program are not sections.
+_FIX_MARKER = re.compile(r"^(?:#|//|--)[ \t]*(before|after|wrong|right|bad|good|fixed|broken)[ \t]*:?[ \t]*$", re.I | re.M)
 _AFTER_WORDS = {"after", "right", "good", "fixed"}
 
 
 def split_example_fix(text: str) -> list[tuple[str, str]]:
-    """``[(label, code)]``: "Before"/"After" sections when the fix marks them with
-    comment lines (``# before`` ... ``# after``), else one unlabelled block."""
+    """``[(label, code)]``: "Before" and "After" sections when the fix has both marker
+    lines (``# before`` ... ``# after``), else the whole fix as one unlabelled block."""
     marks = list(_FIX_MARKER.finditer(text))
-    if not marks:
+    kinds = {m.group(1).lower() in _AFTER_WORDS for m in marks}
+    if kinds != {True, False}:
         return [("", text.strip("\n"))]
     out: list[tuple[str, str]] = []
     head = text[: marks[0].start()].strip("\n")
@@ -287,10 +291,7 @@ def split_example_fix(text: str) -> list[tuple[str, str]]:
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
         body = text[m.end():end].strip("\n")
-        label = "After" if m.group(1).lower() in _AFTER_WORDS else "Before"
-        note = m.group(0).strip()
-        note = re.sub(r"^(?:#|//|--)\s*\w+\s*:?\s*", "", note)
-        out.append((label + (f": {note}" if note else ""), body))
+        out.append(("After" if m.group(1).lower() in _AFTER_WORDS else "Before", body))
     return out
 
 

@@ -312,9 +312,12 @@ def test_path_that_would_leave_the_site_is_refused():
 
 def test_example_fix_split_into_before_and_after():
     assert split_example_fix("# before\nexport A=1\n\n# after\nexport A=2") == [("Before", "export A=1"), ("After", "export A=2")]
-    assert split_example_fix("# Before: old API\nf(1)\n# After: new API\ng(1)\n") == [
-        ("Before: old API", "f(1)"), ("After: new API", "g(1)")]
+    assert split_example_fix("# Before:\nf(1)\n// after\ng(1)\n") == [("Before", "f(1)"), ("After", "g(1)")]
     assert split_example_fix("just code()") == [("", "just code()")]
+    # One program with inline before/after notes stays one block.
+    program = 'import os\n# before: dist.init_process_group("mpi")\nbackend = "gloo"  # after\nif x:\n    # before\n    y()\n'
+    assert split_example_fix(program) == [("", program.strip("\n"))]
+    assert split_example_fix("# before\nonly the old code\n") == [("", "# before\nonly the old code")]
 
 
 @pytest.mark.parametrize("pattern, js", [
