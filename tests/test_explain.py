@@ -197,6 +197,7 @@ def test_no_match_offers_similar_records_never_as_a_match(data_db):
     assert "Similar, not exact" in r.output
     assert "differs: trtllm -> nccl" in r.output
     assert f"see it:  errkb show {SEED_ID}" in r.output
+    assert _too_wide(r.output) == []
     data = json.loads(run(["--json", drifted], data_db).output)
     assert data["matched"] is False and data["matches"] == []
     near = data["nearMatches"][0]

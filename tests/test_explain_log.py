@@ -90,6 +90,7 @@ def test_log_reports_each_distinct_error_with_count_and_line_range(db):
         "            bfloat16-is-only-supported-on-gpus-with-compute-ca",
     ]
     assert "-- 1/2 " in r.stdout and "-- 2/2 " in r.stdout and "How to fix" in r.stdout
+    assert [ln for ln in r.stdout.split("\n") if len(ln) > 80 and not ln.lstrip().startswith("https://")] == []
 
 
 def test_log_without_known_errors_exits_1_and_offers_near_matches_for_error_lines(db):
