@@ -377,3 +377,41 @@ def test_phone_and_dark_mode_screenshots(browser, server, tmp_path):
     screenshot(browser, tmp_path, "seed-page-dark")
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
     browser.set_window_size(1280, 900)
+
+
+# WCAG 2 contrast ratio of an element's text against the first opaque background behind it.
+CONTRAST_JS = """
+function rgb(c) { var m = c.match(/[\\d.]+/g).map(Number); return {r: m[0], g: m[1], b: m[2], a: m.length > 3 ? m[3] : 1}; }
+function lum(c) { return [c.r, c.g, c.b].map(function (v) { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); })
+                  .reduce(function (s, v, i) { return s + v * [0.2126, 0.7152, 0.0722][i]; }, 0); }
+function bg(el) { for (; el; el = el.parentElement) { var c = rgb(getComputedStyle(el).backgroundColor); if (c.a > 0.5) { return c; } }
+                  return {r: 255, g: 255, b: 255, a: 1}; }
+return Array.from(document.querySelectorAll(arguments[0])).filter(function (el) { return el.offsetParent !== null; }).map(function (el) {
+  var a = lum(rgb(getComputedStyle(el).color)), b = lum(bg(el));
+  return [el.tagName + '.' + el.className, (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)];
+});
+"""
+TEXT_SELECTORS = "p, li, h1, h2, h3, a, label, code, .badge, .meta, .caption, .count, figcaption, .notice, button, .linenos"
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_accessible_landmarks_labels_and_contrast(browser, server, scheme):
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+    try:
+        for page in ("index.html", SEED_PAGE, "errors/vllm-project/vllm/draft-flashinfer-allreduce-quantization-fusion-is-not-su.html"):
+            browser.get(server + page)
+            assert browser.execute_script("return document.documentElement.lang") == "en"
+            for landmark in ("header", "nav", "main", "footer"):
+                assert len(browser.find_elements(By.TAG_NAME, landmark)) >= 1, (page, landmark)
+            assert len(browser.find_elements(By.TAG_NAME, "h1")) == 1, page
+            unlabelled = browser.execute_script(
+                "return Array.from(document.querySelectorAll('textarea, select, input'))"
+                ".filter(e => e.labels.length === 0 && !e.getAttribute('aria-label')).map(e => e.id)")
+            assert unlabelled == [], page
+            nameless = browser.execute_script(
+                "return Array.from(document.querySelectorAll('button')).filter(b => !(b.getAttribute('aria-label') || b.textContent.trim())).length")
+            assert nameless == 0, page
+            low = [(what, round(ratio, 2)) for what, ratio in browser.execute_script(CONTRAST_JS, TEXT_SELECTORS) if ratio < 4.5]
+            assert low == [], (page, scheme, low[:10])
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
