@@ -692,7 +692,7 @@ def explain(text, file_path, show_all, db_path, as_json):
     import os
     import shutil
 
-    from errkb.explain import ExplainError, explain_source, render_text
+    from errkb.explain import EmptyInput, ExplainError, explain_source, render_text
 
     if file_path is not None and text not in (None, "-"):
         raise UsageError("give the text as TEXT or with --file PATH, not both")
@@ -707,9 +707,10 @@ def explain(text, file_path, show_all, db_path, as_json):
             result = explain_source(db_path, sys.stdin.buffer, all_matches=show_all)
         else:
             result = explain_source(db_path, text, all_matches=show_all)
-    except ExplainError as e:
-        message = str(e)
-        raise UsageError(message if message.startswith(("/", ".")) or "no such store" in message else f"{where}: {message}") from e
+    except EmptyInput as e:
+        raise UsageError(f"{where}: {e}") from e
+    except ExplainError as e:  # a store problem: the message names the store file
+        raise UsageError(str(e)) from e
     except OSError as e:
         raise UsageError(f"{where}: cannot read: {e.strerror or e}") from e
     if as_json:

@@ -47,6 +47,10 @@ class ExplainError(Exception):
     """Input or store problem; the message is one line naming the file, position and reason."""
 
 
+class EmptyInput(ExplainError):
+    """The input holds nothing but whitespace (the caller names where it came from)."""
+
+
 # -- reading input -------------------------------------------------------------------
 
 
@@ -420,7 +424,7 @@ def explain(bundle: KnowledgeBundle, source: str | BinaryIO, all_matches: bool =
     size = sum(len(line) for line in head)
     short = len(head) <= TEXT_MAX_LINES and size <= TEXT_MAX_BYTES
     if short and not any(_decode(line).strip() for line in head):
-        raise ExplainError("empty input: nothing to explain")
+        raise EmptyInput("empty input: nothing to explain")
     notes: list[str] = []
     if short:
         result = _explain_short(bundle, head, all_matches)

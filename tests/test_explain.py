@@ -320,3 +320,19 @@ def test_colour_only_on_a_tty_and_never_with_no_color(store_db):
     assert "\x1b[" not in on_tty({**env, "NO_COLOR": "1"})
     piped = _cli_process(["explain", "--db", str(store_db), SEED_MESSAGE], env={"NO_COLOR": ""})
     assert piped.returncode == 0 and "\x1b[" not in piped.stdout
+
+
+def test_draft_record_shows_where_it_is_raised_and_says_it_is_a_draft(tmp_path, seed_record):
+    rec = copy.deepcopy(seed_record)
+    for key in ("documentation", "triggerScenarios", "commonSituations", "handlingStrategy"):
+        rec[key] = ""
+    rec.update(solutions=[], preventionTips=[], exampleFix=None, validationCode=None, tags=["draft"])
+    db = tmp_path / "s.duckdb"
+    with Store.open(db) as store:
+        assert store.ingest([write_jsonl(tmp_path / "d.jsonl", [rec])]).rejected == 0
+    r = run([SEED_MESSAGE], db)
+    assert r.exit_code == 0
+    assert "  Draft record: mined from the source, not yet curated; only the raise site is\n  known.\n" in r.output
+    assert f"\nWhere it is raised\n  {SEED_FILE_PATH}:221\n" in r.output
+    for heading in ("What it is", "Why it happens", "How to fix", "Example fix", "Validate the fix", "Prevention"):
+        assert heading not in r.output

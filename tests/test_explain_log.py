@@ -203,3 +203,30 @@ def test_100_mb_single_line(db):
     assert ("note: stdin: 1 line(s) longer than 1 MiB (line 1): only their first 960 KiB and last 64 KiB were read"
             in err)
     assert rss < 200 * 1024, f"peak RSS {rss} KiB for a 100 MB line"
+
+
+def test_read_lines_matches_split_for_any_bytes(monkeypatch):
+    """Property: read_lines is bytes.split(b"\\n") with long lines cut to head + tail,
+    whatever the chunk boundaries (tiny limits make every case reachable)."""
+    from hypothesis import given, settings, strategies as st
+
+    import errkb.explain as ex
+
+    monkeypatch.setattr(ex, "MAX_LINE_BYTES", 12)
+    monkeypatch.setattr(ex, "LINE_TAIL_BYTES", 4)
+    monkeypatch.setattr(ex, "READ_CHUNK", 5)
+    mark = " … ".encode()
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.binary(max_size=120) | st.lists(st.sampled_from([b"a", b"b\n", b"\n", b"\x00", b"xyz" * 5])).map(b"".join))
+    def check(data):
+        want = data.split(b"\n")
+        if want[-1] == b"":
+            want.pop()
+        want = [w if len(w) <= 12 else w[:8] + mark + w[-4:] for w in want]
+        stats = InputStats()
+        assert list(read_lines(io.BytesIO(data), stats)) == want
+        assert stats.lines == len(want)
+        assert stats.long_line_count == sum(1 for w in want if mark in w and len(w) == 12 + len(mark))
+
+    check()
