@@ -196,9 +196,18 @@ def _tree_rss_kb(root: int) -> int:
     return sum(rss.get(p, 0) for p in tree)
 
 
-def run_measured(cmd: str, sample_pid_of: str | None = None, interval: float = 0.2) -> dict:
+TIME_FORMAT = "%e %U %S %M"
+
+
+def timed(cmd: str, time_file: Path) -> str:
+    """``cmd`` run under GNU time: its own CPU seconds and peak RSS (children included)."""
+    return f"/usr/bin/time -o {shlex.quote(str(time_file))} -f '{TIME_FORMAT}' {cmd}"
+
+
+def run_measured(cmd: str, sample_pid_of: str | None = None, interval: float = 0.2, time_file: Path | None = None) -> dict:
     """Run a shell command; wall time, and RSS samples of the process whose command
-    line starts with ``sample_pid_of`` (with its descendants)."""
+    line starts with ``sample_pid_of`` (with its descendants); with ``time_file``, the
+    CPU time and peak RSS GNU time recorded for the timed part of the command."""
     samples: list[tuple[float, int]] = []
     t0 = time.perf_counter()
     proc = subprocess.Popen(["bash", "-c", "set -o pipefail; " + cmd], start_new_session=True)
@@ -224,6 +233,9 @@ def run_measured(cmd: str, sample_pid_of: str | None = None, interval: float = 0
     if rc != 0:
         raise SystemExit(f"bench: command failed ({rc}): {cmd}")
     out = {"wall_s": wall}
+    if time_file is not None and time_file.exists():
+        e, u, s_, m = time_file.read_text().split()[-4:]
+        out.update(cpu_s=round(float(u) + float(s_), 2), own_peak_rss_mb=round(int(m) / 1024, 1))
     if samples:
         kbs = [kb for _, kb in samples]
         out["peak_rss_mb"] = round(max(kbs) / 1024, 1)
@@ -344,7 +356,9 @@ def main() -> None:
     log = build_log(work, args.lines)
     results["log_mb"] = round(log.stat().st_size / 1e6, 1)
     q = shlex.quote
+    tf = work / "time.txt"
     errkb = f"taskset -c 0 {q(ERRKB)} enrich --db {q(str(db))} -q"
+    timed_errkb = timed(errkb, tf)
 
     # The index is compiled once per dataset and cached next to the store.
     t = time.perf_counter()
@@ -364,15 +378,23 @@ def main() -> None:
         subprocess.run(f"head -n {args.flush_lines} {q(str(log))} > {q(str(flush_log))}", shell=True, check=True)
     runs = {
         "cat | cat": (f"cat {q(str(log))} | cat > /dev/null", None, n),
-        "cat | errkb enrich": (f"cat {q(str(log))} | {errkb} > /dev/null", "enrich --db", n),
-        "cat | errkb enrich --batch 64": (f"cat {q(str(log))} | {errkb} --batch 64 > /dev/null", "enrich --db", n),
-        "cat | errkb enrich --flush": (f"cat {q(str(flush_log))} | {errkb} --flush > /dev/null", "enrich --db", args.flush_lines),
+        "cat | errkb enrich": (f"cat {q(str(log))} | {timed_errkb} > /dev/null", "enrich --db", n),
+        "cat | errkb enrich --batch 64": (f"cat {q(str(log))} | {timed_errkb} --batch 64 > /dev/null", "enrich --db", n),
+        "cat | errkb enrich --flush": (f"cat {q(str(flush_log))} | {timed_errkb} --flush > /dev/null", "enrich --db", args.flush_lines),
     }
     stream_rows = {}
+    tf.unlink(missing_ok=True)
+    empty = run_measured(f"{timed_errkb} < /dev/null > /dev/null", None, time_file=tf)
+    results["warm_start_cpu_s"] = empty["cpu_s"]
     for name, (cmd, sample, lines) in runs.items():
-        m = run_measured(cmd, sample)
+        tf.unlink(missing_ok=True)
+        m = run_measured(cmd, sample, time_file=tf if sample else None)
         m["lines_per_s"] = round(lines / m["wall_s"])
         m["lines_per_s_excl_start"] = round(lines / max(m["wall_s"] - results["warm_start_s"], 1e-9)) if sample else None
+        if "cpu_s" in m:
+            # errkb's own CPU seconds, start-up excluded: lines/s on one core, free of the
+            # waiting a shared machine adds to wall time.
+            m["lines_per_cpu_s"] = round(lines / max(m["cpu_s"] - results["warm_start_cpu_s"], 1e-9))
         stream_rows[name] = m
         print(f"  {name:34s} {m['lines_per_s']:>10,} lines/s  {m.get('peak_rss_mb', '-')} MB", flush=True)
     results["stream"] = stream_rows
@@ -396,12 +418,15 @@ def main() -> None:
         arch = {}
         for name, cmd, rows in (
             ("duckdb copy (I/O only)", copy_cmd + f"{q(str(archive))} {q(str(work / 'copy.parquet'))}", args.archive_lines),
-            ("errkb enrich --workers 1", f"{q(ERRKB)} enrich --db {q(str(db))} -q --workers 1 --input {q(str(archive))} --output {q(str(work / 'out1.parquet'))}", args.archive_lines),
-            ("errkb enrich --workers 2", f"{q(ERRKB)} enrich --db {q(str(db))} -q --workers 2 --input {q(str(archive))} --output {q(str(work / 'out2.parquet'))}", args.archive_lines),
-            ("errkb enrich --workers 2 (1/10 size)", f"{q(ERRKB)} enrich --db {q(str(db))} -q --workers 2 --input {q(str(small))} --output {q(str(work / 'out-small.parquet'))}", max(args.archive_lines // 10, 1)),
+            ("errkb enrich --workers 1", f"{timed(q(ERRKB), tf)} enrich --db {q(str(db))} -q --workers 1 --input {q(str(archive))} --output {q(str(work / 'out1.parquet'))}", args.archive_lines),
+            ("errkb enrich --workers 2", f"{timed(q(ERRKB), tf)} enrich --db {q(str(db))} -q --workers 2 --input {q(str(archive))} --output {q(str(work / 'out2.parquet'))}", args.archive_lines),
+            ("errkb enrich --workers 2 (1/10 size)", f"{timed(q(ERRKB), tf)} enrich --db {q(str(db))} -q --workers 2 --input {q(str(small))} --output {q(str(work / 'out-small.parquet'))}", max(args.archive_lines // 10, 1)),
         ):
-            m = run_measured(cmd, "duckdb_copy.py" if name.startswith("duckdb") else "enrich --db")
+            tf.unlink(missing_ok=True)
+            m = run_measured(cmd, "duckdb_copy.py" if name.startswith("duckdb") else "enrich --db", time_file=tf)
             m["rows_per_s"] = round(rows / m["wall_s"])
+            if "cpu_s" in m:
+                m["rows_per_cpu_s"] = round(rows / max(m["cpu_s"], 1e-9))
             arch[name] = m
             print(f"  {name:38s} {m['rows_per_s']:>10,} rows/s  peak {m.get('peak_rss_mb', '-')} MB", flush=True)
         results["archive"] = arch
@@ -418,10 +443,12 @@ def report(r: dict) -> None:
           f"log: {r['lines']:,} lines, {r['log_mb']} MB; start-up: first {r['first_start_s']} s (index compiled), "
           f"warm {r['warm_start_s']} s")
     base = r["stream"]["cat | cat"]["lines_per_s"]
-    print(f"\n{'streaming (errkb on one core)':40s} {'lines/s':>10s} {'excl. start':>12s} {'vs cat':>8s} {'peak MB':>8s}  RSS at 25/50/75/100%")
+    print(f"\n{'streaming (errkb on one core)':34s} {'lines/s':>10s} {'excl.start':>10s} {'per CPU s':>10s} {'vs cat':>7s} {'peak MB':>8s}  RSS at 25/50/75/100%")
     for name, m in r["stream"].items():
         excl = f"{m['lines_per_s_excl_start']:,}" if m.get("lines_per_s_excl_start") else "-"
-        print(f"{name:40s} {m['lines_per_s']:>10,} {excl:>12s} {m['lines_per_s'] / base:>8.3f} {m.get('peak_rss_mb', '-')!s:>8s}  {m.get('rss_quartiles_mb', '')}")
+        cpu = f"{m['lines_per_cpu_s']:,}" if m.get("lines_per_cpu_s") else "-"
+        print(f"{name:34s} {m['lines_per_s']:>10,} {excl:>10s} {cpu:>10s} {m['lines_per_s'] / base:>7.3f} "
+              f"{m.get('own_peak_rss_mb', m.get('peak_rss_mb', '-'))!s:>8s}  {m.get('rss_quartiles_mb', '')}")
     ip = r["in_process"]
     re_loop = ip["re_loop"]
     print(f"\nmatched lines: {ip['matched_lines']:,} of {ip['lines']:,} ({100 * ip['matched_share']:.1f}%)")
@@ -433,9 +460,9 @@ def report(r: dict) -> None:
     print(f"latency to a live consumer: default p50 {lat['default']['p50_ms']} ms / p99 {lat['default']['p99_ms']} ms; "
           f"--flush p50 {lat['--flush']['p50_ms']} ms / p99 {lat['--flush']['p99_ms']} ms")
     if "archive" in r:
-        print(f"\n{'batch path (Parquet ' + str(r['archive_mb']) + ' MB)':40s} {'rows/s':>10s} {'peak MB':>8s}")
+        print(f"\n{'batch path (Parquet ' + str(r['archive_mb']) + ' MB)':40s} {'rows/s':>10s} {'CPU s':>7s} {'tree peak MB':>13s}")
         for name, m in r["archive"].items():
-            print(f"{name:40s} {m['rows_per_s']:>10,} {m.get('peak_rss_mb', '-')!s:>8s}")
+            print(f"{name:40s} {m['rows_per_s']:>10,} {m.get('cpu_s', '-')!s:>7s} {m.get('peak_rss_mb', '-')!s:>13s}")
     print(f"\nload average at start: {r['loadavg_at_start']}")
 
 
