@@ -232,3 +232,12 @@ def test_parse_since():
     assert parse_since("90m", now) == now - dt.timedelta(minutes=90)
     assert parse_since("2026-11-01", now) == dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
     assert parse_since("2026-11-01T10:00:00Z", now) == dt.datetime(2026, 11, 1, 10, tzinfo=dt.timezone.utc)
+
+
+def test_without_pyarrow_the_archive_path_says_how_to_install_it(store_db, jsonl, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # what `import pyarrow` meets where it is not installed
+    result = CliRunner().invoke(cli, ["enrich", "--db", str(store_db), "--input", str(jsonl), "--output", str(tmp_path / "o.parquet")])
+    assert result.exit_code == 2
+    assert result.stderr == "Error: the archive path needs pyarrow: pip install 'errkb[archive]'\n"
