@@ -64,6 +64,9 @@ _MAGIC = b"ERRKB-MATCHER\n"
 # are counted in `bounded_timeouts` / `bounded_skipped`.
 BOUNDED_MAX_CHARS = 1_000_000
 BOUNDED_TIMEOUT_S = 0.05
+# Where `re` stands in for RE2 on a linear-safe pattern (Unicode \b on non-ASCII text),
+# only texts up to this long: `re` is not linear-time, this bounds its worst case.
+RE_FALLBACK_MAX_CHARS = 4096
 # A pasted text longer than this is matched on its head and its tail (where a
 # traceback's final exception line is): no real message is megabytes long.
 MAX_TEXT_CHARS = 1 << 20
@@ -236,7 +239,9 @@ class Matcher:
         self._full_bytes: list[bytes] = []
         self._full_chunk_of: dict[int, int] = {}  # entry index -> chunk
         self._aho = None
-        self._compiled: dict[int, object] = {}
+        self._compiled: dict[int, object] = {}  # RE2 programs, compiled on first use
+        self._compiled_re: dict[int, object] = {}
+        self._compiled_bounded: dict[int, object] = {}
         self._records: dict[str, dict] | None = None
         self._resolve: Callable[[str], dict | None] | None = None
 
@@ -596,7 +601,7 @@ class Matcher:
                 scanned_chunks = set()
             for ei in entry_ids:
                 entry = entries[ei]
-                if use_re2 and not entry.bounded and not (entry.ascii_only and not line.isascii()):
+                if use_re2 and not entry.bounded and (not entry.ascii_only or (line and line.isascii())):
                     if raw_bytes is None:
                         raw_bytes = line.encode("utf-8")
                     chunk = chunk_of.get(ei) if full is not None else None
@@ -764,7 +769,7 @@ class Matcher:
     def _search(self, ei: int, text: str) -> tuple[int, int] | None:
         """Exact search of one entry's pattern in one text: the span, or None."""
         entry = self.entries[ei]
-        if not entry.bounded and self.confirm == "re2" and not (entry.ascii_only and not text.isascii()):
+        if not entry.bounded and self.confirm == "re2" and (not entry.ascii_only or (text and text.isascii())):
             data = text.encode("utf-8")
             compiled = self._compiled.get(ei)
             if compiled is None:
@@ -777,17 +782,21 @@ class Matcher:
             if entry.re2_pattern.endswith("(?:\\x{a}?\\z)") and text[char_start:char_end].endswith("\n") and char_end == len(text):
                 char_end -= 1  # re's $ sits before the final newline; report re's span
             return char_start, char_end
-        # Without RE2 (the pure-Python path) `re` confirms, except the patterns that are
-        # exponential in a backtracking engine: those go to the bounded path too.
-        if entry.bounded or self.confirm == "re2" or (entry.exponential and _regex is not None):
+        # `re` decides where RE2 cannot: the pure-Python path, and RE2-translated patterns
+        # with a Unicode \b on non-ASCII text (RE2's \b is ASCII-only), there only on
+        # texts up to RE_FALLBACK_MAX_CHARS. Patterns exponential in a backtracking
+        # engine, and everything needing backtracking, take the bounded path.
+        use_re = not entry.bounded and not (entry.exponential and _regex is not None) and (
+            self.confirm == "re" or len(text) <= RE_FALLBACK_MAX_CHARS)
+        if not use_re:
             return self._bounded_search(ei, text)
         m = self._python_re(ei).search(text)
         return m.span() if m else None
 
     def _bounded_search(self, ei: int, text: str) -> tuple[int, int] | None:
-        compiled = self._compiled.get(ei)
+        compiled = self._compiled_bounded.get(ei)
         if compiled is None:
-            compiled = self._compiled[ei] = _regex.compile(self.entries[ei].pattern, flags=_regex.VERSION0)
+            compiled = self._compiled_bounded[ei] = _regex.compile(self.entries[ei].pattern, flags=_regex.VERSION0)
         if len(text) > BOUNDED_MAX_CHARS:
             self.bounded_skipped += 1
             return None
@@ -799,9 +808,9 @@ class Matcher:
         return m.span() if m else None
 
     def _python_re(self, ei: int):
-        compiled = self._compiled.get(ei)
+        compiled = self._compiled_re.get(ei)
         if compiled is None:
-            compiled = self._compiled[ei] = _re.compile(self.entries[ei].pattern)
+            compiled = self._compiled_re[ei] = _re.compile(self.entries[ei].pattern)
         return compiled
 
     def _search_forms(self, ei: int, forms: list[normalize.Message]) -> tuple[normalize.Message, tuple[int, int]] | None:
