@@ -77,6 +77,10 @@ def _reject_constant(name: str):
 _decode_json = json.JSONDecoder(parse_constant=_reject_constant).decode
 
 
+class EnrichError(Exception):
+    """Bad usage or input of ``errkb enrich``; the message is one line for the user."""
+
+
 # -- what a match adds to a line -----------------------------------------------
 
 
@@ -395,11 +399,25 @@ class _Output:
 
     def write(self, text: str) -> None:
         data = text.encode("utf-8")
-        if self.fd is not None:
-            _write_all(self.fd, data)
-        else:
-            self.buffer.write(data)
-            self.buffer.flush()
+        try:
+            if self.fd is not None:
+                _write_all(self.fd, data)
+            else:
+                self.buffer.write(data)
+                self.buffer.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:  # a full disk, a vanished mount: say so in one line
+            raise EnrichError(f"{_name_of(self.stream)}: cannot write: {e.strerror}") from e
+
+
+def _name_of(stream: Any) -> str:
+    name = getattr(stream, "name", None)
+    if name in (0, "<stdin>") or stream is sys.stdin:
+        return "stdin"
+    if name in (1, "<stdout>") or stream is sys.stdout:
+        return "stdout"
+    return str(name) if name is not None else "stream"
 
 
 def _input_fd(source: Any) -> int | None:
@@ -507,7 +525,7 @@ def _chunks(source: Any, signals: _Signals, on_idle: Callable[[], None]) -> Iter
         except OSError as e:
             if e.errno == errno.EIO:  # a closed terminal
                 return
-            raise
+            raise EnrichError(f"{_name_of(source)}: cannot read: {e.strerror}") from e
         if not chunk:
             return
         yield chunk
@@ -644,10 +662,6 @@ def enrich_records(
 # -- the command's entry point -------------------------------------------------------
 
 
-class EnrichError(Exception):
-    """Bad usage or input of ``errkb enrich``; the message is one line for the user."""
-
-
 def load_matcher(store: Any):
     """The store's compiled matcher (cached on disk by dataset hash)."""
     from errkb.match import Matcher, MatcherError
@@ -662,6 +676,8 @@ def _open_inputs(files: Sequence[str], stdin: IO) -> Iterator[Any]:
     """Each input in turn, opened when its turn comes (``-`` or none: stdin)."""
     for name in files or ["-"]:
         if str(name) == "-":
+            if stdin is None:  # started with stdin closed (`<&-`)
+                raise EnrichError("stdin: closed; pipe lines in or name FILEs")
             yield stdin
             continue
         try:

@@ -396,3 +396,10 @@ def test_flush_writes_each_line_on_its_own(store_db):
     finally:
         proc.kill()
     assert got == ["a", "b", "c"]
+
+
+def test_closed_stdin_and_full_disk_are_one_line_errors(store_db):
+    closed = subprocess.run(f"{ERRKB_BIN} enrich --db {store_db} <&-", shell=True, capture_output=True, timeout=60)
+    assert (closed.returncode, closed.stderr) == (2, b"Error: stdin: closed; pipe lines in or name FILEs\n")
+    full = subprocess.run(f"echo hello | {ERRKB_BIN} enrich --db {store_db} > /dev/full", shell=True, capture_output=True, timeout=60)
+    assert (full.returncode, full.stderr) == (2, b"Error: stdout: cannot write: No space left on device\n")
