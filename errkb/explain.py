@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -484,8 +485,8 @@ def _explain_log(bundle: KnowledgeBundle, lines: Iterator, all_matches: bool) ->
     for message, matches in _match_log(bundle.matcher, lines):
         last_line = message.last_line
         if not matches:
-            if message.error_class and len(unmatched) < NEAR_CANDIDATES_FROM_LOG and message.text not in unmatched:
-                unmatched[message.text] = [c.text for c in message.candidates][-4:] or [message.text]
+            if len(unmatched) < NEAR_CANDIDATES_FROM_LOG:
+                _keep_unmatched(message, unmatched)
             continue
         for m in matches if all_matches else matches[:1]:
             occ = counts.get(m.record_id)
@@ -506,22 +507,80 @@ def _explain_log(bundle: KnowledgeBundle, lines: Iterator, all_matches: bool) ->
     return Explanation("log", found, near, last_line, bundle.skipped, [], bundle.dataset_hash)
 
 
-def _match_log(matcher, lines: Iterator) -> Iterator[tuple]:
-    """(message, matches) for every message of a log, in batches bounded in count
-    *and* bytes (``Matcher.match_log`` bounds the count only: 4096 lines of 1 MiB
-    would be 4 GiB at once)."""
-    from errkb.normalize import iter_messages
+def _keep_unmatched(message, unmatched: dict[str, list[str]]) -> None:
+    """Keep the forms of an unmatched message that names an error class (near-match
+    candidates). Lines from the fast path carry no forms yet: computed here, rarely."""
+    forms = message.candidates
+    error_class = message.error_class
+    if not forms and message.kind == "line" and _ERROR_HINTS.search(message.raw):
+        from errkb.normalize import line_messages
 
-    pending: list = []
-    size = 0
-    for message in iter_messages(lines):
-        pending.append(message)
-        size += len(message.raw) + len(message.text)
-        if len(pending) >= LOG_BATCH_MESSAGES or size >= LOG_BATCH_BYTES:
-            yield from _match_batch(matcher, pending)
-            pending, size = [], 0
-    if pending:
-        yield from _match_batch(matcher, pending)
+        forms = line_messages(message.raw)
+        error_class = next((m.error_class for m in reversed(forms) if m.error_class), None)
+    if error_class and forms:
+        text = forms[-1].text
+        if text not in unmatched:
+            unmatched[text] = [c.text for c in forms][-4:]
+
+
+def _match_log(matcher, lines: Iterator) -> Iterator[tuple]:
+    """(message, matches) for every message of a log, as ``normalize.iter_messages``
+    groups them (one per line, one per traceback block), in batches bounded in count
+    *and* bytes (``Matcher.match_log`` bounds the count only: 4096 lines of 1 MiB
+    would be 4 GiB at once).
+
+    Lines are grouped only where a traceback starts: until a line holds a traceback
+    header, each line is its own message, so a batch of plain lines goes straight to
+    ``Matcher.match_lines`` (about 15x faster than normalising each line first). From
+    a header on, ``iter_messages`` reads the stream until the block is over and hands
+    back the first plain line after it. tests/test_explain_log.py checks that both give
+    the same messages and matches as ``iter_messages`` alone.
+    """
+    from errkb.normalize import LogMessage, iter_messages, strip_ansi, to_text
+
+    source = iter(lines)
+    number = 0
+    while True:
+        batch: list[str] = []
+        size = 0
+        header: str | None = None
+        for raw in source:
+            line = to_text(raw).rstrip("\r\n")
+            if _TRACEBACK_HEADER in line or ("\x1b" in line and _TRACEBACK_HEADER in strip_ansi(line)):
+                header = line
+                break
+            batch.append(line)
+            size += len(line)
+            if len(batch) >= LOG_BATCH_MESSAGES or size >= LOG_BATCH_BYTES:
+                break
+        if batch:
+            for k, (line, matches) in enumerate(zip(batch, matcher.match_lines(batch)), number + 1):
+                yield LogMessage(k, k, line, None, "line", line, []), matches
+            number += len(batch)
+        if header is not None:
+            # iter_messages yields a plain line only once no block is open, having read
+            # nothing past it: from there the fast path can take over again.
+            pending: list = []
+            pending_size = 0
+            for message in iter_messages(itertools.chain([header], source), start=number + 1):
+                pending.append(message)
+                pending_size += len(message.raw) + len(message.text)
+                number = message.last_line
+                if message.kind == "line" or len(pending) >= LOG_BATCH_MESSAGES or pending_size >= LOG_BATCH_BYTES:
+                    yield from _match_batch(matcher, pending)
+                    pending, pending_size = [], 0
+                    if message.kind == "line":
+                        break
+            if pending:
+                yield from _match_batch(matcher, pending)
+        elif not batch:
+            return
+
+
+_TRACEBACK_HEADER = "Traceback (most recent call last):"
+# Substrings of the error-class names `normalize` recognises outside a traceback: an
+# unmatched line without any of them cannot name an error class.
+_ERROR_HINTS = re.compile("Err|Exception|Warning|Exit|Interrupt|Fault|Failure|Iteration|Timeout|Refused|Denied|NotFound|Exists")
 
 
 def _match_batch(matcher, messages: list) -> Iterator[tuple]:

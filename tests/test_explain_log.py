@@ -230,3 +230,49 @@ def test_read_lines_matches_split_for_any_bytes(monkeypatch):
         assert stats.long_line_count == sum(1 for w in want if mark in w and len(w) == 12 + len(mark))
 
     check()
+
+
+def test_fast_log_path_agrees_with_iter_messages(db, monkeypatch):
+    """Differential: the batched fast path gives the messages (line ranges, kinds),
+    matches and near-match candidates that iter_messages + exact matching give."""
+    from hypothesis import given, settings, strategies as st
+
+    import errkb.explain as ex
+    from errkb.normalize import iter_messages
+
+    bundle = ex.KnowledgeBundle.open(db)
+    drifted = SEED_MESSAGE.replace("trtllm", "nccl")
+    vocab = NOISE + [
+        f"ValueError: {SEED_MESSAGE}", f"[rank0]: ValueError: {SEED_MESSAGE}", f"Please use 'mnnvl' backend instead.",
+        "Traceback (most recent call last):", "\x1b[31mTraceback (most recent call last):\x1b[0m",
+        "2026-08-14 21:17:39 ERROR Traceback (most recent call last):",
+        '  File "/app/x.py", line 1, in f', "    raise ValueError(", "    ^^^^^^^^", "",
+        "The above exception was the direct cause of the following exception:",
+        "During handling of the above exception, another exception occurred:",
+        "RuntimeError: boom", "KeyError: 'x'", f"ValueError: {drifted}", "continued message text\r",
+    ]
+
+    def reference(lines):
+        out, unmatched = [], {}
+        messages = list(iter_messages(lines))
+        for message, matches in ex._match_batch(bundle.matcher, messages):
+            out.append((message.first_line, message.last_line, message.kind, [m.record_id for m in matches]))
+            if not matches and len(unmatched) < ex.NEAR_CANDIDATES_FROM_LOG:
+                ex._keep_unmatched(message, unmatched)
+        return out, unmatched
+
+    def fast(lines):
+        out, unmatched = [], {}
+        for message, matches in ex._match_log(bundle.matcher, iter(lines)):
+            out.append((message.first_line, message.last_line, message.kind, [m.record_id for m in matches]))
+            if not matches and len(unmatched) < ex.NEAR_CANDIDATES_FROM_LOG:
+                ex._keep_unmatched(message, unmatched)
+        return out, unmatched
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.lists(st.sampled_from(vocab), max_size=60), st.sampled_from([2, 3, 7, 4096]))
+    def check(lines, batch):
+        monkeypatch.setattr(ex, "LOG_BATCH_MESSAGES", batch)
+        assert fast(lines) == reference(lines)
+
+    check()
