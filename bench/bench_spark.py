@@ -54,8 +54,9 @@ print(json.dumps({"seconds": t3 - t0, "import_s": t1 - t0, "load_s": t2 - t1, "j
 """
 
 SPARK = """
-import json, sys, time
+import json, os, sys, time
 t0 = time.perf_counter()
+os.environ["PYSPARK_PYTHON"] = sys.executable
 from pyspark.sql import SparkSession
 from errkb.spark import enrich_with_stats, index_file
 spark = (SparkSession.builder.master(sys.argv[4]).appName("errkb-bench")

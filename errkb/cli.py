@@ -522,7 +522,7 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
 @db_option
 @json_option
 def spark_enrich(input_path, output_path, master, column, input_format, index_path, site_url, overwrite, db_path, as_json):
-    """Enrich a log archive on Apache Spark; write it as Parquet with the errkb columns.
+    """Enrich a log archive on Apache Spark; write it as Parquet with the errkb column.
 
     Needs `pip install 'errkb[spark]'` and Java 17. Exit 0 when the output is written.
     """

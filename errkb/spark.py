@@ -592,12 +592,19 @@ def _session(master: str | None) -> tuple["SparkSession", bool]:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
+    import sys
+
     builder = SparkSession.builder.appName("errkb spark-enrich")
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit set master and Python
     if master is not None:
         builder = builder.master(master)
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ:
-        # Not launched by spark-submit (which sets the master): run on this machine.
+    elif not submitted:
         builder = builder.master("local[*]")
+    if not submitted and not os.environ.get("PYSPARK_PYTHON"):
+        # Python workers default to `python3` on PATH, which need not be the
+        # interpreter errkb is installed in (a venv used without activating it);
+        # PySpark reads only this variable for them.
+        os.environ["PYSPARK_PYTHON"] = sys.executable
     return builder.getOrCreate(), True
 
 
@@ -666,6 +673,11 @@ if __name__ == "__main__":
     # file, not a console script. The job itself runs from the imported errkb.spark (so
     # executors unpickle its functions by reference), this block only dispatches.
     import sys
+
+    # Run as a file, Python put errkb/ itself first on sys.path, where its modules
+    # would shadow top-level names (site, search, ...): take it off before importing.
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
 
     from errkb.cli import cli
 

@@ -53,6 +53,9 @@ def spark(tmp_path_factory):
 
     if SparkSession.getActiveSession() is not None:
         pytest.fail("another SparkSession is active; this module owns the only one")
+    # Workers run PYSPARK_PYTHON (default: python3 on PATH); make it this interpreter.
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master("local[2]")
         .appName("errkb-tests")
@@ -68,6 +71,7 @@ def spark(tmp_path_factory):
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    monkeypatch.undo()
 
 
 @pytest.fixture(scope="module")
