@@ -160,10 +160,29 @@ class RecordFile:
         return len(offsets)
 
 
-class KnowledgeBundle:
-    """The compiled matcher, the records and the near-match index of one dataset version."""
+class RecordMap:
+    """Records held in memory: what a call serves from when the cache cannot be written."""
 
-    def __init__(self, folder: Path, matcher, records: RecordFile, dataset_hash: str) -> None:
+    def __init__(self, records: Iterable[dict]) -> None:
+        self._by_id = {str(r.get("id")): r for r in records}
+
+    def get(self, record_id: str) -> dict | None:
+        return self._by_id.get(record_id)
+
+    def all(self) -> Iterator[dict]:
+        return iter(self._by_id.values())
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+
+class KnowledgeBundle:
+    """The compiled matcher, the records and the near-match index of one dataset version.
+
+    ``folder`` is None for a bundle served from memory (an unwritable cache folder).
+    """
+
+    def __init__(self, folder: Path | None, matcher, records: RecordFile | RecordMap, dataset_hash: str) -> None:
         self.folder = folder
         self.matcher = matcher
         self.records = records
@@ -178,6 +197,8 @@ class KnowledgeBundle:
     def similar(self):
         from errkb.similar import SimilarIndex
 
+        if self._similar is None and self.folder is None:
+            self._similar = SimilarIndex.from_records(self.records.all())
         if self._similar is None:
             path = self.folder / "similar.json"
             try:
@@ -250,8 +271,8 @@ class KnowledgeBundle:
         _mark_fresh(db, cache, dataset_hash)
         if bundle is None:
             bundle = cls._load(folder, dataset_hash)
-            if bundle is None:  # an unwritable cache folder: serve from memory
-                raise ExplainError(f"{cache}: cannot write the explain cache (check permissions)")
+            if bundle is None:  # an unwritable cache folder: slower, still right
+                bundle = cls(None, matcher, RecordMap(records), dataset_hash)
         return bundle
 
 

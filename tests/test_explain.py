@@ -336,3 +336,20 @@ def test_draft_record_shows_where_it_is_raised_and_says_it_is_a_draft(tmp_path, 
     assert f"\nWhere it is raised\n  {SEED_FILE_PATH}:221\n" in r.output
     for heading in ("What it is", "Why it happens", "How to fix", "Example fix", "Validate the fix", "Prevention"):
         assert heading not in r.output
+
+
+def test_unwritable_cache_still_answers(tmp_path, monkeypatch):
+    """When the bundle cannot be written next to the store, the call is served from memory."""
+    import errkb.explain as ex
+
+    db = tmp_path / "s.duckdb"
+    with Store.open(db) as store:
+        store.ingest([REPO / "data"])
+    monkeypatch.setattr(ex, "_write_bundle", lambda *a, **k: None)
+    r = run(["--json", SEED_MESSAGE], db)
+    assert r.exit_code == 0
+    assert json.loads(r.output)["matches"][0]["record"]["id"] == SEED_ID
+    r = run(["--json", SEED_MESSAGE.replace("trtllm", "nccl")], db)
+    assert r.exit_code == 1
+    assert json.loads(r.output)["nearMatches"][0]["id"] == SEED_ID
+    assert not list((tmp_path / "s.duckdb.cache").glob("explain-v*"))
