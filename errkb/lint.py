@@ -160,6 +160,9 @@ MAX_SELF_MATCH_MESSAGE = 4096
 
 def _self_match(analysis: patterns.PatternAnalysis, message: str) -> bool | None:
     """Does the pattern match its message? None when that cannot be decided safely."""
+    if analysis.gap_plan is not None and "\n" not in message:
+        # Literals and placeholders only: decided by str.find, exactly and linearly.
+        return patterns.gap_match(message, analysis.gap_plan)
     if not analysis.exponential_in_re and analysis.unbounded_repeats <= 1 and len(message) <= MAX_SELF_MATCH_MESSAGE:
         # At most one unbounded repeat: quadratic at worst in `re` on a bounded
         # text, with `re`'s exact semantics. Anything else gets a time bound.

@@ -68,6 +68,9 @@ class PatternAnalysis:
     # Zero-width assertions (^ $ \A \Z \b \B) make a match depend on what surrounds it,
     # so a match inside a longer text does not imply one in the message alone.
     has_assertions: bool = False
+    # For the common shape "literal, (.+?), literal, ..." (optionally ^...$): the plan
+    # that decides a match on one line without a regex engine (see gap_match).
+    gap_plan: tuple | None = None
 
     @property
     def linear_safe(self) -> bool:
@@ -94,11 +97,13 @@ def _analyze_simple(pattern: str) -> PatternAnalysis | None:
     anchored_start = body.startswith("^")
     if anchored_start:
         body = body[1:]
-    anchored_end = body.endswith("$") and not body.endswith("\\$")
+    # "$" ends an anchor unless escaped: an odd run of backslashes before it.
+    anchored_end = body.endswith("$") and (len(body) - 1 - len(body[:-1].rstrip("\\"))) % 2 == 0
     if anchored_end:
         body = body[:-1]
     factors: list[str] = []
     run: list[str] = []
+    flat: list = ["^"] if anchored_start else []
     wildcards = plus = pos = 0
     for m in _SIMPLE_TOKENS.finditer(body):
         if m.start() != pos:
@@ -106,10 +111,13 @@ def _analyze_simple(pattern: str) -> PatternAnalysis | None:
         pos = m.end()
         escaped, plain, star_or_plus = m.groups()
         if star_or_plus is None:
-            run.append(escaped if escaped is not None else plain)
+            char = escaped if escaped is not None else plain
+            run.append(char)
+            flat.append(char)
             continue
         wildcards += 1
         plus += star_or_plus == "+"
+        flat.append(int(star_or_plus == "+"))
         if run:
             factors.append("".join(run))
             run.clear()
@@ -117,6 +125,8 @@ def _analyze_simple(pattern: str) -> PatternAnalysis | None:
         return None
     if run:
         factors.append("".join(run))
+    if anchored_end:
+        flat.append("$")
     literal_chars = sum(len(f) for f in factors)
     matches_empty = literal_chars == 0 and plus == 0
     return PatternAnalysis(
@@ -129,6 +139,7 @@ def _analyze_simple(pattern: str) -> PatternAnalysis | None:
         anchored_end=anchored_end,
         unbounded_repeats=wildcards,
         has_assertions=anchored_start or anchored_end,
+        gap_plan=_plan_from_flat(flat),
     )
 
 
@@ -175,6 +186,7 @@ def analyze(pattern: str, translate: bool = True) -> PatternAnalysis:
     result.anchored_start = bool(items) and items[0][0] is C.AT and items[0][1] in (C.AT_BEGINNING, C.AT_BEGINNING_STRING)
     result.anchored_end = bool(items) and items[-1][0] is C.AT and items[-1][1] in (C.AT_END, C.AT_END_STRING)
 
+    result.gap_plan = _gap_plan(items, flags)
     if result.needs_backtracking:
         result.re2_issue = "needs backtracking: " + ", ".join(result.backtracking_reasons)
     elif translate:
@@ -589,3 +601,124 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             out.append((lo, hi))
     return out
+
+
+# ---------------------------------------------------------------------------------
+# Literals separated by "any characters" gaps: decided with str.find, no regex.
+
+
+def _gap_plan(items, flags: int) -> tuple | None:
+    """(anchored_start, anchored_end, lead, literals, gaps, tail) for patterns made only
+    of literal text and unbounded any-character repeats (``(.+?)``, ``.*``), else None.
+
+    lead/tail: None when the pattern starts/ends with a literal, else the minimum
+    number of characters the gap needs; gaps[i]: minimum characters between
+    literals[i] and literals[i + 1]."""
+    if flags & (re.IGNORECASE | re.MULTILINE):
+        return None
+    flat: list = []
+    if not _flatten_gaps(items, flags, flat):
+        return None
+    return _plan_from_flat(flat)
+
+
+def _plan_from_flat(flat: list) -> tuple | None:
+    """The gap plan of a flat token list: characters, gap minimums (int), "^", "$"."""
+    anchored_start = anchored_end = False
+    if flat and flat[0] == "^":
+        anchored_start = True
+        flat = flat[1:]
+    if flat and flat[-1] == "$":
+        anchored_end = True
+        flat = flat[:-1]
+    if "^" in flat or "$" in flat:
+        return None
+    lead = tail = None
+    literals: list[str] = []
+    gaps: list[int] = []
+    pending_gap: int | None = None
+    for token in flat:
+        if isinstance(token, int):
+            pending_gap = token if pending_gap is None else pending_gap + token
+            continue
+        if literals and pending_gap is None:
+            literals[-1] += token
+            continue
+        if not literals:
+            lead = pending_gap
+        else:
+            gaps.append(pending_gap)
+        literals.append(token)
+        pending_gap = None
+    if literals:
+        tail = pending_gap
+    else:
+        lead = pending_gap
+    return anchored_start, anchored_end, lead, tuple(literals), tuple(gaps), tail
+
+
+def _flatten_gaps(items, flags: int, out: list) -> bool:
+    for op, av in items:
+        if op is C.LITERAL:
+            out.append(chr(av))
+        elif op is C.SUBPATTERN:
+            _group, add, delete, sub = av
+            if add or delete:
+                return False
+            if not _flatten_gaps(list(sub), flags, out):
+                return False
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT):
+            lo, hi, sub = av
+            inner = list(sub)
+            if hi is not C.MAXREPEAT or len(inner) != 1 or inner[0][0] is not C.ANY:
+                return False
+            out.append(lo)
+        elif op is C.AT and av in (C.AT_BEGINNING, C.AT_BEGINNING_STRING):
+            out.append("^")
+        elif op is C.AT and av in (C.AT_END, C.AT_END_STRING):
+            out.append("$")
+        else:
+            return False
+    return True
+
+
+def gap_match(text: str, plan: tuple) -> bool:
+    """Whether a gap-plan pattern matches `text`, exactly as re.search would, for a
+    text WITHOUT newlines (the caller checks). Linear: one str.find per literal.
+
+    Placing every literal at its earliest possible position is optimal because the
+    gaps only have lower bounds, so the greedy scan decides existence exactly."""
+    anchored_start, anchored_end, lead, literals, gaps, tail = plan
+    n = len(text)
+    if not literals:
+        need = lead or 0
+        if anchored_start and anchored_end:
+            return n >= need if lead is not None else n == 0
+        return n >= need
+    last_index = len(literals) - 1
+    pos = 0
+    for i, lit in enumerate(literals):
+        if i == last_index and anchored_end and tail is None:
+            # the last literal must end the text, no earlier than the greedy position
+            earliest = pos + (gaps[i - 1] if i else (lead or 0))
+            start = n - len(lit)
+            if start < earliest or not text.endswith(lit):
+                return False
+            if i == 0 and anchored_start and lead is None:
+                return start == 0
+            return True
+        if i == 0:
+            if anchored_start and lead is None:
+                if not text.startswith(lit):
+                    return False
+                start = 0
+            else:
+                start = text.find(lit, lead or 0)
+        else:
+            start = text.find(lit, pos + gaps[i - 1])
+        if start < 0:
+            return False
+        pos = start + len(lit)
+    if tail is not None:
+        return n - pos >= tail
+    return True

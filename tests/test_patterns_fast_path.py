@@ -59,3 +59,29 @@ def test_fast_path_equals_full_analysis_on_real_patterns():
         checked += 1
         assert _comparable(fast) == _comparable(patterns.analyze(pattern, translate=True)), pattern
     assert checked > 4000
+
+
+# -- the fast path's gap plan decides matches like re.search ----------------------
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+_pieces = st.lists(
+    st.one_of(
+        st.sampled_from(["(.+?)", "(.*?)"]),
+        st.text(alphabet="ab. '()\\", min_size=1, max_size=3).map(lambda t: "".join("\\" + c if c in ".()\\" else c for c in t)),
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=_pieces, start=st.booleans(), end=st.booleans(), text=st.text(alphabet="ab. '()\\x", max_size=12))
+def test_fast_path_gap_plan_agrees_with_re_search(pieces, start, end, text):
+    import re
+
+    pattern = ("^" if start else "") + "".join(pieces) + ("$" if end else "")
+    analysis = patterns._analyze_simple(pattern)
+    assert analysis is not None, pattern
+    assert analysis.gap_plan == patterns.analyze(pattern).gap_plan
+    assert patterns.gap_match(text, analysis.gap_plan) == (re.search(pattern, text) is not None), (pattern, text)
