@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from errkb import normalize
-from errkb.patterns import analyze
+from errkb.patterns import analyze, gap_match
 
 try:
     import hyperscan
@@ -56,7 +56,7 @@ except ImportError:
     _regex = None
 import re as _re
 
-INDEX_FORMAT = 2
+INDEX_FORMAT = 3
 _MAGIC = b"ERRKB-MATCHER\n"
 # The bounded path (patterns that need backtracking) gives up on one text after
 # BOUNDED_TIMEOUT_S and does not run at all on texts longer than BOUNDED_MAX_CHARS
@@ -190,7 +190,7 @@ class _Entry:
     """What the matcher keeps per record (not the record itself)."""
 
     __slots__ = ("record_id", "slug", "repo", "error_class", "severity", "pattern", "re2_pattern",
-                 "ascii_only", "needs_context", "bounded", "literal_chars", "hints", "specificity", "exponential")
+                 "ascii_only", "needs_context", "bounded", "literal_chars", "hints", "specificity", "exponential", "gap_plan")
 
     FIELDS = __slots__
 
@@ -278,6 +278,7 @@ class Matcher:
                 re2_pattern=a.re2_pattern, ascii_only=a.re2_ascii_only,
                 needs_context=a.has_assertions or bounded, bounded=bounded,
                 literal_chars=a.literal_chars, hints=_hints_for(record), exponential=a.exponential_in_re,
+                gap_plan=a.gap_plan,
                 specificity=min(a.literal_chars, 120) / 120.0,
             )
             if not bounded and m.confirm == "re2":
@@ -567,10 +568,11 @@ class Matcher:
         results: list = [_NO_MATCHES] * n
         if not self.entries:
             return results
-        lines, joined = _clean_lines(lines)
-        extra, extra_owners = ([], []) if raw else _rewritten_forms(lines, joined)
-        if self.prefilter == "hyperscan" and joined.count("\n") == n - 1 and not any("\n" in e for e in extra):
-            candidates = self._scan_hyperscan_lines(joined, extra, extra_owners, n)
+        lines, buf = _clean_lines(lines)
+        extra, extra_owners = ([], []) if raw else _rewritten_forms(lines, buf)
+        fast = self.prefilter == "hyperscan" and buf.count(b"\n") == n - 1 and not any("\n" in e for e in extra)
+        if fast:
+            candidates = self._scan_hyperscan_lines(buf, extra, extra_owners, n)
             if self.always:
                 for i in range(n):
                     data, ids = candidates.get(i, (None, ()))
@@ -594,6 +596,7 @@ class Matcher:
 
         for line_no, (raw_bytes, entry_ids) in candidates.items():
             line = lines[line_no]
+            multiline = not fast and "\n" in line
             found = []
             scanned_chunks: set[int] | None = None
             if full is not None:
@@ -601,7 +604,13 @@ class Matcher:
                 scanned_chunks = set()
             for ei in entry_ids:
                 entry = entries[ei]
-                if use_re2 and not entry.bounded and (not entry.ascii_only or (line and line.isascii())):
+                plan = entry.gap_plan
+                if plan is not None and not multiline:
+                    # literals and (.+?) gaps only: str.find decides, exactly and linearly
+                    hit = gap_match(line, plan)
+                    if not hit and not raw and (entry.needs_context or line_no in rewritten):
+                        hit = self._search_forms(ei, self._forms(line_forms, line_no, line)) is not None
+                elif use_re2 and not entry.bounded and (not entry.ascii_only or (line and line.isascii())):
                     if raw_bytes is None:
                         raw_bytes = line.encode("utf-8")
                     chunk = chunk_of.get(ei) if full is not None else None
@@ -629,16 +638,16 @@ class Matcher:
                 results[line_no] = found
         return results
 
-    def _scan_hyperscan_lines(self, joined: str, extra: list[str], extra_owners: list[int], n: int) -> dict:
+    def _scan_hyperscan_lines(self, buf: bytes, extra: list[str], extra_owners: list[int], n: int) -> dict:
         """One Hyperscan call over all lines joined by newlines (plus rewritten forms).
 
-        Hits come back as end offsets; the line of a hit is the number of newlines
-        before it, counted incrementally between sorted hits, so no per-line offset
-        table is built. Returns line -> (the line's UTF-8 bytes or None, entry ids)."""
+        Hits come back in ascending end offset; the line of a hit is the number of
+        newlines before it, counted incrementally between hits, so no per-line offset
+        table is built. Returns line -> (None, entry ids)."""
         if self._hs_db is None:
             return {}
-        text = joined + "\n" + "\n".join(extra) if extra else joined
-        buf = text.encode("utf-8")
+        if extra:
+            buf = buf + b"\n" + "\n".join(extra).encode("utf-8")
         hits: list[tuple[int, int]] = []
         append = hits.append
 
@@ -648,20 +657,18 @@ class Matcher:
         self._hs_db.scan(buf, match_event_handler=on_hit)
         if not hits:
             return {}
-        hits.sort()
+        hits.sort()  # already ascending: Timsort only verifies it
         count = buf.count
         find = buf.find
-        rfind = buf.rfind
         members = self.literal_entries
         skip = self._newline_literals
         lids_of: dict[int, set[int]] = {}
-        data_of: dict[int, bytes] = {}
         seg = 0
         prev = 0
         seg_end = -1
         current: set[int] = set()
         for to, lid in hits:
-            if lid in skip:
+            if skip and lid in skip:
                 continue  # a literal with a newline can only span two lines here
             last = to - 1
             if last >= seg_end:
@@ -670,22 +677,18 @@ class Matcher:
                 seg_end = find(b"\n", last)
                 if seg_end < 0:
                     seg_end = len(buf)
-                if seg < n:
-                    owner = seg
-                    data_of[owner] = buf[rfind(b"\n", 0, last) + 1:seg_end]
-                else:
-                    owner = extra_owners[seg - n]
+                owner = seg if seg < n else extra_owners[seg - n]
                 current = lids_of.get(owner)
                 if current is None:
                     current = lids_of[owner] = set()
             current.add(lid)
-        out: dict[int, tuple[bytes | None, list[int]]] = {}
+        out: dict[int, tuple[None, list[int]]] = {}
         for owner, lids in lids_of.items():
             if len(lids) == 1:
-                ids = list(members[next(iter(lids))])
+                ids = members[next(iter(lids))]
             else:
                 ids = sorted({ei for lid in lids for ei in members[lid]})
-            out[owner] = (data_of.get(owner), ids)
+            out[owner] = (None, ids)
         return out
 
     # ------------------------------------------------------------------ internals
@@ -925,31 +928,42 @@ def _resolve_engines(prefilter: str, confirm: str) -> tuple[str, str]:
     return prefilter, confirm
 
 
-def _clean_lines(lines: list) -> tuple[list[str], str]:
+def _clean_lines(lines: list) -> tuple[list[str], bytes]:
     """Lines as text the engines accept (bytes decoded, lone surrogates replaced),
-    and the lines joined by newlines."""
+    and the lines joined by newlines as UTF-8."""
     try:
         joined = "\n".join(lines)
     except TypeError:
         lines = [normalize.to_text(line) if not isinstance(line, str) else line for line in lines]
         joined = "\n".join(lines)
     try:
-        joined.encode("utf-8")
+        return lines, joined.encode("utf-8")
     except UnicodeEncodeError:
         lines = [normalize.to_text(line) for line in lines]
-        joined = "\n".join(lines)
-    return lines, joined
+        return lines, "\n".join(lines).encode("utf-8")
 
 
-def _rewritten_forms(lines: list[str], joined: str) -> tuple[list[str], list[int]]:
+def _rewritten_forms(lines: list[str], buf: bytes) -> tuple[list[str], list[int]]:
     """Normalised messages of the lines whose messages are not substrings of them
     (ANSI codes inside, JSON escapes), with the index of their line."""
-    if "\x1b" not in joined and "\\" not in joined:
-        return [], []
+    suspects: set[int] = set()
+    for marker in (b"\x1b", b"\\"):
+        # line numbers of the (few) lines holding the marker, without a per-line loop
+        pos = buf.find(marker)
+        line_no = 0
+        counted = 0
+        while pos >= 0:
+            line_no += buf.count(b"\n", counted, pos)
+            counted = pos
+            suspects.add(line_no)
+            next_line = buf.find(b"\n", pos)
+            if next_line < 0:
+                break
+            pos = buf.find(marker, next_line)
     extra: list[str] = []
     owners: list[int] = []
-    for i in [i for i, line in enumerate(lines) if "\x1b" in line or "\\" in line]:
-        if normalize.needs_rewrite(lines[i]):
+    for i in sorted(suspects):
+        if i < len(lines) and normalize.needs_rewrite(lines[i]):
             for form in normalize.line_messages(lines[i])[1:]:
                 extra.append(form.text)
                 owners.append(i)

@@ -143,3 +143,28 @@ def test_unicode_word_boundary_translation_is_marked_ascii_only():
 def test_untranslatable_constructs_say_why():
     assert analyze(r"ab$cd").re2_issue.startswith("'$' before more pattern")
     assert "1000" in analyze(r"x{2000}").re2_issue
+
+
+GAP_PATTERNS = [
+    r"(.+?) is not", r"^abc", r"abc$", r"^a(.+?)b$", r"^$", r"^(.+?)$", r"a.*b.+c", r"^(.*)x(.+)$", r"x", r"",
+    r"a(.+?)(.*?)b", r"^ab(.+?)", r"(.+?)ab$", r"^ab$", r"^(a)(b)$", r"aa(.+?)aa$", r"^(.+?)aa", r"\Aab\Z",
+]
+
+
+@pytest.mark.parametrize("pattern", GAP_PATTERNS)
+def test_gap_plan_decides_exactly_like_re_on_every_short_line(pattern):
+    import itertools
+
+    from errkb.patterns import gap_match
+
+    plan = analyze(pattern).gap_plan
+    assert plan is not None
+    for n in range(7):
+        for chars in itertools.product("ab xc", repeat=n):
+            text = "".join(chars)
+            assert gap_match(text, plan) == (re.search(pattern, text) is not None), text
+
+
+@pytest.mark.parametrize("pattern", [r"(?i)abc", r"a\d", r"a.{2,5}b", r"(?m)^a", r"a|b", r"(?s:.+)x", r"[ab]c"])
+def test_gap_plan_only_for_plain_literal_and_gap_shapes(pattern):
+    assert analyze(pattern).gap_plan is None
