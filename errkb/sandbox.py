@@ -395,7 +395,7 @@ def _cgroup_pids(cgroup: Path) -> list[int]:
 
 def _kill_everything(proc: subprocess.Popen, pgid: int, cgroup: Path | None) -> None:
     """End the run's process group, PID namespace and cgroup members, then reap."""
-    for attempt in range(50):
+    for _ in range(50):
         try:
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

@@ -18,7 +18,6 @@ Tiers, each including the cheaper ones before it:
 
 from __future__ import annotations
 
-import ast
 import datetime as dt
 import json
 import os
@@ -31,7 +30,6 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from errkb import __version__, sandbox

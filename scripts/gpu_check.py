@@ -154,18 +154,18 @@ def fused(kernel, xs, residual, weight, scale, eps: float = 1e-6):
     return residual_out, q
 
 
-def _time_cuda(fn, iters: int = 50, warmup: int = 10) -> float:
-    """Median microseconds of ``fn`` over ``iters`` CUDA-event-timed calls."""
+def _time_cuda(fn, *args, iters: int = 50, warmup: int = 10) -> float:
+    """Median microseconds of ``fn(*args)`` over ``iters`` CUDA-event-timed calls."""
     import torch
 
     for _ in range(warmup):
-        fn()
+        fn(*args)
     torch.cuda.synchronize()
     times = []
     for _ in range(iters):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        fn(*args)
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) * 1000.0)
@@ -196,8 +196,8 @@ def check_fused_op(shapes=None) -> dict:
         h, q = fused(kernel, xs, residual, weight, scale)
         torch.cuda.synchronize()
         case = {"ranks": num_ranks, "tokens": tokens, "hidden": hidden, **compare(ref_h, ref_q, h, q)}
-        case["unfused_us"] = round(_time_cuda(lambda: reference(xs, residual, weight, scale)), 2)
-        case["fused_us"] = round(_time_cuda(lambda: fused(kernel, xs, residual, weight, scale)), 2)
+        case["unfused_us"] = round(_time_cuda(reference, xs, residual, weight, scale), 2)
+        case["fused_us"] = round(_time_cuda(fused, kernel, xs, residual, weight, scale), 2)
         case["speedup"] = round(case["unfused_us"] / case["fused_us"], 2) if case["fused_us"] else None
         cases.append(case)
     ok = all(c["ok"] for c in cases)

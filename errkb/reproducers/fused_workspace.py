@@ -64,11 +64,10 @@ def drive(config: dict) -> dict:
     for rank, out_path, log, proc in procs:
         # Ended by pid (and its process group), whatever happened.
         if proc.poll() is None:
-            for kill in (lambda: os.killpg(proc.pid, signal.SIGKILL), lambda: proc.kill()):
-                try:
-                    kill()
-                except (ProcessLookupError, PermissionError):
-                    pass
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # the rank and anything it started
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
             proc.wait(timeout=10)
         log.close()
         try:
