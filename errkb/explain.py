@@ -437,7 +437,8 @@ def explain(bundle: KnowledgeBundle, source: str | BinaryIO, all_matches: bool =
     """
     stats = InputStats()
     if isinstance(source, str):
-        lines: Iterator[bytes | str] = iter(source.split("\n"))
+        # as for a stream, a final newline ends the last line rather than starting one
+        lines: Iterator[bytes | str] = iter(source.removesuffix("\n").split("\n"))
         counted = False
     else:
         lines = read_lines(source, stats)

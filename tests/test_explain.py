@@ -119,7 +119,7 @@ def test_all_shows_every_match_with_its_score_best_first(store_db):
 
 
 def test_json_shape(store_db, seed_record):
-    r = run(["--json", f"2026-08-14 21:17:39 ERROR [core.py:12] ValueError: {SEED_MESSAGE}"], store_db)
+    r = run(["--json", f"2026-08-14 21:17:39 ERROR [core.py:12] ValueError: {SEED_MESSAGE}\n"], store_db)
     assert r.exit_code == 0
     data = json.loads(r.output)
     assert set(data) == {"format", "mode", "lines", "matched", "matches", "nearMatches", "skipped", "notes", "datasetHash"}
