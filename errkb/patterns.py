@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 import re._casefix as _casefix
+import re._compiler as _compiler
 import re._constants as C
 import re._parser as sre_parse
 
@@ -35,6 +36,8 @@ except ImportError:  # pragma: no cover - CPython always has it
 RE2_MAX_REPEAT = 1000
 # Fewer pinned literal characters than this and a pattern matches almost any line.
 MIN_SPECIFIC_LITERALS = 4
+# Flag bits as plain ints: RegexFlag's enum operators dominate analysis time otherwise.
+_I, _M, _S, _A = int(re.IGNORECASE), int(re.MULTILINE), int(re.DOTALL), int(re.ASCII)
 
 
 class Untranslatable(Exception):
@@ -89,7 +92,8 @@ class PatternAnalysis:
 # optionally anchored. Such a pattern is analysed by one tokenising pass instead of
 # re's parser (about 10x faster, which is most of what linting 50k records costs);
 # tests/test_patterns.py checks it agrees with the full analysis on real patterns.
-_SIMPLE_TOKENS = re.compile(r"\\([^A-Za-z0-9])|([^\\.^$*+?{}\[\]|()])|\(\.([+*])\?\)")
+_SIMPLE_TOKENS = re.compile(r"((?:\\[^A-Za-z0-9]|[^\\.^$*+?{}\[\]|()])+)|\(\.([+*])\?\)")
+_UNESCAPE = re.compile(r"\\(.)", re.S)
 
 
 def _analyze_simple(pattern: str) -> PatternAnalysis | None:
@@ -103,17 +107,17 @@ def _analyze_simple(pattern: str) -> PatternAnalysis | None:
         body = body[:-1]
     factors: list[str] = []
     run: list[str] = []
-    flat: list = ["^"] if anchored_start else []
+    flat: list = [_START] if anchored_start else []
     wildcards = plus = pos = 0
     for m in _SIMPLE_TOKENS.finditer(body):
         if m.start() != pos:
             return None
         pos = m.end()
-        escaped, plain, star_or_plus = m.groups()
+        literal, star_or_plus = m.groups()
         if star_or_plus is None:
-            char = escaped if escaped is not None else plain
-            run.append(char)
-            flat.append(char)
+            text = _UNESCAPE.sub(r"\1", literal) if "\\" in literal else literal
+            run.append(text)
+            flat.append(text)
             continue
         wildcards += 1
         plus += star_or_plus == "+"
@@ -126,7 +130,7 @@ def _analyze_simple(pattern: str) -> PatternAnalysis | None:
     if run:
         factors.append("".join(run))
     if anchored_end:
-        flat.append("$")
+        flat.append(_END)
     literal_chars = sum(len(f) for f in factors)
     matches_empty = literal_chars == 0 and plus == 0
     return PatternAnalysis(
@@ -158,13 +162,15 @@ def analyze(pattern: str, translate: bool = True) -> PatternAnalysis:
         result.compile_error = f"pattern is {type(pattern).__name__}, not a string"
         return result
     try:
-        re.compile(pattern)
         parsed = sre_parse.parse(pattern)
-    except (re.error, RecursionError, OverflowError, ValueError) as e:
+        # compile from the parse tree (what re.compile does after parsing): catches the
+        # errors only the compiler raises, without parsing twice
+        _compiler.compile(parsed, 0)
+    except (re.error, RecursionError, OverflowError, ValueError, TypeError) as e:
         result.compile_error = str(e)
         return result
-    flags = parsed.state.flags
-    result.ignore_case = bool(flags & re.IGNORECASE)
+    flags = int(parsed.state.flags)
+    result.ignore_case = bool(flags & _I)
 
     walker = _Walker()
     walker.sequence(list(parsed), flags)
@@ -251,7 +257,7 @@ class _Walker:
         elif op is C.SUBPATTERN:
             _group, add, delete, sub = av
             sub_flags = (flags | add) & ~delete
-            if sub_flags & re.IGNORECASE:
+            if sub_flags & _I:
                 self.ignore_case_seen = True
             self.sequence(list(sub), sub_flags, in_unbounded)
         elif op is C.BRANCH:
@@ -287,7 +293,7 @@ def _has_unbounded(items) -> bool:
 def _is_exact_literal(op, av, flags: int) -> bool:
     if op is not C.LITERAL:
         return False
-    if flags & re.IGNORECASE and _iscased(av, flags):
+    if flags & _I and _iscased(av, flags):
         return False
     return True
 
@@ -359,7 +365,7 @@ def _exact_string(items, flags: int) -> str | None:
 
 
 def _iscased(ch: int, flags: int) -> bool:
-    if flags & re.ASCII:
+    if flags & _A:
         return _sre.ascii_iscased(ch)
     return _sre.unicode_iscased(ch)
 
@@ -376,7 +382,7 @@ def _unicode_lower_inverse() -> dict[int, tuple[int, ...]]:
 
 def _case_equivalents(ch: int, flags: int) -> list[int]:
     """Every character `re` treats as equal to `ch` under IGNORECASE."""
-    if flags & re.ASCII:
+    if flags & _A:
         lo = _sre.ascii_tolower(ch)
         return sorted({ch, lo, ord(chr(lo).upper()) if lo < 128 else lo})
     lo = _sre.unicode_tolower(ch)
@@ -490,7 +496,7 @@ class _RE2Translator:
         return "".join(parts)
 
     def char_set(self, ch: int, flags: int) -> list[int]:
-        if flags & re.IGNORECASE and _iscased(ch, flags):
+        if flags & _I and _iscased(ch, flags):
             return _case_equivalents(ch, flags)
         return [ch]
 
@@ -507,7 +513,7 @@ class _RE2Translator:
                 raise Untranslatable("pattern contains a lone surrogate")
             return "[^" + _class_body(_ranges(self.char_set(av, flags))) + "]"
         if op is C.ANY:
-            return "(?s:.)" if flags & re.DOTALL else "[^\\x{a}]"
+            return "(?s:.)" if flags & _S else "[^\\x{a}]"
         if op is C.IN:
             return self.char_class(av, flags)
         if op is C.BRANCH:
@@ -537,13 +543,13 @@ class _RE2Translator:
 
     def at(self, code, flags: int, tail: bool) -> str:
         if code is C.AT_BEGINNING:
-            return "(?m:^)" if flags & re.MULTILINE else "\\A"
+            return "(?m:^)" if flags & _M else "\\A"
         if code is C.AT_BEGINNING_STRING:
             return "\\A"
         if code is C.AT_END_STRING:
             return "\\z"
         if code is C.AT_END:
-            if flags & re.MULTILINE:
+            if flags & _M:
                 return "(?m:$)"
             # `re`'s $ also matches just before a final newline. At the very end of a
             # pattern, consuming that optional newline decides the same texts.
@@ -551,7 +557,7 @@ class _RE2Translator:
                 return "(?:\\x{a}?\\z)"
             raise Untranslatable("'$' before more pattern (re also matches it before a final newline)")
         if code in (C.AT_BOUNDARY, C.AT_NON_BOUNDARY):
-            if not flags & re.ASCII:
+            if not flags & _A:
                 # RE2's \b is ASCII-only; on ASCII text the two agree exactly.
                 self.ascii_only = True
             return "\\b" if code is C.AT_BOUNDARY else "\\B"
@@ -561,7 +567,7 @@ class _RE2Translator:
         negate = False
         codepoints: list[int] = []
         ranges: list[tuple[int, int]] = []
-        ignore = bool(flags & re.IGNORECASE)
+        ignore = bool(flags & _I)
         for op, av in items:
             if op is C.NEGATE:
                 negate = True
@@ -580,7 +586,7 @@ class _RE2Translator:
                 else:
                     ranges.extend(_without_surrogates([(lo, hi)]))
             elif op is C.CATEGORY:
-                if flags & re.ASCII:
+                if flags & _A:
                     ranges.extend(_ascii_category_ranges(av))
                 else:
                     ranges.extend(_category_ranges(av))
@@ -614,7 +620,7 @@ def _gap_plan(items, flags: int) -> tuple | None:
     lead/tail: None when the pattern starts/ends with a literal, else the minimum
     number of characters the gap needs; gaps[i]: minimum characters between
     literals[i] and literals[i + 1]."""
-    if flags & (re.IGNORECASE | re.MULTILINE):
+    if flags & (_I | _M):
         return None
     flat: list = []
     if not _flatten_gaps(items, flags, flat):
@@ -622,16 +628,21 @@ def _gap_plan(items, flags: int) -> tuple | None:
     return _plan_from_flat(flat)
 
 
+# Anchor markers in a flat token list: objects, never strings, so that a literal
+# "^" or "$" character (an escaped \^ or \$) cannot pass for an anchor.
+_START, _END = object(), object()
+
+
 def _plan_from_flat(flat: list) -> tuple | None:
-    """The gap plan of a flat token list: characters, gap minimums (int), "^", "$"."""
+    """The gap plan of a flat token list: literal text, gap minimums (int), _START, _END."""
     anchored_start = anchored_end = False
-    if flat and flat[0] == "^":
+    if flat and flat[0] is _START:
         anchored_start = True
         flat = flat[1:]
-    if flat and flat[-1] == "$":
+    if flat and flat[-1] is _END:
         anchored_end = True
         flat = flat[:-1]
-    if "^" in flat or "$" in flat:
+    if any(t is _START or t is _END for t in flat):
         return None
     lead = tail = None
     literals: list[str] = []
@@ -674,9 +685,9 @@ def _flatten_gaps(items, flags: int, out: list) -> bool:
                 return False
             out.append(lo)
         elif op is C.AT and av in (C.AT_BEGINNING, C.AT_BEGINNING_STRING):
-            out.append("^")
+            out.append(_START)
         elif op is C.AT and av in (C.AT_END, C.AT_END_STRING):
-            out.append("$")
+            out.append(_END)
         else:
             return False
     return True

@@ -69,14 +69,14 @@ from hypothesis import strategies as st
 _pieces = st.lists(
     st.one_of(
         st.sampled_from(["(.+?)", "(.*?)"]),
-        st.text(alphabet="ab. '()\\", min_size=1, max_size=3).map(lambda t: "".join("\\" + c if c in ".()\\" else c for c in t)),
+        st.text(alphabet="ab. '()$^\\", min_size=1, max_size=3).map(lambda t: "".join("\\" + c if c in ".()$^\\" else c for c in t)),
     ),
     max_size=5,
 )
 
 
 @settings(max_examples=400, deadline=None)
-@given(pieces=_pieces, start=st.booleans(), end=st.booleans(), text=st.text(alphabet="ab. '()\\x", max_size=12))
+@given(pieces=_pieces, start=st.booleans(), end=st.booleans(), text=st.text(alphabet="ab. '()$^\\x", max_size=12))
 def test_fast_path_gap_plan_agrees_with_re_search(pieces, start, end, text):
     import re
 
@@ -85,3 +85,11 @@ def test_fast_path_gap_plan_agrees_with_re_search(pieces, start, end, text):
     assert analysis is not None, pattern
     assert analysis.gap_plan == patterns.analyze(pattern).gap_plan
     assert patterns.gap_match(text, analysis.gap_plan) == (re.search(pattern, text) is not None), (pattern, text)
+
+
+def test_escaped_anchor_characters_are_literals_in_the_gap_plan():
+    import re
+
+    for pattern, text in [(r"^a\$", "a"), (r"^a\$", "a$"), (r"x\^y", "x^y"), (r"\\$", "\\")]:
+        for analysis in (patterns.analyze(pattern), patterns._analyze_simple(pattern)):
+            assert patterns.gap_match(text, analysis.gap_plan) == (re.search(pattern, text) is not None), (pattern, text)
