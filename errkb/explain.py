@@ -20,8 +20,6 @@ import itertools
 import json
 import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
@@ -260,6 +258,8 @@ class KnowledgeBundle:
                 folder = cache / _bundle_name(dataset_hash)
                 bundle = cls._load(folder, dataset_hash)
                 if bundle is None:
+                    import shutil
+
                     shutil.rmtree(folder, ignore_errors=True)  # unreadable or incomplete: rebuild
                     records = store.records()
                     matcher = Matcher.from_store(store)
@@ -311,6 +311,8 @@ def _fresh_hash(db: Path, cache: Path) -> str | None:
 
 
 def _mark_fresh(db: Path, cache: Path, dataset_hash: str) -> None:
+    import tempfile
+
     signature = _db_signature(db)
     if signature is None:
         return
@@ -326,6 +328,9 @@ def _mark_fresh(db: Path, cache: Path, dataset_hash: str) -> None:
 
 def _write_bundle(cache: Path, folder: Path, matcher, records: list[dict]) -> None:
     """Write a bundle into a temporary folder and rename it into place (atomic)."""
+    import shutil
+    import tempfile
+
     from errkb.similar import SimilarIndex
 
     try:
