@@ -97,12 +97,16 @@ def pattern_record(p: dict, template: dict, version: str) -> dict | None:
 
 
 def build_store(work: Path, n_records: int) -> tuple[Path, dict]:
-    from errkb.store import Store
+    from errkb.store import Store, StoreError
 
     db = work / f"store-{n_records}.duckdb"
     info_path = work / f"store-{n_records}.json"
     if db.exists() and info_path.exists():
-        return db, json.loads(info_path.read_text())
+        try:
+            Store.open(db, read_only=True).close()
+            return db, json.loads(info_path.read_text())
+        except StoreError:  # written by another errkb (store layout changed): rebuild
+            db.unlink()
     wrapper = json.loads(SEED_FILE.read_text())
     template, version = wrapper["record"], wrapper["datasetVersion"]
     src = work / f"records-{n_records}.jsonl"
@@ -238,6 +242,8 @@ def run_measured(cmd: str, sample_pid_of: str | None = None, interval: float = 0
         out.update(cpu_s=round(float(u) + float(s_), 2), own_peak_rss_mb=round(int(m) / 1024, 1))
     if samples:
         kbs = [kb for _, kb in samples]
+        if len(kbs) > 4 and kbs[-1] < 0.5 * max(kbs):
+            kbs = kbs[:-1]  # sampled while the process was exiting
         out["peak_rss_mb"] = round(max(kbs) / 1024, 1)
         # RSS at 25/50/75/100% of the run: flat memory means these stay close.
         out["rss_quartiles_mb"] = [round(kbs[min(len(kbs) - 1, int(q * len(kbs)))] / 1024, 1) for q in (0.25, 0.5, 0.75, 0.999)]
