@@ -27,7 +27,7 @@ from errkb.records import InputError, Origin, SourcedRecord, canonical_json, con
 from errkb.resources import data_dir
 
 # Bump when the table layout changes; a cache store of another layout is rebuilt.
-LAYOUT_VERSION = "1"
+LAYOUT_VERSION = "2"
 FLUSH_EVERY = 2000
 
 _DDL = """
@@ -38,7 +38,7 @@ CREATE TABLE IF NOT EXISTS ingest_runs (
 CREATE TABLE IF NOT EXISTS records (
     id VARCHAR, repo VARCHAR, slug VARCHAR, error_class VARCHAR, severity VARCHAR,
     error_type VARCHAR, tags VARCHAR[], draft BOOLEAN, content_hash VARCHAR,
-    dataset_version VARCHAR, record VARCHAR, source_file VARCHAR, source_position VARCHAR,
+    dataset_version VARCHAR, source_file VARCHAR, source_position VARCHAR,
     warnings INTEGER, run_id INTEGER);
 CREATE TABLE IF NOT EXISTS record_versions (
     id VARCHAR, content_hash VARCHAR, dataset_version VARCHAR, record VARCHAR,
@@ -55,6 +55,11 @@ CREATE TABLE IF NOT EXISTS runs (
     runner VARCHAR, started_at TIMESTAMPTZ, duration_s DOUBLE, outcome VARCHAR, reason VARCHAR,
     exception_class VARCHAR, exception_message VARCHAR, message_matched BOOLEAN, details VARCHAR);
 """
+
+# The current version of each record: its text is stored once, in record_versions.
+_CURRENT = (
+    "SELECT v.record FROM records r JOIN record_versions v ON v.id = r.id AND v.content_hash = r.content_hash"
+)
 
 RUN_FIELDS = (
     "record_id", "record_hash", "tier", "check", "runner", "started_at", "duration_s", "outcome",
@@ -401,7 +406,7 @@ class Store:
                     warnings = [f for f in findings if f.level != "error"]
                     pending_records.append(
                         (rid, rec["repo"], rec["slug"], rec["errorClass"], rec["severity"], rec["errorType"],
-                         list(rec["tags"]), "draft" in rec["tags"], digest, item.dataset_version, text,
+                         list(rec["tags"]), "draft" in rec["tags"], digest, item.dataset_version,
                          item.origin.file, pos, len(warnings), run_id)
                     )
                     if (rid, digest) not in versions:
@@ -428,14 +433,14 @@ class Store:
         where, args = [], []
         for column, value in (("repo", repo), ("error_class", error_class), ("severity", severity)):
             if value is not None:
-                where.append(f"{column} = ?")
+                where.append(f"r.{column} = ?")
                 args.append(value)
         if tag is not None:
-            where.append("list_contains(tags, ?)")
+            where.append("list_contains(r.tags, ?)")
             args.append(tag)
         if not include_drafts:
-            where.append("NOT draft")
-        sql = "SELECT record FROM records" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY repo, slug, id"
+            where.append("NOT r.draft")
+        sql = _CURRENT + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY r.repo, r.slug, r.id"
         return [json.loads(r[0]) for r in self.con.execute(sql, args).fetchall()]
 
     def count(self) -> int:
@@ -443,12 +448,12 @@ class Store:
 
     def get(self, key: str) -> dict | None:
         """A record by id, by slug (when unique across repos), or by ``owner/name/slug``."""
-        rows = self.con.execute("SELECT record FROM records WHERE id = ?", [key]).fetchall()
+        rows = self.con.execute(_CURRENT + " WHERE r.id = ?", [key]).fetchall()
         if not rows and key.count("/") == 2:
             owner, name, slug = key.split("/")
-            rows = self.con.execute("SELECT record FROM records WHERE repo = ? AND slug = ?", [f"{owner}/{name}", slug]).fetchall()
+            rows = self.con.execute(_CURRENT + " WHERE r.repo = ? AND r.slug = ?", [f"{owner}/{name}", slug]).fetchall()
         if not rows:
-            rows = self.con.execute("SELECT record FROM records WHERE slug = ? ORDER BY repo", [key]).fetchall()
+            rows = self.con.execute(_CURRENT + " WHERE r.slug = ? ORDER BY r.repo", [key]).fetchall()
             if len(rows) > 1:
                 repos = [json.loads(r[0])["repo"] for r in rows]
                 raise StoreError(f"slug {key!r} is used in several repos ({', '.join(repos)}); use OWNER/NAME/{key} or the id")

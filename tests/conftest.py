@@ -50,3 +50,26 @@ def db_path(tmp_path) -> Path:
 def write_jsonl(path: Path, values) -> Path:
     path.write_text("".join(json.dumps(v) + "\n" for v in values))
     return path
+
+
+def force_stored_record(con, record: dict, like_id: str) -> None:
+    """Put ``record`` into the store as a current record, bypassing lint.
+
+    Simulates a store written by an older, laxer errkb (or edited by hand), which
+    ingest itself would never produce. ``con`` is a DuckDB connection to the store;
+    ``like_id`` names a stored record whose metadata columns are copied.
+    """
+    version = con.execute(
+        "SELECT dataset_version, ingested_at, run_id, source_file, source_position FROM record_versions "
+        "WHERE id = ? LIMIT 1", [like_id]).fetchone()
+    meta = con.execute(
+        "SELECT error_class, severity, error_type, tags, draft, dataset_version, source_file, source_position, run_id "
+        "FROM records WHERE id = ?", [like_id]).fetchone()
+    con.execute("DELETE FROM record_versions WHERE id = ?", [record["id"]])
+    con.execute("DELETE FROM records WHERE id = ?", [record["id"]])
+    dv, at, run, file, pos = version
+    con.execute("INSERT INTO record_versions VALUES (?, 'forced', ?, ?, ?, ?, ?, ?)",
+                [record["id"], dv, json.dumps(record), at, run, file, pos])
+    ec, sev, et, tags, draft, dv, file, pos, run = meta
+    con.execute("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'forced', ?, ?, ?, 0, ?)",
+                [record["id"], record["repo"], record["slug"], ec, sev, et, tags, draft, dv, file, pos, run])

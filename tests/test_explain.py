@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from errkb.cli import cli
 from errkb.store import Store
-from tests.conftest import REPO, SEED_ID, SEED_MESSAGE, write_jsonl
+from tests.conftest import force_stored_record, REPO, SEED_ID, SEED_MESSAGE, write_jsonl
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SEED_FILE_PATH = "vllm/distributed/device_communicators/flashinfer_all_reduce.py"
@@ -240,11 +240,7 @@ def test_record_whose_pattern_became_invalid_is_skipped(tmp_path, seed_record):
     bad.update(id="badbadbadbadbad0", slug="broken-pattern", messagePattern="Broken (unclosed [group",
                errorMessage="Broken (unclosed [group")
     con = duckdb.connect(str(db))
-    con.execute(
-        "INSERT INTO records SELECT 'badbadbadbadbad0', repo, 'broken-pattern', error_class, severity, error_type, tags, "
-        "draft, 'x', dataset_version, ?, source_file, source_position, 0, run_id FROM records WHERE id = ?",
-        [json.dumps(bad), SEED_ID],
-    )
+    force_stored_record(con, bad, like_id=SEED_ID)
     con.close()
     r = CliRunner().invoke(cli, ["explain", "--db", str(db), SEED_MESSAGE])
     assert r.exit_code == 0

@@ -118,8 +118,10 @@ def test_pattern_that_became_invalid_in_the_store_is_skipped(db_path, seed_recor
     store.ingest([SEED_FILE])
     # lint rejects a bad pattern at ingest; simulate a stored record going bad later
     # (an older errkb, a hand-edited file) by corrupting the stored JSON itself
-    store.con.execute("UPDATE records SET record = replace(record, ?, ?)",
-                      ["\\\\. Please use", "(?P<x>unterminated"])
+    from tests.conftest import force_stored_record
+
+    bad = dict(seed_record, messagePattern=seed_record["messagePattern"].replace("\\. Please use", "(?P<x>unterminated"))
+    force_stored_record(store.con, bad, like_id=seed_record["id"])
     [stored] = store.records()
     assert stored["messagePattern"].endswith("(?P<x>unterminated 'mnnvl' backend instead\\.")
     m = Matcher.from_store(store)
