@@ -285,6 +285,8 @@ def _bundle_name(dataset_hash: str) -> str:
 
 
 def _db_signature(db: Path) -> list | None:
+    from errkb.store import LAYOUT_VERSION
+
     try:
         st = db.stat()
     except OSError:
@@ -292,7 +294,9 @@ def _db_signature(db: Path) -> list | None:
     # A write-ahead log means a writer is (or was) at work: the file alone says nothing.
     if db.with_name(db.name + ".wal").exists():
         return None
-    return [str(db.resolve()), st.st_size, st.st_mtime_ns, st.st_ino]
+    # The layout this errkb reads: after an upgrade the store is checked again (and
+    # refused if it is of another layout) rather than served from an old bundle.
+    return [str(db.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, LAYOUT_VERSION]
 
 
 def _fresh_hash(db: Path, cache: Path) -> str | None:
