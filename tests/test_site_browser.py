@@ -363,15 +363,17 @@ def test_site_works_from_file_urls(browser, site, tmp_path):
 def test_phone_and_dark_mode_screenshots(browser, server, tmp_path):
     browser.set_window_size(390, 844)
     browser.get(server + SEED_PAGE)
+    wait(browser, lambda d: d.execute_script("return window.innerWidth") <= 400)
     # Nothing wider than the phone screen except inside scrollable code blocks.
-    overflow = browser.execute_script(
-        "return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    overflow = wait(browser, lambda d: d.execute_script(
+        "return document.readyState === 'complete' && "
+        "[document.documentElement.scrollWidth - document.documentElement.clientWidth]"))[0]
     assert overflow <= 0
     screenshot(browser, tmp_path, "seed-page-phone")
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
     browser.set_window_size(1280, 900)
     browser.get(server + "index.html")
-    assert browser.execute_script("return getComputedStyle(document.body).backgroundColor") == "rgb(20, 23, 26)"
+    wait(browser, lambda d: d.execute_script("return getComputedStyle(document.body).backgroundColor") == "rgb(20, 23, 26)")
     screenshot(browser, tmp_path, "index-dark", full_page=False)
     browser.get(server + SEED_PAGE)
     screenshot(browser, tmp_path, "seed-page-dark")
