@@ -160,3 +160,25 @@ print(json.dumps({
     assert not data["two"]["ok"] and data["two"]["fp8_max_ulp"] == 2
     # +0 and -0 are one point; 448 and 416 are neighbours in e4m3.
     assert data["ordinals"][:2] == [0, 0] and data["ordinals"][2] - data["ordinals"][3] == 1 and data["ordinals"][4] == -data["ordinals"][2]
+
+
+def test_ranks_past_their_timeout_are_ended_by_pid(report, tmp_path):
+    """A 2-rank run cut short (1 s, while vLLM is still importing) reports the timeout
+    and leaves no rank running."""
+    from errkb.reproducers.fused_workspace import RESULT_PREFIX
+
+    (cpu,) = for_record(SEED_ID, "cpu-real")
+    venv = Path(next(r["details"]["venv"]["venv"] for r in report["report"]["results"] if r["details"].get("venv")))
+    res = sandbox.run(
+        [str(venv / "bin" / "python"), "-I", str(cpu.driver)],
+        stdin=json.dumps({"split_shm": True, "timeout_s": 1}),
+        env={"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm"},
+        network="loopback",
+        limits=sandbox.Limits(wall_seconds=60, memory_bytes=None, processes=4096),
+        readable=[cpu.driver.parent, venv],
+    )
+    assert res.outcome == "pass", res.stderr[-2000:]
+    observed = json.loads(next(ln for ln in res.stdout.splitlines() if ln.startswith(RESULT_PREFIX))[len(RESULT_PREFIX):])
+    assert observed["timed_out"] is True
+    assert [r["returncode"] for r in observed["ranks"]] == [-9, -9]  # SIGKILL, by pid group
+    assert res.duration_s < 30
