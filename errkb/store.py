@@ -465,7 +465,8 @@ class Store:
         ids = list(dict.fromkeys(ids))
         if not ids:
             return {}
-        rows = self.con.execute("SELECT id, record FROM records WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()
+        sql = _CURRENT.replace("SELECT v.record", "SELECT r.id, v.record", 1) + " WHERE r.id IN (SELECT unnest(?::VARCHAR[]))"
+        rows = self.con.execute(sql, [ids]).fetchall()
         return {rid: json.loads(text) for rid, text in rows}
 
     def history(self, record_id: str) -> list[dict]:
