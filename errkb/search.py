@@ -7,8 +7,8 @@ BM25 saturation and length normalisation. Identifiers are found by their parts t
 and a query word matches words it is a prefix of when it is at least
 ``PREFIX_MIN`` characters long (``quantiz`` finds ``quantization``).
 
-The index is built from the store's records and cached as plain JSON next to the
-store, keyed by the dataset hash. (DuckDB's fts extension would download at run
+The index is built from the store's records and cached next to the store, keyed by
+the dataset hash: a JSON header and packed arrays of postings (never a pickle). (DuckDB's fts extension would download at run
 time, so the ranking is done here.)
 """
 
@@ -19,11 +19,15 @@ import json
 import math
 import os
 import re
+import struct
+import sys
 import tempfile
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
+_MAGIC = b"ERRKB-SEARCH\n"
 K1 = 1.2
 B = 0.75
 PREFIX_MIN = 4
@@ -56,15 +60,25 @@ _STOP = frozenset(
 def tokens(text: str) -> list[str]:
     """Lowercased words, identifiers with their parts (snake_case and CamelCase)."""
     out: list[str] = []
-    for m in _TOKEN.finditer(text):
-        word = m.group()
-        lowered = word.lower()
-        if lowered not in _STOP:
-            out.append(lowered)
-        parts = [p for piece in word.split("_") for p in _CAMEL.findall(piece)] if not word.isdigit() else []
-        if len(parts) > 1:
-            out.extend(p.lower() for p in parts if p.lower() not in _STOP and len(p) > 1)
+    for word in _TOKEN.findall(text):
+        out.extend(_word_tokens(word))
     return out
+
+
+def _word_tokens(word: str, _cache: dict[str, tuple[str, ...]] = {}) -> tuple[str, ...]:
+    # Prose repeats its words: splitting each distinct word once makes indexing ~5x faster.
+    found = _cache.get(word)
+    if found is not None:
+        return found
+    lowered = word.lower()
+    out = [lowered] if lowered not in _STOP else []
+    parts = [p for piece in word.split("_") for p in _CAMEL.findall(piece)] if not word.isdigit() else []
+    if len(parts) > 1:
+        out.extend(p.lower() for p in parts if p.lower() not in _STOP and len(p) > 1)
+    found = tuple(out)
+    if len(_cache) < 200_000:
+        _cache[word] = found
+    return found
 
 
 def _field_text(value) -> str:
@@ -100,25 +114,32 @@ class SearchHit:
 
 
 class SearchIndex:
+    """BM25F index. Postings are packed arrays (record, weighted term frequency, field
+    mask) per term, saved as raw bytes after a JSON header, so loading an index reads
+    the header and leaves the postings as bytes until a query needs a term's slice."""
+
     def __init__(self) -> None:
-        self.docs: list[tuple[str, str, str, str | None, str]] = []  # id, slug, repo, class, message
-        # term -> [[doc, weighted tf, field bitmask], ...]
-        self.postings: dict[str, list[list]] = {}
+        self.docs: list[list] = []  # [id, slug, repo, errorClass, errorMessage]
         self.lengths: list[float] = []
-        self._terms: list[str] | None = None
+        self.terms: dict[str, list[int]] = {}  # term -> [start, count] in the postings arrays
+        self._doc = memoryview(array("I").tobytes()).cast("I")
+        self._tf = memoryview(array("f").tobytes()).cast("f")
+        self._mask = memoryview(array("H").tobytes()).cast("H")
+        self._sorted_terms: list[str] | None = None
 
     @classmethod
     def from_records(cls, records) -> "SearchIndex":
         index = cls()
         names = list(FIELDS)
+        postings: dict[str, list[tuple[int, float, int]]] = {}
         for record in records:
             if not isinstance(record, dict):
                 continue
             doc = len(index.docs)
-            index.docs.append((
+            index.docs.append([
                 str(record.get("id")), record.get("slug") or "", record.get("repo") or "",
                 record.get("errorClass"), _field_text(record.get("errorMessage")),
-            ))
+            ])
             tf: dict[str, float] = {}
             mask: dict[str, int] = {}
             length = 0.0
@@ -131,17 +152,31 @@ class SearchIndex:
                     mask[t] = mask.get(t, 0) | (1 << bit)
             index.lengths.append(length)
             for t, value in tf.items():
-                index.postings.setdefault(t, []).append([doc, value, mask[t]])
+                postings.setdefault(t, []).append((doc, value, mask[t]))
+        docs, tfs, masks = array("I"), array("f"), array("H")
+        for term in sorted(postings):
+            rows = postings[term]
+            index.terms[term] = [len(docs), len(rows)]
+            for doc, value, m in rows:
+                docs.append(doc)
+                tfs.append(value)
+                masks.append(m)
+        index._doc, index._tf, index._mask = memoryview(docs), memoryview(tfs), memoryview(masks)
         return index
 
-    # -- persistence: plain JSON, never a pickle ------------------------------------
+    # -- persistence: a JSON header and packed arrays, never a pickle ------------------
     def save(self, path: str | os.PathLike) -> None:
         path = Path(path)
-        data = {"format": INDEX_FORMAT, "docs": self.docs, "postings": self.postings, "lengths": self.lengths}
+        header = json.dumps({
+            "format": INDEX_FORMAT, "byteorder": sys.byteorder, "docs": self.docs,
+            "lengths": self.lengths, "terms": self.terms, "postings": len(self._doc),
+        }, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
+            with os.fdopen(fd, "wb") as f:
+                f.write(_MAGIC + struct.pack("<Q", len(header)) + header)
+                for view in (self._doc, self._tf, self._mask):
+                    f.write(view.tobytes())
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -151,29 +186,42 @@ class SearchIndex:
     def load(cls, path: str | os.PathLike) -> "SearchIndex":
         """Raises ``ValueError`` for a file that is not a readable index."""
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            data = Path(path).read_bytes()
         except OSError as e:
             raise ValueError(f"{path}: cannot read: {e}") from e
-        if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
+        if not data.startswith(_MAGIC):
             raise ValueError(f"{path}: not a search index of format {INDEX_FORMAT}")
+        try:
+            (n_header,) = struct.unpack_from("<Q", data, len(_MAGIC))
+            start = len(_MAGIC) + 8
+            header = json.loads(data[start:start + n_header])
+        except (struct.error, ValueError) as e:
+            raise ValueError(f"{path}: damaged search index: {e}") from e
+        if header.get("format") != INDEX_FORMAT or header.get("byteorder") != sys.byteorder:
+            raise ValueError(f"{path}: not a search index of format {INDEX_FORMAT} for this machine")
+        n = header["postings"]
+        body = memoryview(data)[start + n_header:]
+        if len(body) != n * 10:
+            raise ValueError(f"{path}: damaged search index (postings cut short)")
         index = cls()
-        index.docs = [tuple(d) for d in data["docs"]]
-        index.postings = data["postings"]
-        index.lengths = data["lengths"]
+        index.docs, index.lengths, index.terms = header["docs"], header["lengths"], header["terms"]
+        index._doc = body[:n * 4].cast("I")
+        index._tf = body[n * 4:n * 8].cast("f")
+        index._mask = body[n * 8:].cast("H")
         return index
 
     @classmethod
     def from_store(cls, store) -> "SearchIndex":
         """The store's index, from its cache folder when this dataset version was indexed before."""
-        path = Path(store.cache_dir) / f"search-v{INDEX_FORMAT}-{store.dataset_hash()}.json"
+        path = Path(store.cache_dir) / f"search-v{INDEX_FORMAT}-{store.dataset_hash()}.idx"
         if path.is_file():
             try:
                 return cls.load(path)
-            except (ValueError, KeyError, TypeError):
+            except ValueError:
                 pass  # a damaged cache is rebuilt
         index = cls.from_records(store.records())
         try:
-            for old in path.parent.glob(f"search-v{INDEX_FORMAT}-*.json"):
+            for old in path.parent.glob("search-v*"):
                 old.unlink(missing_ok=True)
             index.save(path)
         except OSError:
@@ -183,14 +231,15 @@ class SearchIndex:
     # -- querying ------------------------------------------------------------------
     def _expand(self, word: str) -> list[tuple[str, float]]:
         """The index terms a query word stands for: itself, and the terms it prefixes."""
-        out = [(word, 1.0)] if word in self.postings else []
+        out = [(word, 1.0)] if word in self.terms else []
         if len(word) >= PREFIX_MIN:
-            if self._terms is None:
-                self._terms = sorted(self.postings)
-            i = bisect.bisect_left(self._terms, word)
-            while i < len(self._terms) and self._terms[i].startswith(word):
-                if self._terms[i] != word:
-                    out.append((self._terms[i], PREFIX_WEIGHT))
+            if self._sorted_terms is None:
+                self._sorted_terms = sorted(self.terms)
+            terms = self._sorted_terms
+            i = bisect.bisect_left(terms, word)
+            while i < len(terms) and terms[i].startswith(word):
+                if terms[i] != word:
+                    out.append((terms[i], PREFIX_WEIGHT))
                 i += 1
         return out
 
@@ -199,16 +248,20 @@ class SearchIndex:
         if n == 0:
             return []
         avg = (sum(self.lengths) / n) or 1.0
+        lengths = self.lengths
         scores: dict[int, float] = {}
         matched: dict[int, dict[str, None]] = {}
         masks: dict[int, int] = {}
         for word in dict.fromkeys(tokens(query)):
             best_for_doc: dict[int, tuple[float, int]] = {}
             for term, factor in self._expand(word):
-                posting = self.postings[term]
-                idf = math.log(1.0 + (n - len(posting) + 0.5) / (len(posting) + 0.5))
-                for doc, tf, mask in posting:
-                    norm = tf * (K1 + 1) / (tf + K1 * (1 - B + B * self.lengths[doc] / avg))
+                start, count = self.terms[term]
+                idf = math.log(1.0 + (n - count + 0.5) / (count + 0.5))
+                docs = self._doc[start:start + count]
+                tfs = self._tf[start:start + count]
+                fields = self._mask[start:start + count]
+                for doc, tf, mask in zip(docs, tfs, fields):
+                    norm = tf * (K1 + 1) / (tf + K1 * (1 - B + B * lengths[doc] / avg))
                     value = factor * idf * norm
                     kept = best_for_doc.get(doc)
                     if kept is None or value > kept[0]:

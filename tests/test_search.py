@@ -86,7 +86,7 @@ def test_index_is_cached_and_follows_the_store(tmp_path, seed_record):
     with Store.open(path) as store:
         store.ingest([REPO / "data"])
     assert search(path, "zebrafish").exit_code == 1
-    cached = list((tmp_path / "s.duckdb.cache").glob("search-v1-*.json"))
+    cached = list((tmp_path / "s.duckdb.cache").glob("search-v2-*.idx"))
     assert len(cached) == 1
     rec = copy.deepcopy(seed_record)
     rec.update(id="00000000000000aa", slug="zebrafish-record", documentation="Only zebrafish trigger this.")
@@ -94,7 +94,7 @@ def test_index_is_cached_and_follows_the_store(tmp_path, seed_record):
         assert store.ingest([write_jsonl(tmp_path / "z.jsonl", [rec])]).new == 1
     hits = json.loads(search(path, "--json", "zebrafish").stdout)
     assert [h["id"] for h in hits] == ["00000000000000aa"]
-    assert list((tmp_path / "s.duckdb.cache").glob("search-v1-*.json")) != cached  # old index replaced
+    assert list((tmp_path / "s.duckdb.cache").glob("search-v2-*.idx")) != cached  # old index replaced
 
 
 def test_save_load_roundtrip(tmp_path):
