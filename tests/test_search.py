@@ -108,3 +108,16 @@ def test_save_load_roundtrip(tmp_path):
     (tmp_path / "bad.json").write_text("[]")
     with pytest.raises(ValueError, match="not a search index"):
         SearchIndex.load(tmp_path / "bad.json")
+
+
+def test_damaged_cache_is_rebuilt(tmp_path):
+    path = tmp_path / "s.duckdb"
+    with Store.open(path) as store:
+        store.ingest([REPO / "data"])
+    first = json.loads(search(path, "--json", "allreduce").stdout)
+    (cached,) = (tmp_path / "s.duckdb.cache").glob("search-v2-*.idx")
+    cached.write_bytes(cached.read_bytes()[:-7])
+    with pytest.raises(ValueError, match="damaged search index"):
+        SearchIndex.load(cached)
+    assert json.loads(search(path, "--json", "allreduce").stdout) == first
+    SearchIndex.load(cached)  # rewritten whole
