@@ -56,7 +56,7 @@ except ImportError:
     _regex = None
 import re as _re
 
-INDEX_FORMAT = 3
+INDEX_FORMAT = 5
 _MAGIC = b"ERRKB-MATCHER\n"
 # The bounded path (patterns that need backtracking) gives up on one text after
 # BOUNDED_TIMEOUT_S and does not run at all on texts longer than BOUNDED_MAX_CHARS
@@ -211,6 +211,26 @@ def _hints_for(record: dict) -> list[str]:
     if file_path:
         hints.append(file_path)
     return hints
+
+
+class _LazyEntries:
+    """The entries of a loaded index, each decoded from its JSON text on first access."""
+
+    def __init__(self, rows: list[str]) -> None:
+        self._rows = rows
+        self._decoded: list[_Entry | None] = [None] * len(rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i: int) -> _Entry:
+        entry = self._decoded[i]
+        if entry is None:
+            entry = self._decoded[i] = _Entry(**dict(zip(_Entry.FIELDS, json.loads(self._rows[i]))))
+        return entry
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self._rows)))
 
 
 class Matcher:
@@ -452,14 +472,17 @@ class Matcher:
             "prefilter": self.prefilter,
             "confirm": self.confirm,
             "dataset_hash": self.dataset_hash,
-            "entries": [[getattr(e, k) for k in _Entry.FIELDS] for e in self.entries],
+            "entries": len(self.entries),
             "skipped": self.skipped,
             "literals": self.literals,
             "literal_entries": self.literal_entries,
             "always": self.always,
             "records": list(self._records.values()) if include_records and self._records is not None else None,
         }
-        blobs = [self._hs_bytes or b"", *self._full_bytes]
+        # one JSON line per entry, decoded on first use: a CLI call touches a handful
+        entries = "\n".join(json.dumps([getattr(e, k) for k in _Entry.FIELDS], ensure_ascii=False)
+                            for e in self.entries).encode("utf-8")
+        blobs = [self._hs_bytes or b"", entries, *self._full_bytes]
         header["blobs"] = [len(b) for b in blobs]
         header["full_chunk_of"] = sorted(self._full_chunk_of.items()) if self.full_db else None
         blob = json.dumps(header, ensure_ascii=False).encode("utf-8")
@@ -486,7 +509,7 @@ class Matcher:
             header = json.loads(data[start:start + n_blob])
             offset = start + n_blob
             blobs = []
-            for size in json.loads(data[start:start + n_blob]).get("blobs") or [n_hs]:
+            for size in header.get("blobs") or [n_hs]:
                 blobs.append(data[offset:offset + size])
                 offset += size
             hs_bytes = blobs[0] or None
@@ -497,7 +520,7 @@ class Matcher:
         m = cls()
         m.prefilter, m.confirm = _resolve_engines(prefilter or header["prefilter"], confirm or header["confirm"])
         m.dataset_hash = header.get("dataset_hash")
-        m.entries = [_Entry(**dict(zip(_Entry.FIELDS, row))) for row in header["entries"]]
+        m.entries = _LazyEntries(blobs[1].split(b"\n") if header["entries"] else [])
         m.skipped = header["skipped"]
         m.literals = header["literals"]
         m.literal_entries = [tuple(v) for v in header["literal_entries"]]
@@ -509,7 +532,7 @@ class Matcher:
             m._hs_bytes = hs_bytes
         if header.get("full_chunk_of") is not None and hyperscan is not None:
             m._full_chunk_of = {int(k): v for k, v in header["full_chunk_of"]}
-            m._full_bytes = blobs[1:]
+            m._full_bytes = blobs[2:]
         try:
             m._build_prefilter()
             if m._full_bytes:

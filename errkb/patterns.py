@@ -470,9 +470,12 @@ def _ascii_category_ranges(category) -> list[tuple[int, int]]:
     return ranges
 
 
+_RE2_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _'\"!#%&,/:;<=>@`~")
+
+
 def _cp(cp: int) -> str:
     ch = chr(cp)
-    if ch.isascii() and ch.isalnum():
+    if ch in _RE2_PLAIN:  # printable and never special in RE2 (also not inside a class)
         return ch
     return "\\x{%x}" % cp
 
