@@ -12,7 +12,8 @@ a fixed seed and writes ``patterns-1k.jsonl.gz``, ``patterns-10k.jsonl.gz``,
 ``patterns-50k.jsonl.gz`` (the first N of the same order), one JSON object a line,
 in the shape of ``shared/bench-corpus/patterns.jsonl.gz``: ``id``, ``pattern``,
 ``error_class``, ``source`` (file:line), ``literal_len``; plus ``message``, the
-example message rendered from the template (a line that must match ``pattern``).
+example message rendered from the template (a line that must match ``pattern``),
+and ``kind`` ("raise", or "warn" for a ``warnings.warn`` call).
 
 A size larger than the number of distinct patterns found is written with what there
 is and said so; nothing is padded.
@@ -65,7 +66,8 @@ def _top_level_units(root: Path) -> list[Path]:
 
 
 def _scan_unit(path: str) -> tuple[str, list[dict], dict]:
-    result: Scan = scan(path)
+    # warnings.warn messages are log lines too; the shared corpus includes a few.
+    result: Scan = scan(path, warnings=True)
     rows = []
     for site in result.templated:
         t = site.template
@@ -75,6 +77,7 @@ def _scan_unit(path: str) -> tuple[str, list[dict], dict]:
             "source": f"{site.file}:{site.line}",
             "literal_len": len(t.literal),
             "message": t.render(),
+            "kind": site.kind,
         })
     return path, rows, {"files": result.files, "sites": len(result.sites), "templated": len(result.templated)}
 

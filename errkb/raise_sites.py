@@ -245,6 +245,7 @@ class RaiseSite:
     source_start: int
     source_end: int
     source_code: str
+    kind: str = "raise"  # "raise", or "warn" for warnings.warn(...) (only when asked for)
 
     @property
     def templated(self) -> bool:
@@ -287,18 +288,20 @@ class Scan:
         }
 
 
-def sites_in_source(text: str, file: str) -> list[RaiseSite]:
-    """Every raise site of one Python file. Raises SyntaxError/ValueError if it does not parse."""
+def sites_in_source(text: str, file: str, warnings: bool = False) -> list[RaiseSite]:
+    """Every raise site of one Python file (and ``warnings.warn`` call, if asked).
+    Raises SyntaxError/ValueError if the file does not parse."""
     tree = ast.parse(text, filename=file)
     lines = text.splitlines()
-    finder = _SiteFinder(file, lines, _module_constants(tree))
+    finder = _SiteFinder(file, lines, _module_constants(tree), warnings)
     finder.visit(tree)
     return finder.sites
 
 
-def scan(source: SourceTree | str | Path, include: Callable[[str, str], bool] | None = None) -> Scan:
+def scan(source: SourceTree | str | Path, include: Callable[[str, str], bool] | None = None, warnings: bool = False) -> Scan:
     """Scan every .py file of ``source``; ``include(file, text)`` may skip files cheaply
-    before they are parsed (drift only needs files that mention a record's words)."""
+    before they are parsed (drift only needs files that mention a record's words).
+    ``warnings`` also collects ``warnings.warn(...)`` calls (the benchmark corpus does)."""
     tree = source if isinstance(source, SourceTree) else SourceTree.open(source)
     result = Scan(root=str(tree.path))
     for file, text in tree.python_files():
@@ -307,7 +310,7 @@ def scan(source: SourceTree | str | Path, include: Callable[[str, str], bool] | 
             continue
         result.parsed += 1
         try:
-            result.sites.extend(sites_in_source(text, file))
+            result.sites.extend(sites_in_source(text, file, warnings))
         except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
             # Python 2 files, templates with .py names, NUL bytes: count them, move on.
             line = getattr(e, "lineno", None)
@@ -373,8 +376,9 @@ class _NoTemplate(Exception):
 
 
 class _SiteFinder(ast.NodeVisitor):
-    def __init__(self, file: str, lines: list[str], constants: dict[str, ast.expr]):
+    def __init__(self, file: str, lines: list[str], constants: dict[str, ast.expr], warnings: bool = False):
         self.file = file
+        self.warnings = warnings
         self.lines = lines
         self.constants = constants
         self.scope: list[str] = []
@@ -401,10 +405,18 @@ class _SiteFinder(ast.NodeVisitor):
         self.generic_visit(node)
         if node.exc is None:
             return  # bare `raise` re-raises; it creates no new message
+        self._add_site(node, lambda: _exception_and_message(node.exc), "raise")
+
+    def visit_Call(self, node: ast.Call) -> None:
+        self.generic_visit(node)
+        if self.warnings and _is_warnings_warn(node):
+            self._add_site(node, lambda: _warning_and_message(node), "warn")
+
+    def _add_site(self, node: ast.stmt | ast.expr, class_and_message, site_kind: str) -> None:
         error_class, template, kind, reason = None, None, None, None
         self._raise_line = node.lineno
         try:
-            error_class, message = _exception_and_message(node.exc)
+            error_class, message = class_and_message()
             template, kind = self._template(message)
             if not template.literal.strip():
                 raise _NoTemplate("message has no literal text")
@@ -428,6 +440,7 @@ class _SiteFinder(ast.NodeVisitor):
                 source_start=start,
                 source_end=end,
                 source_code="\n".join(self.lines[start - 1 : end]),
+                kind=site_kind,
             )
         )
 
@@ -542,6 +555,34 @@ def _gettext_literal(node: ast.expr) -> str | None:
     if isinstance(text, ast.Constant) and isinstance(text.value, str) and len(node.args) == (2 if name == "pgettext" else 1):
         return text.value
     return None
+
+
+def _is_warnings_warn(call: ast.Call) -> bool:
+    func = call.func
+    return (
+        isinstance(func, ast.Attribute) and func.attr == "warn" and isinstance(func.value, ast.Name) and func.value.id == "warnings"
+    ) or (isinstance(func, ast.Name) and func.id == "warn")
+
+
+def _warning_and_message(call: ast.Call) -> tuple[str, ast.expr]:
+    """``warnings.warn(message, Category)``: the category defaults to UserWarning."""
+    category: ast.expr | None = call.args[1] if len(call.args) > 1 else None
+    message: ast.expr | None = call.args[0] if call.args else None
+    for keyword in call.keywords:
+        if keyword.arg == "category":
+            category = keyword.value
+        elif keyword.arg == "message":
+            message = keyword.value
+    if message is None:
+        raise _NoTemplate("no message argument")
+    name = "UserWarning"
+    if isinstance(category, ast.Name):
+        name = category.id
+    elif isinstance(category, ast.Attribute):
+        name = category.attr
+    elif category is not None:
+        raise _NoTemplate("warning category is computed")
+    return name, message
 
 
 def _exception_and_message(exc: ast.expr) -> tuple[str, ast.expr]:

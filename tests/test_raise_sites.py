@@ -226,3 +226,20 @@ def test_git_checkout_gives_commit_and_repo(tmp_path):
     assert prov.repo == "tool-org/tool"
     # Paths are relative to the checkout's top, as on GitHub.
     assert [s.file for s in scan(tree).sites] == ["src/tool/__init__.py"]
+
+
+def test_warnings_are_sites_only_when_asked_for():
+    code = textwrap.dedent(
+        """
+        import warnings
+
+        def old_api(name):
+            warnings.warn(f"{name} is deprecated and will be removed", DeprecationWarning, stacklevel=2)
+            warnings.warn("plain user warning text here")
+        """
+    )
+    assert sites_in_source(code, "m.py") == []
+    deprecated, plain = sites_in_source(code, "m.py", warnings=True)
+    assert (deprecated.kind, deprecated.error_class, deprecated.template.display()) == (
+        "warn", "DeprecationWarning", "{name} is deprecated and will be removed")
+    assert (plain.error_class, plain.template.literal) == ("UserWarning", "plain user warning text here")
