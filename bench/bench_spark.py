@@ -30,6 +30,7 @@ import gzip
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -137,11 +138,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "spark.json")
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.rows.split(",")]
+    work = Path(tempfile.mkdtemp(prefix="errkb-bench-spark-"))
+    try:
+        return _bench(args, sizes, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
+
+def _bench(args, sizes: list[int], work: Path) -> int:
     from errkb.match import Matcher
     from errkb.spark import index_file
 
-    work = Path(tempfile.mkdtemp(prefix="errkb-bench-spark-"))
     records = corpus_records(args.patterns)
     lines = corpus_lines()
     t = time.perf_counter()
@@ -187,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"{rows} rows: {key} matched {entry[key]['matched']}, errkb enrich {base['matched']}")
         results["sizes"].append(entry)
         for f in work.glob(f"*-{rows}*"):
-            subprocess.run(["rm", "-rf", str(f)], check=False)
+            shutil.rmtree(f) if f.is_dir() else f.unlink()
+        print(f"{rows:,} rows: errkb enrich 1 process {base['job_s']:.1f} s, spark cold {entry['spark']['seconds']:.1f} s, "
+              f"warm {entry['spark']['warm_seconds']:.1f} s", flush=True)
 
     results["load_average_at_end"] = os.getloadavg()
     header = f"{'rows':>11} | {'method':<24} | {'wall s':>7} | {'rows/s':>10} | {'vs 1 proc':>9} | split"

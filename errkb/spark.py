@@ -112,7 +112,7 @@ def build_index(db: str | os.PathLike | None = None, folder: str | os.PathLike |
     The file lands in ``folder`` (default: the store's cache folder) as
     ``errkb-index-<sha256>.idx``; a later call for the same dataset finds it again.
     """
-    from errkb.match import Matcher, MatcherError
+    from errkb.match import INDEX_FORMAT, Matcher, MatcherError
     from errkb.store import Store
 
     with Store.open(db, read_only=db is not None) as store:
@@ -120,8 +120,9 @@ def build_index(db: str | os.PathLike | None = None, folder: str | os.PathLike |
         dataset_version = store.dataset_version()
         out_dir = Path(folder) if folder is not None else store.cache_dir
         out_dir.mkdir(parents=True, exist_ok=True)
-        pointer = out_dir / f"spark-index-{dataset_hash}.txt"
-        # The pointer maps a dataset hash to the content-named file compiled from it.
+        # The pointer maps a dataset hash (and the index format, which changes with
+        # errkb) to the content-named file compiled from it.
+        pointer = out_dir / f"spark-index-v{INDEX_FORMAT}-{dataset_hash}.txt"
         if pointer.is_file():
             known = out_dir / pointer.read_text(encoding="utf-8").strip()
             if known.is_file():
@@ -151,7 +152,7 @@ def build_index(db: str | os.PathLike | None = None, folder: str | os.PathLike |
 
 
 def index_file(path: str | os.PathLike) -> IndexFile:
-    """An index file made elsewhere (``build_index``, ``errkb spark-enrich --save-index``):
+    """An index file made elsewhere (:func:`build_index`, or :meth:`Matcher.save`):
     checked to be an errkb matcher index, and content-named (copied) when it is not."""
     path = Path(path)
     if not path.is_file():
@@ -161,9 +162,16 @@ def index_file(path: str | os.PathLike) -> IndexFile:
     wanted = _content_named(sha)
     if path.name != wanted:
         # Spark registers shipped files by name; a content name means two different
-        # indexes can never collide in one session.
-        target = Path(tempfile.mkdtemp(prefix="errkb-spark-")) / wanted
-        shutil.copyfile(path, target)
+        # indexes can never collide in one session. The copy lives in errkb's cache,
+        # where the next job with the same index finds it.
+        from errkb.store import cache_root
+
+        target = cache_root() / "spark" / wanted
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f"{wanted}.{os.getpid()}.tmp")
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, target)
         path = target
     return IndexFile(path, sha, matcher.dataset_hash)
 
