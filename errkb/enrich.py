@@ -317,7 +317,7 @@ class LineEnricher:
         if self.only_matched:
             if not matched:
                 return ""
-            out = [self._matched_line(i, lines[i], results[i][0], objects.get(i), b64.get(i)) for i in matched]
+            out = [self._matched_line(lines[i], results[i][0], objects.get(i), b64.get(i)) for i in matched]
             out.append("")
             return "\n".join(out)
         # Every line as {"message": ...}, then the few other lines (JSON objects,
@@ -337,10 +337,10 @@ class LineEnricher:
         for i, code in b64.items():
             out[i] = f'{out[i][:-1]}, "message_b64": "{code}"}}'
         for i in matched:
-            out[i] = self._matched_line(i, lines[i], results[i][0], objects.get(i), b64.get(i))
+            out[i] = self._matched_line(lines[i], results[i][0], objects.get(i), b64.get(i))
         return "\n".join(out)
 
-    def _matched_line(self, i: int, line: str, best: Any, obj: dict | None, code: str | None) -> str:
+    def _matched_line(self, line: str, best: Any, obj: dict | None, code: str | None) -> str:
         counters = self.counters
         counters.matched += 1
         rid = best.record_id
@@ -616,6 +616,14 @@ class RecordEnricher:
         self.matcher = matcher
         self.paths = _field_paths(field)
         self.site_url = site_url
+        # One errkb object per record: a store-backed Match looks its record up per call.
+        self._objects: dict[str, dict] = {}
+
+    def _object(self, match: Any) -> dict:
+        obj = self._objects.get(match.record_id)
+        if obj is None:
+            obj = self._objects[match.record_id] = errkb_object(match, self.site_url)
+        return {**obj, "score": round(float(match.score), 3)}
 
     def enrich_batch(self, items: list[dict]) -> list[tuple[dict, bool]]:
         messages = [field_value(d, self.paths) if isinstance(d, dict) else None for d in items]
@@ -623,7 +631,7 @@ class RecordEnricher:
         out = []
         for item, message, found in zip(items, messages, results):
             if message and found:
-                out.append(({**item, "errkb": errkb_object(found[0], self.site_url)}, True))
+                out.append(({**item, "errkb": self._object(found[0])}, True))
             else:
                 out.append((item, False))
         return out
