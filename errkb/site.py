@@ -113,7 +113,9 @@ _RE2_TOKEN = re.compile(
     r"\\x\{(?P<hex>[0-9a-f]+)\}"
     r"|(?P<fixed>\\A|\\z|\\b|\\B|\(\?s:\.\)|\(\?m:\^\)|\(\?m:\$\)|\(\?:|\[\^|[\[\]\-)|*+?])"
     r"|(?P<count>\{\d+(?:,\d*)?\})"
-    r"|(?P<alnum>[A-Za-z0-9])"
+    # Characters errkb.patterns writes bare because they are never special in RE2;
+    # none is special in a JavaScript `u` regex either, in or out of a class.
+    r"|(?P<plain>[A-Za-z0-9 _'\"!#%&,/:;<=>@`~])"
 )
 _FIXED_JS = {
     "\\A": "^",

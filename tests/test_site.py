@@ -320,14 +320,19 @@ def test_example_fix_split_into_before_and_after():
     assert split_example_fix("# before\nonly the old code\n") == [("", "# before\nonly the old code")]
 
 
-@pytest.mark.parametrize("pattern, js", [
-    (r"Please use 'mnnvl' backend\.", r"Please\u{20}use\u{20}\u{27}mnnvl\u{27}\u{20}backend\u{2e}"),
-    (r"^got (.+?) items$", r"^got\u{20}(?:(?:[^\u{a}])+?)\u{20}items(?:\u{a}?$)"),
-    (r"(?s)begin.end", r"begin[\s\S]end"),
+@pytest.mark.parametrize("pattern, fragment", [
+    (r"Please use 'mnnvl' backend\.", "backend"),
+    (r"^got (.+?) items$", "(?:\\u{a}?$)"),  # re's $ also matches before a final newline
+    (r"(?s)begin.end", "[\\s\\S]"),
+    (r"(?m)^worker", "(?:^|(?<=\\n))"),
+    (r"caf\u00e9 \d", "\\u{"),
 ])
-def test_patterns_become_equivalent_js_regexes(pattern, js):
+def test_patterns_become_js_regex_sources(pattern, fragment):
+    """The sources' meaning is checked against Python re in Chromium (test_site_browser)."""
     result = js_pattern(pattern)
-    assert result.ok and result.source == js
+    assert result.ok, result.reason
+    assert fragment in result.source
+    assert "\\x{" not in result.source and "\\A" not in result.source and "\\z" not in result.source
 
 
 @pytest.mark.parametrize("pattern, reason", [
@@ -353,3 +358,12 @@ def test_parallel_build_gives_the_same_bytes_as_serial(site_store):
         parallel = list(render_site(store, workers=2))
     assert [p for p, _ in serial] == [p for p, _ in parallel]
     assert serial == parallel
+
+
+def test_bundled_patterns_run_in_the_browser_unless_they_need_backtracking():
+    """Guards the RE2-to-JS mapping against changes in what errkb.patterns emits."""
+    with Store.open(None, read_only=True) as store:
+        records = store.records()
+    for rec in records:
+        js = js_pattern(rec["messagePattern"])
+        assert js.ok or js.reason.startswith("needs backtracking"), (rec["id"], js.reason)
