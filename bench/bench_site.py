@@ -78,7 +78,7 @@ def folder_mb(path: Path) -> float:
 def main() -> None:
     from bench.synth import real_records, write_variants
     from errkb.resources import data_dir
-    from errkb.site import _default_workers
+    from errkb.site import default_workers
     from errkb.store import Store
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -97,7 +97,7 @@ def main() -> None:
             assert report.new == n and report.rejected == 0, report.summary()
             base = measure(BASELINE, str(db), str(tmp / f"baseline-{n}"))
             for w in args.workers.split(","):
-                workers = _default_workers(n) if w == "auto" else int(w)
+                workers = default_workers(n) if w == "auto" else int(w)
                 site = tmp / f"site-{n}-{w}"
                 ours = measure(ERRKB, str(db), str(site), str(workers))
                 assert ours["records"] == n, ours

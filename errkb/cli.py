@@ -552,18 +552,20 @@ def site_group():
               show_default=True, help="Folder to write the site into.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when OUT differs from a fresh build.")
 @click.option("--base-url", default=None, help="Where the site is hosted (https://.../); makes sitemap.xml and 404.html absolute.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes rendering fix pages (default: one per core from 1,000 records on).")
 @db_option
 @json_option
-def site_build(out, check, base_url, db_path, as_json):
+def site_build(out, check, base_url, workers, db_path, as_json):
     """Build the site from the store into OUT (deterministic: a rebuild is byte-identical)."""
     from errkb.site import SiteError, build_site, check_site
 
     with open_store(db_path, read_only=True) as store:
         try:
             if check:
-                report = check_site(store, out, base_url=base_url)
+                report = check_site(store, out, base_url=base_url, workers=workers)
             else:
-                report = _build_with_progress(build_site, store, out, base_url)
+                report = _build_with_progress(build_site, store, out, base_url, workers)
         except SiteError as e:
             raise UsageError(str(e)) from e
     if as_json:
@@ -582,9 +584,9 @@ def site_build(out, check, base_url, db_path, as_json):
         click.echo(f"{out}: {report.pages} files ({report.records} fix pages), {len(report.written)} written, {len(report.removed)} removed")
 
 
-def _build_with_progress(build_site, store, out, base_url):
+def _build_with_progress(build_site, store, out, base_url, workers):
     if not sys.stderr.isatty():
-        return build_site(store, out, base_url=base_url)
+        return build_site(store, out, base_url=base_url, workers=workers)
     bar = None
 
     def progress(done, total):
@@ -595,7 +597,7 @@ def _build_with_progress(build_site, store, out, base_url):
         bar.update(1)
 
     try:
-        return build_site(store, out, base_url=base_url, progress=progress)
+        return build_site(store, out, base_url=base_url, progress=progress, workers=workers)
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)

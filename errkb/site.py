@@ -452,7 +452,7 @@ def _render_chunk(chunk: list[tuple[_Entry, list[dict], dict]]) -> list[tuple[by
     return [_WORKER_PAGES.render(e, runs, common) for e, runs, common in chunk]
 
 
-def _default_workers(total: int) -> int:
+def default_workers(total: int) -> int:
     if total < PARALLEL_MIN_RECORDS:
         return 1
     return max(1, min(os.cpu_count() or 1, 8))
@@ -475,11 +475,13 @@ def _rendered_fix_pages(entries, runs_by_id, common, workers: int) -> Iterator[t
 
 
 def render_site(store, base_url: str | None = None, progress: Callable[[int, int], None] | None = None,
-                warnings: list[str] | None = None, workers: int | None = None) -> Iterator[tuple[str, bytes]]:
+                warnings: list[str] | None = None, workers: int | None = 1) -> Iterator[tuple[str, bytes]]:
     """Yield every file of the site as ``(relative path, content)``, in a fixed order.
 
-    Fix pages are rendered by ``workers`` processes (default: one per core for large
-    datasets); the output does not depend on how many."""
+    Fix pages are rendered by ``workers`` processes; ``None`` means one per core for
+    large datasets (the CLI's choice). The output does not depend on how many. Worker
+    processes are spawned, so a calling script needs the usual
+    ``if __name__ == "__main__":`` guard, as with any spawn-based multiprocessing."""
     warnings = warnings if warnings is not None else []
     env = _env()
     records = store.records()
@@ -520,7 +522,7 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
     common = {"dataset_version": dataset_version, "record_count": len(entries)}
 
     total = len(entries)
-    workers = _default_workers(total) if workers is None else workers
+    workers = default_workers(total) if workers is None else workers
     for n, (e, (page, snippet, js)) in enumerate(zip(entries, _rendered_fix_pages(entries, runs_by_id, common, workers)), 1):
         e.js = js
         yield e.path, page
@@ -592,7 +594,7 @@ def _guard_out(out: Path) -> None:
 
 
 def build_site(store, out: Path, base_url: str | None = None,
-               progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> BuildReport:
+               progress: Callable[[int, int], None] | None = None, workers: int | None = 1) -> BuildReport:
     """Write the site into ``out``: changed files only, stale ones removed."""
     out = Path(out)
     _guard_out(out)
@@ -626,7 +628,7 @@ def build_site(store, out: Path, base_url: str | None = None,
     return report
 
 
-def check_site(store, out: Path, base_url: str | None = None, workers: int | None = None) -> CheckReport:
+def check_site(store, out: Path, base_url: str | None = None, workers: int | None = 1) -> CheckReport:
     """Compare ``out`` with a fresh build, file by file, without writing anything."""
     out = Path(out)
     report = CheckReport(out=out)
