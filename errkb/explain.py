@@ -40,6 +40,9 @@ NEAR_CANDIDATES_FROM_LOG = 20
 # messages and bytes, so long lines cannot make a batch large.
 LOG_BATCH_MESSAGES = 4096
 LOG_BATCH_BYTES = 4 << 20
+# A log's summary lists every distinct known error; this many are explained in full
+# (in order of first appearance: the first is often the cause of the rest).
+LOG_EXPLAINED = 5
 
 
 class ExplainError(Exception):
@@ -636,11 +639,14 @@ def render_text(explanation: Explanation, show_all: bool = False, color: bool = 
     """The human explanation, from ``templates/explain.txt.j2``, fitting ``width`` columns."""
     env = _environment(color=color, width=width)
     template = env.get_template("explain.txt.j2")
-    shown = explanation.found if (show_all or explanation.mode == "log") else explanation.found[:1]
+    found = explanation.found
+    limit = len(found) if show_all else (LOG_EXPLAINED if explanation.mode == "log" else 1)
+    shown = found[:limit]
     return template.render(
         explanation=explanation,
+        listed=[{"f": f} for f in found],
         shown=[_view(f) for f in shown],
-        others=len(explanation.found) - len(shown),
+        others=len(found) - len(shown),
         near=[_near_view(n) for n in explanation.near],
         show_all=show_all,
     )

@@ -276,3 +276,23 @@ def test_fast_log_path_agrees_with_iter_messages(db, monkeypatch):
         assert fast(lines) == reference(lines)
 
     check()
+
+
+def test_log_with_many_distinct_errors_explains_the_first_few(tmp_path, make_variant):
+    from errkb.explain import LOG_EXPLAINED
+
+    variants = [make_variant(i) for i in range(LOG_EXPLAINED + 3)]
+    db = tmp_path / "s.duckdb"
+    with Store.open(db) as store:
+        assert store.ingest([write_jsonl(tmp_path / "v.jsonl", variants)]).rejected == 0
+    log = _log(60, {10 + i: f"ValueError: {v['errorMessage']}" for i, v in enumerate(variants)})
+    r = CliRunner().invoke(cli, ["explain", "--db", str(db)], input=log)
+    assert r.exit_code == 0
+    n = len(variants)
+    assert r.stdout.startswith(f"{n} known errors in 60 lines\n")
+    assert r.stdout.count("\nHow to fix\n") == LOG_EXPLAINED
+    assert f"-- {LOG_EXPLAINED}/{n} " in r.stdout and f"-- {LOG_EXPLAINED + 1}/{n} " not in r.stdout
+    assert r.stdout.endswith("\n3 more known errors listed above; `errkb explain --all` explains every one,\n"
+                             "`errkb show ID` one record.\n")
+    r = CliRunner().invoke(cli, ["explain", "--db", str(db), "--all"], input=log)
+    assert r.stdout.count("\nHow to fix\n") == n and "more known error" not in r.stdout
