@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from errkb import __version__
-from errkb.lint import Finding, Linter
-from errkb.records import InputError, Origin, SourcedRecord, canonical_json, content_hash, iter_files, read_records
+from errkb.records import SourcedRecord, canonical_json, content_hash, iter_files, read_records
 from errkb.resources import data_dir
 
 # Bump when the table layout changes; a cache store of another layout is rebuilt.
@@ -338,6 +337,10 @@ class Store:
         return report
 
     def _ingest(self, items, source, progress) -> IngestReport:
+        # Imported here: lint pulls in the schema validator and the pattern analyser,
+        # which read-only callers (explain's cold start) should not pay for.
+        from errkb.lint import Linter
+
         con = self.con
         now = dt.datetime.now(dt.timezone.utc)
         run_id = con.execute("SELECT coalesce(max(run_id), 0) + 1 FROM ingest_runs").fetchone()[0]
