@@ -26,6 +26,7 @@ database), never a pickle.
 from __future__ import annotations
 
 import bisect
+import gc
 import json
 import os
 import struct
@@ -260,6 +261,7 @@ class Matcher:
         self._full_chunk_of: dict[int, int] = {}  # entry index -> chunk
         self._aho = None
         self._compiled: dict[int, object] = {}  # RE2 programs, compiled on first use
+        self._plan_of: dict[int, tuple | None] = {}  # entry -> (gap plan, needs context) or None
         self._compiled_re: dict[int, object] = {}
         self._compiled_bounded: dict[int, object] = {}
         self._records: dict[str, dict] | None = None
@@ -279,6 +281,8 @@ class Matcher:
         m._resolve = m._records.get
         literal_ids: dict[str, int] = {}
         literal_members: list[list[int]] = []
+        pieces_of: list[list[str]] = []
+        usage: dict[str, int] = {}  # literal -> how many patterns require it
         for record in records:
             if not isinstance(record, dict):
                 continue
@@ -309,9 +313,13 @@ class Matcher:
                         m.skipped.append({"id": entry.record_id, "pattern": pattern, "reason": str(e)})
                         continue
                     entry.bounded = entry.needs_context = True
-            index = len(m.entries)
             m.entries.append(entry)
-            literal = _prefilter_key(a.required_literals)
+            pieces = _prefilter_pieces(a.required_literals)
+            pieces_of.append(pieces)
+            for piece in set(pieces):
+                usage[piece] = usage.get(piece, 0) + 1
+        for index, pieces in enumerate(pieces_of):
+            literal = _choose_key(pieces, usage)
             if literal is None:
                 m.always.append(index)
                 continue
@@ -587,6 +595,17 @@ class Matcher:
         n = len(lines)
         if n == 0:
             return []
+        # A batch allocates many small acyclic objects (hits, candidates, matches): the
+        # cyclic collector would rescan them all again and again, for nothing.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._match_lines(lines, raw, n)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _match_lines(self, lines: list[str], raw: bool, n: int) -> list:
         # lines without a match share one empty tuple: most lines match nothing
         results: list = [_NO_MATCHES] * n
         if not self.entries:
@@ -605,6 +624,8 @@ class Matcher:
             owners = list(range(n)) + extra_owners
             candidates = {owner: (None, ids) for owner, ids in self._scan(segments, owners, n).items()}
         entries = self.entries
+        plan_of = self._plan_of
+        plan_get = plan_of.get
         use_re2 = self.confirm == "re2"
         compiled_cache = self._compiled
         line_forms: dict[int, list[normalize.Message]] = {}
@@ -626,14 +647,20 @@ class Matcher:
                 full_hits.clear()
                 scanned_chunks = set()
             for ei in entry_ids:
-                entry = entries[ei]
-                plan = entry.gap_plan
+                plan = plan_get(ei, _UNSET)
+                if plan is _UNSET:
+                    e = entries[ei]
+                    plan = plan_of[ei] = (e.gap_plan, e.needs_context) if e.gap_plan is not None else None
                 if plan is not None and not multiline:
                     # literals and (.+?) gaps only: str.find decides, exactly and linearly
-                    hit = gap_match(line, plan)
-                    if not hit and not raw and (entry.needs_context or line_no in rewritten):
-                        hit = self._search_forms(ei, self._forms(line_forms, line_no, line)) is not None
-                elif use_re2 and not entry.bounded and (not entry.ascii_only or (line and line.isascii())):
+                    if gap_match(line, plan[0]):
+                        found.append(Match(self, ei, line, raw=raw))
+                    elif not raw and (plan[1] or line_no in rewritten):
+                        if self._search_forms(ei, self._forms(line_forms, line_no, line)) is not None:
+                            found.append(Match(self, ei, line, raw=raw))
+                    continue
+                entry = entries[ei]
+                if use_re2 and not entry.bounded and (not entry.ascii_only or (line and line.isascii())):
                     if raw_bytes is None:
                         raw_bytes = line.encode("utf-8")
                     chunk = chunk_of.get(ei) if full is not None else None
@@ -657,6 +684,9 @@ class Matcher:
                     found.append(Match(self, ei, line, raw=raw))
             if found:
                 if len(found) > 1:
+                    lowered = line.lower() if len(line) < 1 << 16 else line[: 1 << 16].lower()
+                    for m in found:
+                        m._score = _score(entries[m._entry_index], line, None, lowered)
                     found.sort(key=_by_score)
                 results[line_no] = found
         return results
@@ -685,11 +715,11 @@ class Matcher:
         find = buf.find
         members = self.literal_entries
         skip = self._newline_literals
-        lids_of: dict[int, set[int]] = {}
+        lids_of: dict[int, list[int]] = {}
         seg = 0
         prev = 0
         seg_end = -1
-        current: set[int] = set()
+        current: list[int] = []
         for to, lid in hits:
             if skip and lid in skip:
                 continue  # a literal with a newline can only span two lines here
@@ -703,15 +733,18 @@ class Matcher:
                 owner = seg if seg < n else extra_owners[seg - n]
                 current = lids_of.get(owner)
                 if current is None:
-                    current = lids_of[owner] = set()
-            current.add(lid)
-        out: dict[int, tuple[None, list[int]]] = {}
+                    current = lids_of[owner] = []
+            current.append(lid)
+        out: dict[int, tuple[None, list[int] | tuple[int, ...]]] = {}
         for owner, lids in lids_of.items():
             if len(lids) == 1:
-                ids = members[next(iter(lids))]
-            else:
-                ids = sorted({ei for lid in lids for ei in members[lid]})
-            out[owner] = (None, ids)
+                out[owner] = (None, members[lids[0]])
+                continue
+            first = lids[0]
+            if all(lid == first for lid in lids):  # one literal seen several times
+                out[owner] = (None, members[first])
+                continue
+            out[owner] = (None, sorted({ei for lid in set(lids) for ei in members[lid]}))
         return out
 
     # ------------------------------------------------------------------ internals
@@ -894,9 +927,10 @@ _UNANCHORED = _re2_module._Anchor.UNANCHORED if _re2_module is not None else Non
 
 
 _NO_MATCHES: tuple = ()
+_UNSET = object()
 
 
-def _score(entry: _Entry, text: str, classes: set[str] | None = None) -> float:
+def _score(entry: _Entry, text: str, classes: set[str] | None = None, lowered: str | None = None) -> float:
     """Error class agreement first, then specificity, then project hints."""
     score = 1.0 + entry.specificity
     cls = entry.error_class
@@ -908,8 +942,14 @@ def _score(entry: _Entry, text: str, classes: set[str] | None = None) -> float:
         elif f"{short}:" in text or text.rstrip().endswith(short):
             score += 2.0
     if entry.hints:
-        lowered = text.lower() if len(text) < 1 << 16 else text[: 1 << 16].lower()
-        hits = sum(1 for h in entry.hints if h in lowered)
+        if lowered is None:
+            lowered = text.lower() if len(text) < 1 << 16 else text[: 1 << 16].lower()
+        hits = 0
+        for hint in entry.hints:
+            if hint in lowered:
+                hits += 1
+                if hits == 2:
+                    break
         # a tie-breaker: below a clear difference in specificity
         score += min(hits, 2) * 0.1
     return score
@@ -925,13 +965,21 @@ def needs_forms(line: str) -> bool:
     return normalize.needs_rewrite(line)
 
 
-def _prefilter_key(required_literals: list[str]) -> str | None:
-    """The longest required literal, cut at NUL (Hyperscan's binding ends literals there)."""
+def _prefilter_pieces(required_literals: list[str]) -> list[str]:
+    """Required literals usable as prefilter keys: cut at NUL (Hyperscan's binding ends
+    literals there), at least MIN_PREFILTER_BYTES long."""
     pieces = [p for lit in required_literals for p in lit.split("\x00") if p]
+    return [p for p in pieces if len(p.encode("utf-8")) >= MIN_PREFILTER_BYTES]
+
+
+def _choose_key(pieces: list[str], usage: dict[str, int]) -> str | None:
+    """The literal a pattern is prefiltered on: among its reasonably long literals the
+    one fewest other patterns share (a shared key makes every pattern sharing it a
+    candidate of every line holding it), then the longest."""
     if not pieces:
         return None
-    best = max(pieces, key=lambda s: len(s.encode("utf-8")))
-    return best if len(best.encode("utf-8")) >= MIN_PREFILTER_BYTES else None
+    pool = [p for p in pieces if len(p) >= 8] or pieces
+    return min(pool, key=lambda p: (usage.get(p, 0), -len(p)))
 
 
 def _resolve_engines(prefilter: str, confirm: str) -> tuple[str, str]:
