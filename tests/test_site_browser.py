@@ -125,9 +125,11 @@ def type_query(driver, text: str) -> None:
 
 
 def visible_results(driver) -> list[str]:
+    """Fix-page links of the record items on screen, in order (search results are shown
+    in #results, the unfiltered index in #all-records)."""
     return driver.execute_script(
-        "return Array.from(document.querySelectorAll('#results > li')).filter(li => !li.hidden)"
-        ".map(li => li.querySelector('a').getAttribute('href'));")
+        "return Array.from(document.querySelectorAll('#results > li, #all-records > li'))"
+        ".filter(li => li.offsetParent !== null).map(li => li.querySelector('a').getAttribute('href'));")
 
 
 def screenshot(driver, tmp_path: Path, name: str, full_page: bool = True) -> None:
@@ -417,3 +419,26 @@ def test_accessible_landmarks_labels_and_contrast(browser, server, scheme):
             assert low == [], (page, scheme, low[:10])
     finally:
         browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+
+
+def test_large_result_sets_are_shown_a_page_at_a_time(browser, tmp_path_factory, seed_record):
+    """250 records: a search lists the first 200 and a button adds the rest."""
+    from tests.conftest import variant
+
+    tmp = tmp_path_factory.mktemp("paged-site")
+    src = tmp / "records.jsonl"
+    src.write_text("".join(json.dumps(variant(seed_record, i)) + "\n" for i in range(250)))
+    with Store.open(tmp / "store.duckdb") as store:
+        assert store.ingest([src]).rejected == 0
+        build_site(store, tmp / "site")
+    browser.get((tmp / "site" / "index.html").as_uri())
+    assert len(visible_results(browser)) == 250  # the plain index lists everything
+    type_query(browser, "allreduce")
+    wait(browser, lambda d: len(visible_results(d)) == 200)
+    assert browser.find_element(By.ID, "count").text == "250 of 250 records · showing the first 200"
+    more = browser.find_element(By.ID, "more")
+    assert more.text == "Show 50 more of 50"
+    more.click()
+    wait(browser, lambda d: len(visible_results(d)) == 250)
+    assert not more.is_displayed()
+    assert console_errors(browser) == []

@@ -127,10 +127,14 @@
   var data = JSON.parse(indexEl.textContent);
   var records = data.records;
   var regexes = records.map(function (r) { return r.p ? compile(r.p, data.classes) : null; });
-  var list = document.getElementById("results");
-  var items = Array.prototype.slice.call(list.children);
+  var all = document.getElementById("all-records");
+  var items = Array.prototype.slice.call(all.children);
+  var results = document.getElementById("results");
+  var more = document.getElementById("more");
   var q = document.getElementById("q");
   var count = document.getElementById("count");
+  var PAGE = 200;
+  var limit = PAGE;
   var filters = {
     r: document.getElementById("f-repo"),
     g: document.getElementById("f-tag"),
@@ -147,26 +151,36 @@
     if (filters.st.value && r.st !== filters.st.value) { return false; }
     return true;
   }
+  function filtering() {
+    return Object.keys(filters).some(function (k) { return filters[k].value; });
+  }
 
   function words(query) {
     return query.toLowerCase().split(/\s+/).filter(function (w) { return w.length > 0; });
   }
 
-  function update() {
+  function plural(n) { return n + " record" + (n === 1 ? "" : "s"); }
+
+  function update(keepPage) {
+    if (!keepPage) { limit = PAGE; }
     var query = q.value;
+    if (!query.trim() && !filtering()) {
+      results.hidden = true;
+      results.textContent = "";
+      more.hidden = true;
+      all.hidden = false;
+      count.textContent = plural(records.length);
+      return;
+    }
     var ws = words(query);
     var texts = query.trim() ? candidates(query, data.max_input, data.max_line) : [];
     var shown = [];
     var hits = 0;
     records.forEach(function (r, i) {
-      var item = items[i];
-      var badge = item.querySelector(".pattern-hit");
-      badge.hidden = true;
-      if (!passesFilters(r)) { item.hidden = true; return; }
+      if (!passesFilters(r)) { return; }
       var rank = null;
       if (texts.length && regexes[i] && tryPattern(regexes[i], r.l, r.a, texts)) {
         rank = 0;
-        badge.hidden = false;
         hits++;
       } else if (!ws.length) {
         rank = 2;
@@ -174,23 +188,33 @@
         var msg = r.m.toLowerCase();
         rank = ws.every(function (w) { return msg.indexOf(w) >= 0; }) ? 1 : 2;
       }
-      item.hidden = rank === null;
       if (rank !== null) { shown.push([rank, i]); }
     });
-    // Pattern matches first, then message hits, then the rest; stable otherwise.
+    // Pattern matches first, then message hits, then the rest; index order otherwise.
     shown.sort(function (a, b) { return a[0] - b[0] || a[1] - b[1]; });
     var frag = document.createDocumentFragment();
-    shown.forEach(function (s) { frag.appendChild(items[s[1]]); });
-    items.forEach(function (item) { if (item.hidden) { frag.appendChild(item); } });
-    list.appendChild(frag);
-    count.textContent = shown.length + " of " + records.length + " records" +
-      (hits ? " · " + hits + " matched by pattern" : "");
+    shown.slice(0, limit).forEach(function (s) {
+      var li = items[s[1]].cloneNode(true);
+      li.querySelector(".pattern-hit").hidden = s[0] !== 0;
+      frag.appendChild(li);
+    });
+    results.textContent = "";
+    results.appendChild(frag);
+    all.hidden = true;
+    results.hidden = false;
+    var rest = shown.length - Math.min(limit, shown.length);
+    more.hidden = rest === 0;
+    more.textContent = "Show " + Math.min(rest, PAGE) + " more of " + rest;
+    count.textContent = shown.length + " of " + plural(records.length) +
+      (hits ? " · " + hits + " matched by pattern" : "") +
+      (rest ? " · showing the first " + Math.min(limit, shown.length) : "");
   }
 
+  more.addEventListener("click", function () { limit += PAGE; update(true); });
   var timer = null;
-  function schedule() { clearTimeout(timer); timer = setTimeout(update, 120); }
+  function schedule() { clearTimeout(timer); timer = setTimeout(function () { update(); }, 120); }
   q.addEventListener("input", schedule);
-  Object.keys(filters).forEach(function (k) { filters[k].addEventListener("change", update); });
+  Object.keys(filters).forEach(function (k) { filters[k].addEventListener("change", function () { update(); }); });
   var params = new URLSearchParams(window.location.search);
   if (params.get("q")) { q.value = params.get("q"); }
   if (q.value || Object.keys(filters).some(function (k) { return filters[k].value; })) { update(); }
