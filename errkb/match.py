@@ -819,12 +819,6 @@ class Matcher:
             seg = locate(starts, to - 1) - 1
             add((owners[seg], lid))
 
-    def _re2_search_bytes(self, ei: int, data: bytes) -> bool:
-        compiled = self._compiled.get(ei)
-        if compiled is None:
-            compiled = self._compiled[ei] = self._compile_re2(self.entries[ei])
-        return compiled.Match(_UNANCHORED, data, 0, len(data))[0][0] >= 0
-
     def _search(self, ei: int, text: str) -> tuple[int, int] | None:
         """Exact search of one entry's pattern in one text: the span, or None."""
         entry = self.entries[ei]
@@ -957,12 +951,6 @@ def _score(entry: _Entry, text: str, classes: set[str] | None = None, lowered: s
 
 def _by_score(m: Match) -> float:
     return -m.score
-
-
-def needs_forms(line: str) -> bool:
-    """A line whose messages are not plain substrings of it (ANSI, JSON escapes):
-    a pattern failing on the raw line may still match its normalised message."""
-    return normalize.needs_rewrite(line)
 
 
 def _prefilter_pieces(required_literals: list[str]) -> list[str]:
