@@ -145,6 +145,7 @@ def run(
     private_shm: bool = True,
     stdin: str | None = None,
     readable: list[str | Path] = (),
+    keep_capabilities: bool = False,
 ) -> SandboxResult:
     """Run ``argv`` in a fresh sandbox and classify how it ended.
 
@@ -153,7 +154,9 @@ def run(
     folder first (name -> content). ``env`` is everything the code gets besides a
     minimal PATH (overridable) and HOME/TMPDIR inside the working folder.
     ``readable``: folders the code needs that may lie under the real HOME (kept
-    visible, read-only, when the HOME is hidden).
+    visible, read-only, when the HOME is hidden). ``keep_capabilities``: only for the
+    project's own reproducer drivers, which need ``unshare``/``mount``; dataset code
+    always runs with every capability dropped, so root inside cannot undo the mounts.
     """
     if network not in ("none", "loopback", "host"):
         raise ValueError(f"network must be none, loopback or host, not {network!r}")
@@ -194,6 +197,7 @@ def run(
         "hide_home": _real_home(),
         "keep_visible": _paths_to_keep(argv, readable),
         "cgroup": str(cgroup) if cgroup else None,
+        "drop_capabilities": not keep_capabilities,
     }
     # The launcher reports how the code ended through a pipe, not a file in the
     # writable folder, so the code cannot forge its own outcome.
@@ -528,6 +532,41 @@ def _hide_home(libc, home: str, keep: list[str], base: str) -> None:
             pass
 
 
+PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 24, 38
+
+
+def drop_capabilities() -> None:
+    """Give up every capability for good (bounding set, then the sets themselves) and
+    forbid regaining any through set-uid programs. Root without capabilities cannot
+    mount, remount the root read-write, or leave its namespaces."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    try:
+        last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    except (OSError, ValueError):
+        last = 40
+    for cap in range(last + 1):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            if err == 22:  # EINVAL: the kernel has no such capability
+                continue
+            if err == 1:  # EPERM: no CAP_SETPCAP (not root, or already dropped): capset below still clears the rest
+                break
+            raise OSError(err, f"prctl(PR_CAPBSET_DROP, {cap})")
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    header = Header(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3: two 32-bit data words
+    data = (Data * 2)()
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+
+
 def _launch(spec_path: str) -> None:
     """Set up the namespaces, then run the code as a child and report how it ended.
 
@@ -603,6 +642,8 @@ def _launch(spec_path: str) -> None:
                     hard = limits[key] + 1 if res == resource.RLIMIT_CPU else limits[key]
                     resource.setrlimit(res, (limits[key], hard))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            if spec["drop_capabilities"]:
+                drop_capabilities()
             os.chdir(spec["cwd"])
             argv = spec["argv"]
             os.execvpe(argv[0], argv, spec["env"])

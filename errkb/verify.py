@@ -480,7 +480,10 @@ def _run_reproducer(record: dict, rep: Reproducer, states: dict | None, emit) ->
             config["validation_code"] = record["validationCode"]
         res = sandbox.run(
             [str(venv.python), "-I", str(rep.driver)], stdin=json.dumps(config), env=env, network="loopback",
-            limits=REPRODUCER_LIMITS, readable=[rep.driver.parent, *( [venv.path] if venv.path else [])],
+            limits=REPRODUCER_LIMITS, readable=[rep.driver.parent, *([venv.path] if venv.path else [])],
+            # The driver (project code) needs unshare/mount for rank 1; each rank drops
+            # every capability before it touches the record's validation code.
+            keep_capabilities=True,
         )
         for result in judge_scenario(record, rep, scenario, res):
             result.details["venv"] = venv_note

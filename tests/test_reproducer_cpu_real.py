@@ -61,6 +61,7 @@ def test_before_state_raises_the_records_error_in_vllms_own_code(report):
     ranks = a["details"]["ranks"]
     assert [r["node_count"] for r in ranks] == [2, 2], "vLLM itself must count two nodes"
     assert [r["backend_env"] for r in ranks] == ["trtllm", "trtllm"]
+    assert [r["cap_eff"] for r in ranks] == ["0000000000000000"] * 2, "ranks run the record's code without capabilities"
     site = a["details"]["raise_site"]
     assert site["file"] == "vllm/distributed/device_communicators/flashinfer_all_reduce.py"
     assert site["line"] == 221
@@ -176,6 +177,7 @@ def test_ranks_past_their_timeout_are_ended_by_pid(report, tmp_path):
         network="loopback",
         limits=sandbox.Limits(wall_seconds=60, memory_bytes=None, processes=4096),
         readable=[cpu.driver.parent, venv],
+        keep_capabilities=True,  # as verify runs drivers: rank 1 needs unshare --mount
     )
     assert res.outcome == "pass", res.stderr[-2000:]
     observed = json.loads(next(ln for ln in res.stdout.splitlines() if ln.startswith(RESULT_PREFIX))[len(RESULT_PREFIX):])

@@ -307,3 +307,16 @@ def test_code_cannot_forge_its_outcome():
     )
     assert r.outcome == "fail"
     assert r.returncode == 3
+
+
+@needs_ns
+def test_root_inside_cannot_undo_the_read_only_root():
+    # Root with capabilities could remount / read-write inside its mount namespace and
+    # write to the real disk; the sandbox drops every capability first.
+    marker = Path("/errkb-sandbox-escape-test")
+    r = sandbox.run(["bash", "-c", f"mount -o remount,rw / && touch {marker}; grep CapEff /proc/self/status; unshare -m true"],
+                    limits=FAST)
+    assert not marker.exists()
+    assert "CapEff:\t0000000000000000" in r.stdout
+    assert r.outcome == "fail"
+    assert "unshare failed: Operation not permitted" in r.stderr

@@ -82,9 +82,30 @@ def drive(config: dict) -> dict:
     return {"timed_out": timed_out, "timeout_s": timeout, "ranks": ranks}
 
 
+def _drop_capabilities() -> None:
+    """Give up root's capabilities before any library or record code runs here.
+
+    errkb is not installed in the reproducer's venv, so errkb/sandbox.py (standard
+    library only) is loaded from its path next to this file.
+    """
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sandbox.py")
+    spec = importlib.util.spec_from_file_location("_errkb_sandbox", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    module.drop_capabilities()
+
+
 def rank_main(rank: int, port: int, out_path: str) -> None:
+    # Rank 1's private /dev/shm is mounted by now; nothing below needs a capability,
+    # and the record's validation code runs in this process.
+    _drop_capabilities()
     config = json.loads(os.environ["ERRKB_REPRO_CONFIG"])
     result: dict = {"rank": rank, "completed": False}
+    with open("/proc/self/status") as f:
+        result["cap_eff"] = next((ln.split()[1] for ln in f if ln.startswith("CapEff:")), None)
 
     def save() -> None:
         with open(out_path, "w") as f:
