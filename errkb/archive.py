@@ -336,7 +336,8 @@ def enrich_archive(
     message = exprs[0] if len(exprs) == 1 else f"coalesce({', '.join(exprs)})"
     keep = "* EXCLUDE (errkb)" if "errkb" in columns else "*"
     try:
-        rel = con.sql(f"SELECT {keep}, {message} AS {MESSAGE_COLUMN} FROM {source}")
+        # Built on the bound relation: the source's schema is not detected a second time.
+        rel = rel.select(f"{keep}, {message} AS {MESSAGE_COLUMN}")
         # A streaming reader: DuckDB produces the next batch only when it is asked for.
         to_reader = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch  # duckdb < 1.4
         reader = to_reader(batch_rows)
