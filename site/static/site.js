@@ -151,10 +151,6 @@
     if (filters.st.value && r.st !== filters.st.value) { return false; }
     return true;
   }
-  function filtering() {
-    return Object.keys(filters).some(function (k) { return filters[k].value; });
-  }
-
   function words(query) {
     return query.toLowerCase().split(/\s+/).filter(function (w) { return w.length > 0; });
   }
@@ -164,14 +160,6 @@
   function update(keepPage) {
     if (!keepPage) { limit = PAGE; }
     var query = q.value;
-    if (!query.trim() && !filtering()) {
-      results.hidden = true;
-      results.textContent = "";
-      more.hidden = true;
-      all.hidden = false;
-      count.textContent = plural(records.length);
-      return;
-    }
     var ws = words(query);
     var texts = query.trim() ? candidates(query, data.max_input, data.max_line) : [];
     var shown = [];
@@ -205,7 +193,7 @@
     var rest = shown.length - Math.min(limit, shown.length);
     more.hidden = rest === 0;
     more.textContent = "Show " + Math.min(rest, PAGE) + " more of " + rest;
-    count.textContent = shown.length + " of " + plural(records.length) +
+    count.textContent = (shown.length === records.length ? plural(records.length) : shown.length + " of " + plural(records.length)) +
       (hits ? " · " + hits + " matched by pattern" : "") +
       (rest ? " · showing the first " + Math.min(limit, shown.length) : "");
   }
@@ -217,5 +205,8 @@
   Object.keys(filters).forEach(function (k) { filters[k].addEventListener("change", function () { update(); }); });
   var params = new URLSearchParams(window.location.search);
   if (params.get("q")) { q.value = params.get("q"); }
-  if (q.value || Object.keys(filters).some(function (k) { return filters[k].value; })) { update(); }
+  // With scripts on, the full list (there for readers without them) gives way to
+  // pages of results, even before anything is typed: laying out thousands of items
+  // is what makes a large index slow.
+  update();
 })();
