@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 from urllib.parse import unquote
 
+from markupsafe import Markup
+
 from errkb.patterns import analyze
 from errkb.resources import templates_dir
 from errkb.snippets import snippet_filename, snippet_text
@@ -200,7 +202,7 @@ class SharedClasses:
 
 @dataclass
 class CodeBlock:
-    """One highlighted block: ``html`` (safe, from Pygments) and ``text`` for the copy button."""
+    """One highlighted block: ``html`` is Pygments output (already escaped), ``text`` the code."""
 
     text: str
     html: str
@@ -363,11 +365,9 @@ def _env():
     return env
 
 
-def script_json(value) -> "Markup":
+def script_json(value) -> Markup:
     """JSON safe to place inside ``<script type="application/json">``: no ``</script>``,
     no ``<!--``, no U+2028/2029 (they end a line in older JavaScript)."""
-    from markupsafe import Markup
-
     text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     for raw, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(raw, esc)

@@ -20,7 +20,7 @@ from markupsafe import escape
 from click.testing import CliRunner
 
 from errkb.cli import cli
-from errkb.site import check_site, js_pattern, re2_to_js, split_example_fix, tag_page_path, _safe_relpath
+from errkb.site import js_pattern, re2_to_js, split_example_fix, tag_page_path, _safe_relpath
 from errkb.store import Store
 from tests.conftest import SEED_ID
 
