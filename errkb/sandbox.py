@@ -501,6 +501,29 @@ def _mount(libc, source: str | None, target: str, fstype: str | None, flags: int
         raise OSError(err, f"mount {target}: {os.strerror(err)}")
 
 
+def _mount_points() -> list[str]:
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            # Field 5 is the mount point, with space, tab, newline and backslash octal-escaped.
+            raw = line.split()[4]
+            points.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), raw))
+    return points
+
+
+def _remount_all_read_only(libc, writable: str, notes: list[str]) -> None:
+    for point in _mount_points():
+        if point == writable or point.startswith(writable.rstrip("/") + "/"):
+            continue
+        try:
+            _mount(libc, None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
+        except OSError as e:
+            if point == "/":
+                notes.append(f"root file system left writable: {e}")
+            elif e.errno not in (2, 22):  # vanished or not a mount point any more
+                notes.append(f"{point} left writable: {e}")
+
+
 def _loopback_up() -> None:
     import fcntl
     import socket
@@ -607,12 +630,11 @@ def _launch(spec_path: str) -> None:
             home = spec["hide_home"]
             if home:
                 _hide_home(libc, home, [spec["cwd"], *spec["keep_visible"]], base)
-            # The working folder stays writable; everything else on / becomes read-only.
+            # The working folder stays writable; every other mount becomes read-only:
+            # not only /, but /sys (the run's own cgroup limits live there) and /proc
+            # (host sysctls), which uid 0 could write even without capabilities.
             _mount(libc, base, base, None, MS_BIND | MS_REC, None)
-            try:
-                _mount(libc, None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
-            except OSError as e:
-                notes.append(f"root file system left writable: {e}")
+            _remount_all_read_only(libc, base, notes)
             if spec["private_shm"] and os.path.isdir("/dev/shm"):
                 _mount(libc, "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777")
         if spec["loopback_up"]:

@@ -320,3 +320,21 @@ def test_root_inside_cannot_undo_the_read_only_root():
     assert "CapEff:\t0000000000000000" in r.stdout
     assert r.outcome == "fail"
     assert "unshare failed: Operation not permitted" in r.stderr
+
+
+@needs_ns
+def test_code_cannot_lift_its_own_limits_or_write_host_settings():
+    # uid 0 without capabilities could still write root-owned files in /sys and /proc:
+    # its own cgroup's pids.max, or host sysctls. Every mount but the working folder is
+    # read-only inside.
+    r = sandbox.run(
+        ["bash", "-c",
+         'cg=$(grep -o "errkb-[^ ]*" /proc/self/cgroup | head -1); '
+         'echo 100000 > "/sys/fs/cgroup/pids/$cg/pids.max"; echo "pids:$?"; '
+         'echo 60 > /proc/sys/vm/swappiness; echo "sysctl:$?"; '
+         'echo ok > "$HOME/x" && echo home:0'],
+        limits=FAST,
+    )
+    assert "Read-only file system" in r.stderr
+    lines = r.stdout.split()
+    assert "pids:1" in lines and "sysctl:1" in lines and "home:0" in lines
