@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from errkb import __version__, sandbox
@@ -227,10 +228,10 @@ def capture_state(section: str) -> tuple[dict[str, str] | None, sandbox.SandboxR
     """Run one shell section in the sandbox; the environment variables it set or changed."""
     script = "set -e\n" + section + f"\nprintf '{ENV_MARKER.replace(chr(0), chr(92) + '0')}'\nenv -0\n"
     baseline_script = f"printf '{ENV_MARKER.replace(chr(0), chr(92) + '0')}'\nenv -0\n"
-    result = sandbox.run(["bash", "state.sh"], files={"state.sh": script}, limits=SANDBOX_LIMITS)
+    result = sandbox.run(["bash", "state.sh"], files={"state.sh": script}, env=_snippet_env(), limits=SANDBOX_LIMITS)
     if result.outcome != "pass" or ENV_MARKER not in result.stdout:
         return None, result
-    base = sandbox.run(["bash", "state.sh"], files={"state.sh": baseline_script}, limits=SANDBOX_LIMITS)
+    base = sandbox.run(["bash", "state.sh"], files={"state.sh": baseline_script}, env=_snippet_env(), limits=SANDBOX_LIMITS)
     env = _parse_env(result.stdout.split(ENV_MARKER, 1)[1])
     before = _parse_env(base.stdout.split(ENV_MARKER, 1)[1]) if ENV_MARKER in base.stdout else {}
     volatile = {"PWD", "OLDPWD", "SHLVL", "_", "HOME", "TMPDIR"}
@@ -294,11 +295,11 @@ def _missing_module(res: sandbox.SandboxResult) -> str | None:
     """The requirement a failed run lacked ("vllm", "network", a shell command), if that is why it failed."""
     if res.outcome != "fail":
         return None
-    if res.exception_class == "ModuleNotFoundError" and res.exception_message:
-        m = re.search(r"No module named '([\w.]+)'", res.exception_message)
-        if m:
-            return m.group(1).split(".")[0]
     tail = res.stderr[-3000:]
+    # A traceback's ModuleNotFoundError, or `python -m pkg.mod`'s one-line complaint.
+    m = re.search(r"No module named '([\w.]+)'", (res.exception_message or "") if res.exception_class == "ModuleNotFoundError" else tail)
+    if m:
+        return m.group(1).split(".")[0]
     m = re.search(r"(?:^|\n)(?:[\w./-]+: )?(?:line \d+: )?([\w.+-]+): command not found", tail)
     if m:
         return m.group(1)
@@ -307,8 +308,16 @@ def _missing_module(res: sandbox.SandboxResult) -> str | None:
     return None
 
 
+def _snippet_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """A snippet's environment: what its state declares, with `python`/`python3` meaning
+    errkb's own interpreter (shell fixes call them; the minimal PATH may have neither)."""
+    out = {"PATH": f"{Path(sys.executable).parent}:{sandbox.MINIMAL_PATH}"}
+    out.update(env or {})
+    return out
+
+
 def _run_python(code: str, env: dict[str, str] | None = None) -> sandbox.SandboxResult:
-    return sandbox.run([sys.executable, "-I", "snippet.py"], files={"snippet.py": code}, env=env, limits=SANDBOX_LIMITS)
+    return sandbox.run([sys.executable, "-I", "snippet.py"], files={"snippet.py": code}, env=_snippet_env(env), limits=SANDBOX_LIMITS)
 
 
 def check_record(record: dict, tier: str, progress: Progress | None = None) -> list[CheckResult]:
@@ -402,7 +411,7 @@ def _run_validation(record: dict, snippets: dict, states: dict | None, emit) -> 
     files = {"snippet.sh" if language == "shell" else "snippet.py": code}
     runs = [(name, env, name == "before") for name, env in (states or {}).items()] or [(None, {}, False)]
     for name, env, must_fail in runs:
-        res = sandbox.run(argv_for(), files=files, env=env, limits=SANDBOX_LIMITS)
+        res = sandbox.run(argv_for(), files=files, env=_snippet_env(env), limits=SANDBOX_LIMITS)
         check = f"validationCode:{name}" if name else "validationCode:run"
         missing = _missing_module(res)
         if missing:
