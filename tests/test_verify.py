@@ -220,3 +220,18 @@ def test_fix_needing_the_network_or_a_missing_command_is_skipped(db_path, tmp_pa
     checks = {r["check"]: r for r in json.loads(result.output)["results"]}
     assert (checks["exampleFix:state:before"]["outcome"], checks["exampleFix:state:before"]["reason"]) == ("skipped", "needs errkb-no-such-tool")
     assert (checks["exampleFix:state:after"]["outcome"], checks["exampleFix:state:after"]["reason"]) == ("skipped", "needs network")
+
+
+@needs_ns
+def test_python_dash_m_of_a_missing_package_is_skipped_naming_it(db_path, tmp_path, make_variant):
+    rec = make_variant(7)
+    rec["exampleFix"] = "# before\npython -m errkb_absent_pkg.serve --util 90\n\n# after\npython -m errkb_absent_pkg.serve --util 0.9\n"
+    rec["validationCode"] = "util = 0.9\nassert 0 < util <= 1.0\n"
+    store_with(db_path, tmp_path, [rec])
+    result = run("verify", "--db", db_path, rec["id"], "--json")
+    assert result.exit_code == 0, result.output
+    checks = {r["check"]: r for r in json.loads(result.output)["results"]}
+    for state in ("before", "after"):
+        assert (checks[f"exampleFix:state:{state}"]["outcome"], checks[f"exampleFix:state:{state}"]["reason"]) == ("skipped", "needs errkb_absent_pkg")
+    # No state could be built, so the validation code runs once and must pass.
+    assert checks["validationCode:run"]["outcome"] == "pass"
