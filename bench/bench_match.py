@@ -36,6 +36,7 @@ CORPUS = Path(os.environ.get("ERRKB_BENCH_CORPUS", REPO / ".." / "shared" / "ben
 RESULTS = REPO / "bench" / "results"
 # lines timed for the re.search loop, by pattern count (it manages ~270 lines/s at 1k)
 RE_SUBSAMPLE = {1000: 400, 10000: 60, 50000: 12}
+REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
 
 
 def load_patterns(n: int) -> list[dict]:
@@ -97,9 +98,14 @@ def run_errkb(n: int, full_db: bool, workdir: Path) -> dict:
     first_s = time.perf_counter() - started
     first_matched = [i for i, r in enumerate(first) if r]
     del first
-    started = time.perf_counter()
-    second = matcher.match_lines(lines)
-    warm_s = time.perf_counter() - started
+    # best of REPEAT warm passes: on a shared machine the fastest pass is the one
+    # least disturbed by other processes (what timeit does too)
+    warm_s = float("inf")
+    for _ in range(REPEAT):
+        second = None
+        started = time.perf_counter()
+        second = matcher.match_lines(lines)
+        warm_s = min(warm_s, time.perf_counter() - started)
     matched = [i for i, r in enumerate(second) if r]
     assert matched == first_matched
     multi = sum(1 for r in second if len(r) > 1)
@@ -140,16 +146,18 @@ def run_aho(n: int) -> dict:
         automaton.add_word(literal, ids)
     automaton.make_automaton()
     build_s = time.perf_counter() - started
-    started = time.perf_counter()
-    matched = []
     iterate = automaton.iter
-    for number, line in enumerate(lines):
-        candidates = set(always)
-        for _end, ids in iterate(line):
-            candidates.update(ids)
-        if any(compiled[i].search(line) for i in candidates):
-            matched.append(number)
-    elapsed = time.perf_counter() - started
+    elapsed = float("inf")
+    for _ in range(REPEAT):  # best of REPEAT, as for errkb
+        started = time.perf_counter()
+        matched = []
+        for number, line in enumerate(lines):
+            candidates = set(always)
+            for _end, ids in iterate(line):
+                candidates.update(ids)
+            if any(compiled[i].search(line) for i in candidates):
+                matched.append(number)
+        elapsed = min(elapsed, time.perf_counter() - started)
     return {"lines": len(lines), "warm_s": elapsed, "lines_per_s": len(lines) / elapsed, "build_s": build_s,
             "matched_lines": len(matched), "raw_matched": matched}
 
@@ -263,7 +271,7 @@ def main() -> None:
             row["peak_rss_mb"], row["build_peak_rss_mb"] or "", row["matched_lines"], same]) + " |")
     print("\npeak MB: ru_maxrss of the process that loads the index and matches (errkb) or builds and matches (baselines);")
     print("build peak MB: of the process that builds the errkb index from the records and writes it.")
-    print("lines/s: second pass of match_lines over all 200,000 lines on one core (cold: first pass, RE2 programs compiled on first use).")
+    print(f"lines/s: best of {REPEAT} warm passes over all 200,000 lines on one core (cold: first pass, RE2 programs compiled on first use).")
     print("matching lines: errkb's default (normalised: log prefixes, JSON envelopes, ANSI) vs exact re.search per line for the baselines;")
     print("'same lines' compares errkb in raw mode (exactly re.search per line) with aho+re on all lines and the re loop on its sample.")
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -703,6 +703,22 @@ def gap_match(text: str, plan: tuple) -> bool:
     Placing every literal at its earliest possible position is optimal because the
     gaps only have lower bounds, so the greedy scan decides existence exactly."""
     anchored_start, anchored_end, lead, literals, gaps, tail = plan
+    if literals and not anchored_start and not anchored_end:
+        # the usual shape, on the matcher's hot path: one find per literal
+        first = literals[0]
+        pos = text.find(first, lead or 0)
+        if pos < 0:
+            return False
+        pos += len(first)
+        i = 0
+        for gap in gaps:
+            i += 1
+            lit = literals[i]
+            pos = text.find(lit, pos + gap)
+            if pos < 0:
+                return False
+            pos += len(lit)
+        return tail is None or len(text) - pos >= tail
     n = len(text)
     if not literals:
         need = lead or 0
