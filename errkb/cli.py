@@ -453,7 +453,8 @@ def _enrich_reporter(as_json: bool):
 @click.option("--site-url", envvar="ERRKB_SITE_URL", default=None,
               help="Where the fix pages are hosted (default $ERRKB_SITE_URL); without it `url` is a relative path.")
 @click.option("--only-matched", is_flag=True, help="Write only the lines that matched a record.")
-@click.option("--flush", "flush_each_line", is_flag=True, help="Write every line on its own (lowest latency).")
+@click.option("--flush", "flush_each_line", is_flag=True,
+              help="One write per line (batches never wait for input anyway; this also splits them).")
 @click.option("--batch", type=click.IntRange(min=1), default=16384, show_default=True,
               help="Most lines matched and written at once (a batch never waits for more input).")
 @click.option("--input", "archives", multiple=True,
