@@ -553,8 +553,8 @@ def site_group():
               show_default=True, help="Folder to write the site into.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when OUT differs from a fresh build.")
 @click.option("--base-url", default=None, help="Where the site is hosted (https://.../); makes sitemap.xml and 404.html absolute.")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Processes rendering fix pages (default: one per core from 1,000 records on).")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Processes rendering fix pages (a pool pays off only with idle cores).")
 @db_option
 @json_option
 def site_build(out, check, base_url, workers, db_path, as_json):
