@@ -14,8 +14,8 @@ in a fresh subprocess so peak memory is its own:
 
 Prints seconds, records/s, peak RSS and output size, the ratio errkb/baseline, and
 writes ``bench/results/site.json``. Goal (issue 4): 10k records in under 60 s.
-``--workers 1,auto`` measures the fix pages rendered in one process and in the
-default pool (one process per core from 1,000 records on). CPU seconds (all
+``--workers 1,auto`` measures the fix pages rendered in one process (the CLI's
+default) and in a pool of one process per core (``errkb site build --workers N``). CPU seconds (all
 processes) are printed next to wall time: on a shared machine the wall time stretches
 with the load, the CPU time much less.
 """
