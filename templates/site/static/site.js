@@ -160,7 +160,7 @@
   function update(keepPage) {
     if (!keepPage) { limit = PAGE; }
     var query = q.value;
-    var ws = words(query);
+    var ws = words(query.slice(0, data.max_input));
     var texts = query.trim() ? candidates(query, data.max_input, data.max_line) : [];
     var shown = [];
     var hits = 0;
