@@ -126,3 +126,9 @@ def test_lint_line_names_file_position_record_and_fix(tmp_path, seed_record):
 
 def test_every_rule_has_a_unique_stable_code():
     assert sorted(RULES) == ["E100", "E101", "E201", "E202", "E203", "E301", "E302", "E303", "E304", "E401", "E402", "W204"]
+
+
+@pytest.mark.parametrize("repo", ["../..", "owner/..", "owner/.", ".hidden/name"])
+def test_repo_names_that_would_escape_the_site_are_schema_errors(seed_record, repo):
+    (finding,) = [f for f in lint_record({**seed_record, "repo": repo}) if f.code == "E101"]
+    assert finding.message.startswith(f'/repo: "{repo}" does not match')
