@@ -182,7 +182,10 @@ def load_matcher(path: str | os.PathLike) -> tuple[Any, bool]:
     A Hyperscan database loads only on CPUs like the one that compiled it, and only
     where hyperscan is installed; elsewhere the literal prefilter is rebuilt from the
     index's literals (pyahocorasick, else plain Python). Candidates are confirmed
-    exactly either way, so the matches are the same; only speed differs."""
+    exactly either way, so the matches are the same; only speed differs. (An index
+    that also holds full-pattern Hyperscan databases, which the matcher builds for
+    large datasets, still needs them to load: build it on a machine like the
+    executors.)"""
     from errkb.match import Matcher, MatcherError
 
     try:
@@ -200,6 +203,21 @@ def load_matcher(path: str | os.PathLike) -> tuple[Any, bool]:
 
 _cache_lock = threading.Lock()
 _cached: dict[str, Any] = {}  # index sha256 -> Matcher; holds the newest only
+
+
+_values: dict[tuple[str, str | None], RecordValues] = {}  # (index sha256, site_url) -> values
+
+
+def _values_for(sha: str, site_url: str | None) -> "RecordValues":
+    """The worker's record values for this index and site URL, kept across tasks."""
+    key = (sha, site_url)
+    values = _values.get(key)
+    if values is None:
+        with _cache_lock:
+            if any(k[0] != sha for k in _values):
+                _values.clear()
+            values = _values.setdefault(key, RecordValues(site_url))
+    return values
 
 
 def _worker_id() -> str:
@@ -259,37 +277,70 @@ def errkb_struct_type():
     return archive_type()
 
 
-def enrich_batch(batch, matcher, site_url: str | None, message_column: str = MESSAGE_COLUMN):
+class RecordValues:
+    """The ``errkb`` values of each record seen so far (all but the score, which is the
+    only one that differs between two rows matching one record), as Arrow arrays to
+    ``take`` rows from: :func:`errkb.enrich.errkb_object` runs once per record, not
+    once per matched row."""
+
+    def __init__(self, site_url: str | None):
+        from errkb.archive import ERRKB_FIELDS
+
+        self.site_url = site_url
+        self.fields = [k for k in ERRKB_FIELDS if k != "score"]
+        self.index: dict[str, int] = {}
+        self.values: dict[str, list] = {k: [] for k in self.fields}
+        self._arrays: dict | None = None
+
+    def position(self, match) -> int:
+        at = self.index.get(match.record_id)
+        if at is None:
+            from errkb.enrich import errkb_object
+
+            obj = errkb_object(match, self.site_url)
+            for k in self.fields:
+                self.values[k].append(obj[k])
+            at = self.index[match.record_id] = len(self.index)
+            self._arrays = None
+        return at
+
+    def arrays(self) -> dict:
+        import pyarrow as pa
+
+        if self._arrays is None:
+            self._arrays = {k: pa.array(v, type=pa.string()) for k, v in self.values.items()}
+        return self._arrays
+
+
+def enrich_batch(batch, matcher, site_url: str | None, message_column: str = MESSAGE_COLUMN,
+                 values: RecordValues | None = None):
     """One Arrow record batch with ``message_column`` replaced by the ``errkb`` struct
     (null where nothing matched): the Spark-free core every executor runs.
 
     Like ``errkb enrich --input``: a null message is matched as an empty text, the
-    best match fills the struct with :func:`errkb.enrich.errkb_object`'s values."""
+    best match fills the struct with :func:`errkb.enrich.errkb_object`'s values.
+    ``values`` carries those values from batch to batch (a worker keeps one)."""
     import pyarrow as pa
 
-    from errkb.archive import ERRKB_FIELDS
-    from errkb.enrich import errkb_object
-
+    if values is None or values.site_url != site_url:
+        values = RecordValues(site_url)
     messages = _messages(batch.column(message_column))
     results = matcher.match_lines([m if m is not None else "" for m in messages])
-    children: dict[str, list] = {k: [] for k in ERRKB_FIELDS}
-    valid: list[bool] = []
-    for found in results:
+    take: list[int | None] = [None] * len(results)
+    scores: list[float | None] = [None] * len(results)
+    for i, found in enumerate(results):
         if found:
-            obj = errkb_object(found[0], site_url)
-            for k, out in children.items():
-                out.append(obj[k])
-            valid.append(True)
-        else:
-            for out in children.values():
-                out.append(None)
-            valid.append(False)
+            best = found[0]
+            take[i] = values.position(best)
+            scores[i] = round(float(best.score), 3)  # as errkb_object rounds it
+    rows = pa.array(take, type=pa.int32())
+    arrays = values.arrays()
     struct_type = errkb_struct_type()
-    struct = pa.StructArray.from_arrays(
-        [pa.array(children[f.name], type=f.type) for f in struct_type],
-        fields=list(struct_type),
-        mask=pa.array([not v for v in valid], type=pa.bool_()),
-    )
+    children = [
+        pa.array(scores, type=pa.float64()) if f.name == "score" else arrays[f.name].take(rows)
+        for f in struct_type
+    ]
+    struct = pa.StructArray.from_arrays(children, fields=list(struct_type), mask=rows.is_null())
     keep = [i for i, name in enumerate(batch.schema.names) if name != message_column]
     return pa.RecordBatch.from_arrays(
         [batch.column(i) for i in keep] + [struct],
@@ -300,14 +351,15 @@ def enrich_batch(batch, matcher, site_url: str | None, message_column: str = MES
 def _enrich_partition(batches: Iterator, *, index_name: str, index_sha: str, shared_path: str | None,
                       site_url: str | None, counters) -> Iterator:
     """The function ``mapInArrow`` runs per partition, in a Python worker."""
-    matcher = None
+    matcher = values = None
     for batch in batches:
         if batch.num_rows == 0:
             continue
         if matcher is None:
             matcher = _matcher_for(index_name, index_sha, shared_path, counters)
+            values = _values_for(index_sha, site_url)
         started = time.perf_counter()
-        out = enrich_batch(batch, matcher, site_url)
+        out = enrich_batch(batch, matcher, site_url, values=values)
         if counters is not None:
             counters.add({"batches": 1, "rows": batch.num_rows, "matched": out.column(OUTPUT_COLUMN).is_valid().sum().as_py(),
                           "match_seconds": time.perf_counter() - started, f"batches@{_worker_id()}": 1})
