@@ -51,7 +51,26 @@ READ_SIZE = 1 << 20
 
 _escape = json.encoder.encode_basestring  # C-accelerated; keeps non-ASCII as UTF-8
 _starts_object = methodcaller("startswith", "{")
-_SEPARATOR = "\x7f"  # DEL: JSON escaping leaves it alone, and logs hardly hold it
+# Bytes JSON string escaping leaves as they are: everything from 0x20 up but '"' and
+# '\\' (UTF-8 sequences pass through whole, as with ensure_ascii=False).
+_PLAIN_BYTES = bytes(b for b in range(0x20, 256) if b not in b'"\\')
+
+
+def _wrap_block(block: bytes) -> bytes | None:
+    """``{"message": "<line>"}\\n`` for every line of a valid UTF-8 block, escaped
+    with a few whole-block byte replaces (the same output as json's encoder), or None
+    when the block holds control characters other than tab (then lines are escaped
+    one by one)."""
+    special = block.translate(None, _PLAIN_BYTES)
+    if special.translate(None, b'"\\\n\t'):
+        return None
+    if b"\\" in special:
+        block = block.replace(b"\\", b"\\\\")
+    if b'"' in special:
+        block = block.replace(b'"', b'\\"')
+    if b"\t" in special:
+        block = block.replace(b"\t", b"\\t")
+    return b'{"message": "' + block.replace(b"\n", b'"}\n{"message": "') + b'"}\n'
 
 
 def _object_starts(text: str) -> list[int]:
@@ -253,47 +272,44 @@ class LineEnricher:
                     out.append([])
             return out
 
-    def enrich(self, raw_lines: list[bytes]) -> str:
+    def enrich(self, raw_lines: list[bytes]) -> bytes:
         """NDJSON for ``raw_lines`` (one output line each, unless only_matched), each
-        ending in ``\\n``; empty string when nothing is to be written."""
+        ending in ``\\n``; empty when nothing is to be written."""
         if not raw_lines:
-            return ""
+            return b""
         return self.enrich_block(b"\n".join(raw_lines))
 
-    def enrich_block(self, block: bytes) -> str:
+    def enrich_block(self, block: bytes) -> bytes:
         """Like :meth:`enrich` for lines already joined by ``\\n`` (as read: no copy
         per line). An empty block is one empty line."""
         counters = self.counters
-        b64: dict[int, str] = {}
-        text: str | None
-        # Whole-block string operations (decode, CRLF, split, find, escape) run in C;
+        counters.bytes_in += len(block) + 1
+        # Whole-block operations (CRLF fold, decode, split, find, escape) run in C;
         # Python-level work per line is kept to the few lines that need it.
+        if b"\r" in block:  # CRLF line endings: the "\r" is not part of the line
+            block = block.replace(b"\r\n", b"\n")
+            if block.endswith(b"\r"):
+                block = block[:-1]
+        b64: dict[int, bytes] = {}
         try:
-            text = block.decode("utf-8")
+            text: str | None = block.decode("utf-8")
         except UnicodeDecodeError:
             text = None
         if text is not None:
-            if "\r" in text:  # CRLF line endings: the "\r" is not part of the line
-                text = text.replace("\r\n", "\n")
-                if text.endswith("\r"):
-                    text = text[:-1]
             lines = text.split("\n")
             starts = _object_starts(text)
         else:
             lines = []
             for i, raw in enumerate(block.split(b"\n")):
-                if raw.endswith(b"\r"):
-                    raw = raw[:-1]
                 try:
                     lines.append(raw.decode("utf-8"))
                 except UnicodeDecodeError:
                     lines.append(raw.decode("utf-8", "replace"))
-                    b64[i] = base64.b64encode(raw).decode("ascii")
+                    b64[i] = base64.b64encode(raw)
             counters.invalid_utf8 += len(b64)
             starts = [i for i in compress(range(len(lines)), map(_starts_object, lines)) if i not in b64]
         n = len(lines)
         counters.lines += n
-        counters.bytes_in += len(block) + 1
 
         messages = lines
         objects: dict[int, dict] = {}
@@ -316,31 +332,27 @@ class LineEnricher:
             self.fragments.prepare(results[i][0] for i in matched)
         if self.only_matched:
             if not matched:
-                return ""
+                return b""
             out = [self._matched_line(lines[i], results[i][0], objects.get(i), b64.get(i)) for i in matched]
             out.append("")
-            return "\n".join(out)
+            return "\n".join(out).encode("utf-8")
         # Every line as {"message": ...}, then the few other lines (JSON objects,
         # matches, invalid UTF-8) patched in by index.
-        if text is not None and _SEPARATOR not in text:
-            # One escape of the whole block: the separator is a character JSON escaping
-            # leaves alone and the block does not contain, so it marks line ends exactly.
-            escaped = _escape(text.replace("\n", _SEPARATOR))
-            wrapped = '{"message": ' + escaped.replace(_SEPARATOR, '"}\n{"message": "') + "}\n"
-        else:
-            wrapped = '{"message": ' + '}\n{"message": '.join(map(_escape, lines)) + "}\n"
+        wrapped = _wrap_block(block) if text is not None else None
+        if wrapped is None:
+            wrapped = ('{"message": ' + '}\n{"message": '.join(map(_escape, lines)) + "}\n").encode("utf-8")
         if not (matched or objects or b64):
             return wrapped
-        out = wrapped.split("\n")
+        out = wrapped.split(b"\n")
         for i in objects:
-            out[i] = lines[i]
+            out[i] = lines[i].encode("utf-8")
         for i, code in b64.items():
-            out[i] = f'{out[i][:-1]}, "message_b64": "{code}"}}'
+            out[i] = out[i][:-1] + b', "message_b64": "' + code + b'"}'
         for i in matched:
-            out[i] = self._matched_line(lines[i], results[i][0], objects.get(i), b64.get(i))
-        return "\n".join(out)
+            out[i] = self._matched_line(lines[i], results[i][0], objects.get(i), b64.get(i)).encode("utf-8")
+        return b"\n".join(out)
 
-    def _matched_line(self, line: str, best: Any, obj: dict | None, code: str | None) -> str:
+    def _matched_line(self, line: str, best: Any, obj: dict | None, code: bytes | None) -> str:
         counters = self.counters
         counters.matched += 1
         rid = best.record_id
@@ -356,7 +368,7 @@ class LineEnricher:
             body = line.rstrip()
             return f'{body[:-1]}, "errkb": {text}}}'
         if code is not None:
-            return f'{{"message": {_escape(line)}, "message_b64": "{code}", "errkb": {text}}}'
+            return f'{{"message": {_escape(line)}, "message_b64": "{code.decode("ascii")}", "errkb": {text}}}'
         return f'{{"message": {_escape(line)}, "errkb": {text}}}'
 
 
@@ -397,8 +409,7 @@ class _Output:
             except (OSError, ValueError):
                 pass
 
-    def write(self, text: str) -> None:
-        data = text.encode("utf-8")
+    def write(self, data: bytes) -> None:
         try:
             if self.fd is not None:
                 _write_all(self.fd, data)
@@ -556,15 +567,15 @@ def stream(
     def emit(block: bytes) -> None:
         """Enrich and write complete lines joined by "\\n" (at most ``batch`` per write)."""
         if block.count(b"\n") < batch:
-            text = enricher.enrich_block(block)
-            if text:
-                out.write(text)
+            data = enricher.enrich_block(block)
+            if data:
+                out.write(data)
             return
         lines = block.split(b"\n")
         for start in range(0, len(lines), batch):
-            text = enricher.enrich(lines[start:start + batch])
-            if text:
-                out.write(text)
+            data = enricher.enrich(lines[start:start + batch])
+            if data:
+                out.write(data)
 
     with _Signals(handle_signals) as signals:
 

@@ -403,3 +403,20 @@ def test_closed_stdin_and_full_disk_are_one_line_errors(store_db):
     assert (closed.returncode, closed.stderr) == (2, b"Error: stdin: closed; pipe lines in or name FILEs\n")
     full = subprocess.run(f"echo hello | {ERRKB_BIN} enrich --db {store_db} > /dev/full", shell=True, capture_output=True, timeout=60)
     assert (full.returncode, full.stderr) == (2, b"Error: stdout: cannot write: No space left on device\n")
+
+
+@given(st.lists(st.text(max_size=30).map(lambda t: t.replace("\n", "").replace("\r", "")), min_size=1, max_size=20))
+def test_block_escaping_writes_what_the_json_encoder_writes(lines):
+    from errkb.enrich import _wrap_block
+
+    block = "\n".join(lines).encode("utf-8", "surrogatepass")
+    try:
+        block.decode("utf-8")
+    except UnicodeDecodeError:
+        return  # lone surrogates are not UTF-8: that block takes the message_b64 path
+    wrapped = _wrap_block(block)
+    expected = "".join('{"message": ' + json.encoder.encode_basestring(x) + "}\n" for x in lines).encode()
+    if wrapped is None:  # control characters other than tab: escaped line by line instead
+        assert any(c < " " and c != "\t" for x in lines for c in x)
+    else:
+        assert wrapped == expected
