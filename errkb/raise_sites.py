@@ -375,42 +375,61 @@ class _NoTemplate(Exception):
     """Why a message expression cannot become a template (the reason is reported)."""
 
 
-class _SiteFinder(ast.NodeVisitor):
+# Statement lists a raise can sit in. Raise is a statement, so walking statements
+# only (not the expressions, which are most of the tree) finds every one of them.
+_BODY_FIELDS = ("body", "orelse", "finalbody")
+
+
+class _SiteFinder:
     def __init__(self, file: str, lines: list[str], constants: dict[str, ast.expr], warnings: bool = False):
         self.file = file
         self.warnings = warnings
         self.lines = lines
         self.constants = constants
         self.scope: list[str] = []
-        self.locals: list[dict[str, ast.expr]] = [{}]
+        # Enclosing functions; their single-assignment string locals are worked out
+        # only when a raise there needs them (a full walk of every function is slow).
+        self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef | None] = [None]
+        self._locals_cache: dict[int, dict[str, ast.expr]] = {}
         self.sites: list[RaiseSite] = []
 
-    def _scoped(self, node, name: str, local_strings: dict[str, ast.expr]) -> None:
-        self.scope.append(name)
-        self.locals.append(local_strings)
-        self.generic_visit(node)
-        self.locals.pop()
-        self.scope.pop()
+    def visit(self, tree: ast.Module) -> None:
+        self._statements(tree.body)
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        self._scoped(node, node.name, _local_strings(node))
+    def _statements(self, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.scope.append(stmt.name)
+                self.functions.append(None if isinstance(stmt, ast.ClassDef) else stmt)
+                self._statements(stmt.body)
+                self.functions.pop()
+                self.scope.pop()
+                continue
+            if isinstance(stmt, ast.Raise):
+                if stmt.exc is not None:  # a bare `raise` re-raises; it creates no new message
+                    self._add_site(stmt, lambda stmt=stmt: _exception_and_message(stmt.exc), "raise")
+                continue
+            if self.warnings and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _is_warnings_warn(stmt.value):
+                call = stmt.value
+                self._add_site(call, lambda call=call: _warning_and_message(call), "warn")
+                continue
+            for name in _BODY_FIELDS:
+                inner = getattr(stmt, name, None)
+                if inner:
+                    self._statements(inner)
+            for handler in getattr(stmt, "handlers", ()):
+                self._statements(handler.body)
+            for case in getattr(stmt, "cases", ()):
+                self._statements(case.body)
 
-    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
-        self._scoped(node, node.name, _local_strings(node))
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self._scoped(node, node.name, {})
-
-    def visit_Raise(self, node: ast.Raise) -> None:
-        self.generic_visit(node)
-        if node.exc is None:
-            return  # bare `raise` re-raises; it creates no new message
-        self._add_site(node, lambda: _exception_and_message(node.exc), "raise")
-
-    def visit_Call(self, node: ast.Call) -> None:
-        self.generic_visit(node)
-        if self.warnings and _is_warnings_warn(node):
-            self._add_site(node, lambda: _warning_and_message(node), "warn")
+    def _local(self, name: str) -> ast.expr | None:
+        func = self.functions[-1]
+        if func is None:
+            return None
+        key = id(func)
+        if key not in self._locals_cache:
+            self._locals_cache[key] = _local_strings(func)
+        return self._locals_cache[key].get(name)
 
     def _add_site(self, node: ast.stmt | ast.expr, class_and_message, site_kind: str) -> None:
         error_class, template, kind, reason = None, None, None, None
@@ -460,11 +479,11 @@ class _SiteFinder(ast.NodeVisitor):
         if isinstance(node, ast.JoinedStr):
             return _fstring(node), "f-string"
         if isinstance(node, ast.Name):
-            local = self.locals[-1].get(node.id)
+            local = self._local(node.id)
             if local is not None and local.lineno < self._raise_line:
                 template, _ = self._template(local, depth + 1)
                 return template, "variable"
-            if node.id in self.constants and node.id not in self.locals[-1]:
+            if node.id in self.constants and local is None:
                 template, _ = self._template(self.constants[node.id], depth + 1)
                 return template, "constant"
             raise _NoTemplate("message is a variable")
