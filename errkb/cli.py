@@ -421,6 +421,8 @@ def drift_command(path, repo, sha, fix, db_path, as_json):
         print_json(report.as_dict())
     else:
         _echo_err(f"{path}: {report.provenance.describe()}")
+        for note in report.notes:
+            _echo_err(f"note: {note}")
         for line in _drift_lines(report):
             click.echo(line)
         counts = report.counts()
@@ -475,7 +477,7 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
     SIGUSR1; SIGTERM stops after writing every line already read. --json prints the
     counters as JSON.
     """
-    from errkb.enrich import EnrichError, load_matcher, run_filter
+    from errkb.enrich import EnrichError, load_matcher, run_filter, store_records
 
     report = _enrich_reporter(as_json)
     with open_store(db_path, read_only=True) as store:
@@ -490,7 +492,8 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
                     raise EnrichError("give archives with --input, not as arguments, when --output is used")
                 try:
                     summary = enrich_archive(archives, output, matcher, fields=fields, site_url=site_url,
-                                             only_matched=only_matched, workers=workers, resolve_many=store.get_many)
+                                             only_matched=only_matched, workers=workers,
+                                             resolve_many=store_records(store))
                 except ArchiveError as e:
                     raise EnrichError(str(e)) from e
                 if not quiet:
@@ -498,7 +501,7 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
                 return
             result = run_filter(matcher, files, fields=fields, site_url=site_url, only_matched=only_matched,
                                 batch=batch, flush_each_line=flush_each_line, report=report,
-                                resolve_many=store.get_many)
+                                resolve_many=store_records(store))
         except EnrichError as e:
             raise UsageError(str(e)) from e
     if not quiet:

@@ -91,6 +91,7 @@ class DriftReport:
     entries: list[DriftEntry]
     scan: Scan
     fixed: dict | None = None  # the ingest report of --fix
+    notes: list[str] = field(default_factory=list)
 
     def counts(self) -> dict:
         c = Counter(e.status for e in self.entries)
@@ -113,6 +114,7 @@ class DriftReport:
             "scan": self.scan.summary(),
             "records": [e.as_dict() for e in self.entries],
             "fixed": self.fixed,
+            "notes": self.notes,
         }
 
 
@@ -151,11 +153,9 @@ def drift(store, path: str | Path, repo: str, *, sha: str | None = None, fix: bo
     entries = []
     for record in sorted(records, key=lambda r: (r.get("filePath", ""), r.get("lineNumber", 0), r["id"])):
         entries.append(_check(record, prefix, by_chunk, templated, files, file_text))
-    if provenance.repo and provenance.repo.lower() != repo.lower():
-        for e in entries:
-            e.notes.append(f"{path} says it is {provenance.repo}, not {repo}")
-
     report = DriftReport(str(path), repo, provenance, sha, entries, found)
+    if provenance.repo and provenance.repo.lower() != repo.lower():
+        report.notes.append(f"{path} names {provenance.repo} as its repository, not {repo}")
     if fix:
         report.fixed = _fix(store, report, prefix, file_text, now)
     return report
