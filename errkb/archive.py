@@ -173,6 +173,7 @@ def _connect(threads: int | None = None):
     import duckdb
 
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")  # it would draw on stdout
     con.execute("SET preserve_insertion_order = true")
     con.execute("SET memory_limit = '1GB'")
     if threads:

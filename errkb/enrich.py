@@ -681,6 +681,30 @@ def enrich_records(
 # -- the command's entry point -------------------------------------------------------
 
 
+_RECORD_FIELDS = ("slug", "repo", "errorClass", "severity")
+
+
+def store_records(store: Any) -> Callable[[list[str]], dict[str, dict]]:
+    """A ``resolve_many`` over a store, holding what an ``errkb`` object needs of a record
+    (slug, repo, class, severity, first solution). The first call reads it for every
+    record in one scan; later calls are dict look-ups. (Fetching each batch's new
+    records instead costs a scan per batch, and a pipe delivers small batches.)"""
+    table: dict[str, dict] | None = None
+
+    def resolve_many(ids: list[str]) -> dict[str, dict]:
+        nonlocal table
+        if table is None:
+            paths = [f"$.{k}" for k in _RECORD_FIELDS] + ["$.solutions[0]"]
+            table = {}
+            for rid, values in store.record_fields(*paths).items():
+                record = dict(zip(_RECORD_FIELDS, values[:-1]))
+                record["solutions"] = [values[-1]] if values[-1] is not None else []
+                table[rid] = record
+        return {rid: table[rid] for rid in ids if rid in table}
+
+    return resolve_many
+
+
 def load_matcher(store: Any):
     """The store's compiled matcher (cached on disk by dataset hash)."""
     from errkb.match import Matcher, MatcherError

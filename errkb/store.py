@@ -239,6 +239,9 @@ class Store:
             if self.path is not None and not read_only:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             self.con = duckdb.connect(str(path), read_only=read_only)
+            # DuckDB draws a progress bar on stdout (even into a pipe) for queries over
+            # 2 s, which would corrupt NDJSON/--json output.
+            self.con.execute("SET enable_progress_bar = false")
         except duckdb.Error as e:
             raise StoreError(f"{path}: cannot open the store: {str(e).splitlines()[0]}") from e
         if not read_only:
@@ -471,6 +474,19 @@ class Store:
         sql = _CURRENT.replace("SELECT v.record", "SELECT r.id, v.record", 1) + " WHERE r.id IN (SELECT unnest(?::VARCHAR[]))"
         rows = self.con.execute(sql, [ids]).fetchall()
         return {rid: json.loads(text) for rid, text in rows}
+
+    def record_fields(self, *json_paths: str) -> dict[str, tuple]:
+        """For every current record, the value at each JSON path (``$.solutions[0]``) as
+        text, in one scan: what enrichment needs of all records without parsing them."""
+        cols = ", ".join("json_extract_string(v.record, ?)" for _ in json_paths)
+        sql = _CURRENT.replace("SELECT v.record", f"SELECT r.id, {cols}", 1)
+        out = {row[0]: tuple(row[1:]) for row in self.con.execute(sql, list(json_paths)).fetchall()}
+        # The scan leaves every record's text in DuckDB's buffer pool (hundreds of MB for
+        # a big dataset) in a process that may run for days; lowering the limit evicts it.
+        limit = self.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        self.con.execute("SET memory_limit = '16MB'")
+        self.con.execute(f"SET memory_limit = '{limit}'")
+        return out
 
     def history(self, record_id: str) -> list[dict]:
         rows = self.con.execute(

@@ -100,3 +100,17 @@ def test_store_get_many_resolves_a_batch_of_ids(tmp_path):
         got = store.get_many([records[2]["id"], "0000000000000000", records[0]["id"], records[0]["id"]])
         assert got == {records[2]["id"]: records[2], records[0]["id"]: records[0]}
         assert store.get_many([]) == {}
+
+
+def test_store_records_reads_what_errkb_objects_need_in_one_scan(tmp_path):
+    from errkb.enrich import store_records
+
+    records = seed_records()
+    db = build_store(tmp_path / "f.duckdb", records)
+    with Store.open(db, read_only=True) as store:
+        fields = store.record_fields("$.slug", "$.solutions[0]")
+        assert fields[records[1]["id"]] == (records[1]["slug"], records[1]["solutions"][0])
+        resolve = store_records(store)
+        got = resolve([records[0]["id"], "0000000000000000"])
+    assert got == {records[0]["id"]: {"slug": records[0]["slug"], "repo": "vllm-project/vllm", "errorClass": "ValueError",
+                                      "severity": "error", "solutions": [SEED_SOLUTION]}}
