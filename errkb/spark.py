@@ -690,14 +690,16 @@ def run_job(
         raise SparkEnrichError(f"{output_path}: already exists (remove it, or pass --overwrite)")
     shipped = build_index(db) if index is None else index_file(index)
     started = time.perf_counter()
+    from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException
 
+    failures = (PySparkException, Py4JJavaError)
     spark, owned = _session(master)
     try:
         try:
             df = _read(spark, input_path, fmt, column)
             df.schema  # noqa: B018 - resolve the schema now: a bad file fails here, named
-        except PySparkException as e:
+        except failures as e:
             raise SparkEnrichError(f"{input_path}: cannot read as {fmt}: {_first_line(e)}") from e
         try:
             out, stats = enrich_with_stats(df, column=column, site_url=site_url, index=shipped)
@@ -705,7 +707,7 @@ def run_job(
             raise SparkEnrichError(f"{input_path}: {e}") from e
         try:
             out.write.mode("overwrite" if overwrite else "errorifexists").parquet(output_path)
-        except PySparkException as e:
+        except failures as e:
             raise SparkEnrichError(f"{output_path}: cannot write: {_first_line(e)}") from e
         written = spark.read.parquet(output_path)
         counts = written.selectExpr(
@@ -724,8 +726,25 @@ def run_job(
 
 
 def _first_line(e: BaseException) -> str:
+    """The reason in one line: for an error raised in a Python worker, the traceback's
+    last ``SomeError: message`` line (Spark's first line only says a worker failed)."""
+    import re
+
+    java = getattr(e, "java_exception", None)  # py4j's Py4JJavaError: the root cause says why
+    if java is not None:
+        try:
+            while java.getCause() is not None:
+                java = java.getCause()
+            return str(java.toString()).strip().splitlines()[0]
+        except Exception:  # a closed gateway: fall back to the text
+            pass
     text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
+    if not text:
+        return type(e).__name__
+    raised = re.findall(r"^([A-Za-z_][\w.]*(?:Error|Exception): .+)$", text, flags=re.M)
+    if "Python worker" in text.splitlines()[0] and raised:
+        return raised[-1]
+    return text.splitlines()[0]
 
 
 if __name__ == "__main__":

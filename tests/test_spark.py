@@ -415,3 +415,14 @@ def test_a_file_that_is_not_an_index_is_refused(spark, tmp_path):
     df = spark.createDataFrame([("x",)], "message string")
     with pytest.raises(SparkEnrichError, match=r"index\.idx: not an errkb matcher index$"):
         enrich(df, index=bogus)
+
+
+def test_a_broken_parquet_file_is_named_in_one_line(spark, dataset, tmp_path):
+    db, _ = dataset
+    broken = tmp_path / "logs.parquet"
+    broken.write_bytes(b"PAR1 this is not parquet")
+    result = CliRunner().invoke(cli, ["spark-enrich", "--input", str(broken), "--output", str(tmp_path / "o"), "--db", str(db)])
+    assert result.exit_code == 2
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith(f"Error: {broken}: cannot read as parquet: ")
+    assert not (tmp_path / "o").exists()
