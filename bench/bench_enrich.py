@@ -349,6 +349,7 @@ def main() -> None:
     ap.add_argument("--re-sample", type=int, default=300, help="lines for the plain re.search loop")
     ap.add_argument("--flush-lines", type=int, default=100_000, help="lines for the --flush run")
     ap.add_argument("--skip-archive", action="store_true")
+    ap.add_argument("--skip-stream", action="store_true", help="only the archive path")
     ap.add_argument("--workdir", type=Path, default=None, help="keep inputs here between runs")
     args = ap.parse_args()
     if not (CORPUS / "lines.txt.gz").exists():
@@ -380,6 +381,12 @@ def main() -> None:
         starts.append(time.perf_counter() - t)
     results["warm_start_s"] = round(min(starts), 2)
 
+    if args.skip_stream:
+        run_archive(args, work, db, log, results)
+        report(results)
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "enrich.json").write_text(json.dumps(results, indent=2))
+        return
     print("streaming runs ...", flush=True)
     n = args.lines
     flush_log = work / f"log-{args.flush_lines}.txt"
@@ -420,32 +427,7 @@ def main() -> None:
     results["in_process"] = in_process(db, log, args.re_sample)
 
     if not args.skip_archive:
-        print(f"archive of {args.archive_lines} rows ...", flush=True)
-        archive = build_archive(work, log, args.archive_lines)
-        small = build_archive(work, log, max(args.archive_lines // 10, 1))
-        results["archive_mb"] = round(archive.stat().st_size / 1e6, 1)
-        copy_script = work / "duckdb_copy.py"
-        copy_script.write_text(
-            "import sys, duckdb\n"
-            "duckdb.execute(\"COPY (SELECT * FROM read_parquet(?)) TO '\" + sys.argv[2].replace(\"'\", \"''\") + "
-            "\"' (FORMAT parquet, COMPRESSION zstd)\", [sys.argv[1]])\n"
-        )
-        copy_cmd = f"{q(sys.executable)} {q(str(copy_script))} "
-        arch = {}
-        for name, cmd, rows in (
-            ("duckdb copy (I/O only)", copy_cmd + f"{q(str(archive))} {q(str(work / 'copy.parquet'))}", args.archive_lines),
-            ("errkb enrich --workers 1", f"{timed(q(ERRKB), tf)} enrich --db {q(str(db))} -q --workers 1 --input {q(str(archive))} --output {q(str(work / 'out1.parquet'))}", args.archive_lines),
-            ("errkb enrich --workers 2", f"{timed(q(ERRKB), tf)} enrich --db {q(str(db))} -q --workers 2 --input {q(str(archive))} --output {q(str(work / 'out2.parquet'))}", args.archive_lines),
-            ("errkb enrich --workers 2 (1/10 size)", f"{timed(q(ERRKB), tf)} enrich --db {q(str(db))} -q --workers 2 --input {q(str(small))} --output {q(str(work / 'out-small.parquet'))}", max(args.archive_lines // 10, 1)),
-        ):
-            tf.unlink(missing_ok=True)
-            m = run_measured(cmd, "duckdb_copy.py" if name.startswith("duckdb") else "enrich --db", time_file=tf)
-            m["rows_per_s"] = round(rows / m["wall_s"])
-            if "cpu_s" in m:
-                m["rows_per_cpu_s"] = round(rows / max(m["cpu_s"], 1e-9))
-            arch[name] = m
-            print(f"  {name:38s} {m['rows_per_s']:>10,} rows/s  peak {m.get('peak_rss_mb', '-')} MB", flush=True)
-        results["archive"] = arch
+        run_archive(args, work, db, log, results)
 
     report(results)
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -453,11 +435,45 @@ def main() -> None:
     print(f"wrote {RESULTS / 'enrich.json'}")
 
 
+def run_archive(args, work: Path, db: Path, log: Path, results: dict) -> None:
+    q = shlex.quote
+    tf = work / "time.txt"
+    print(f"archive of {args.archive_lines} rows ...", flush=True)
+    archive = build_archive(work, log, args.archive_lines)
+    small = build_archive(work, log, max(args.archive_lines // 10, 1))
+    results["archive_mb"] = round(archive.stat().st_size / 1e6, 1)
+    copy_script = work / "duckdb_copy.py"
+    copy_script.write_text(
+        "import sys, duckdb\n"
+        "duckdb.execute(\"COPY (SELECT * FROM read_parquet(?)) TO '\" + sys.argv[2].replace(\"'\", \"''\") + "
+        "\"' (FORMAT parquet, COMPRESSION zstd)\", [sys.argv[1]])\n"
+    )
+    copy_cmd = f"{q(sys.executable)} {q(str(copy_script))} "
+    arch = {}
+    for name, cmd, rows in (
+        ("duckdb copy (I/O only)", copy_cmd + f"{q(str(archive))} {q(str(work / 'copy.parquet'))}", args.archive_lines),
+        ("errkb enrich --workers 1", f"{timed(q(ERRKB), tf)} enrich --db {q(str(db))} -q --workers 1 --input {q(str(archive))} --output {q(str(work / 'out1.parquet'))}", args.archive_lines),
+        ("errkb enrich --workers 2", f"{timed(q(ERRKB), tf)} enrich --db {q(str(db))} -q --workers 2 --input {q(str(archive))} --output {q(str(work / 'out2.parquet'))}", args.archive_lines),
+        ("errkb enrich --workers 2 (1/10 size)", f"{timed(q(ERRKB), tf)} enrich --db {q(str(db))} -q --workers 2 --input {q(str(small))} --output {q(str(work / 'out-small.parquet'))}", max(args.archive_lines // 10, 1)),
+    ):
+        tf.unlink(missing_ok=True)
+        m = run_measured(cmd, "duckdb_copy.py" if name.startswith("duckdb") else "enrich --db", time_file=tf)
+        m["rows_per_s"] = round(rows / m["wall_s"])
+        if "cpu_s" in m:
+            m["rows_per_cpu_s"] = round(rows / max(m["cpu_s"], 1e-9))
+        arch[name] = m
+        print(f"  {name:38s} {m['rows_per_s']:>10,} rows/s  peak {m.get('peak_rss_mb', '-')} MB", flush=True)
+    results["archive"] = arch
+
+
 def report(r: dict) -> None:
     print()
     print(f"records: {r['store']['accepted']} accepted of {r['store']['written']} ({r['store']['rejected']} rejected by lint); "
           f"log: {r['lines']:,} lines, {r['log_mb']} MB; start-up: first {r['first_start_s']} s (index compiled), "
           f"warm {r['warm_start_s']} s")
+    if "stream" not in r:
+        _report_archive(r)
+        return
     base = r["stream"]["cat | cat"]["lines_per_s"]
     print(f"\n{'streaming (errkb on one core)':34s} {'lines/s':>10s} {'excl.start':>10s} {'per CPU s':>10s} {'vs cat':>7s} {'peak MB':>8s}  RSS at 25/50/75/100%")
     for name, m in r["stream"].items():
@@ -477,11 +493,15 @@ def report(r: dict) -> None:
     lat = r["latency"]
     print(f"latency to a live consumer: default p50 {lat['default']['p50_ms']} ms / p99 {lat['default']['p99_ms']} ms; "
           f"--flush p50 {lat['--flush']['p50_ms']} ms / p99 {lat['--flush']['p99_ms']} ms")
+    _report_archive(r)
+    print(f"\nload average at start: {r['loadavg_at_start']}")
+
+
+def _report_archive(r: dict) -> None:
     if "archive" in r:
         print(f"\n{'batch path (Parquet ' + str(r['archive_mb']) + ' MB)':40s} {'rows/s':>10s} {'CPU s':>7s} {'tree peak MB':>13s}")
         for name, m in r["archive"].items():
             print(f"{name:40s} {m['rows_per_s']:>10,} {m.get('cpu_s', '-')!s:>7s} {m.get('peak_rss_mb', '-')!s:>13s}")
-    print(f"\nload average at start: {r['loadavg_at_start']}")
 
 
 if __name__ == "__main__":
