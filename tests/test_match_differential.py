@@ -116,6 +116,7 @@ def test_generated_patterns_match_exactly_like_re(prefilter, confirm, pattern_li
         (r"(?i)k", "\u212a"), (r"(?i)s", "\u017f"), (r"(?i)\u00e9", "\u00c9"), (r"\bé", "é"), (r"a\b", "aé"),
         (r"a.b", "a\nb"), (r"(?s)a.b", "a\nb"), (r"^b", "a\nb"), (r"(?m)^b", "a\nb"), (r"[^\W\d]", "_"),
         (r"x*", ""), (r"(?:a|)$", ""), (r"[\w.]+@", "é.x@"),
+        (r"cost (.+?)\$", "cost 5$ total"), (r"cost (.+?)\$", "cost 5"), (r"\^up (.+?)", "x ^up y"), (r"\^up", "up"),
     ],
 )
 @pytest.mark.parametrize("prefilter, confirm", ENGINES)
