@@ -895,7 +895,7 @@ class Matcher:
                 continue
             form, span = hit
             found.append(self._make_match(ei, whole, span=span, message=form.text, classes=classes))
-        found.sort(key=lambda m: -m.score)
+        found.sort(key=_by_score)
         return found
 
     def _make_match(self, ei: int, text: str, span=None, message=None, classes=None) -> Match:
@@ -949,8 +949,11 @@ def _score(entry: _Entry, text: str, classes: set[str] | None = None, lowered: s
     return score
 
 
-def _by_score(m: Match) -> float:
-    return -m.score
+def _by_score(m: Match) -> tuple[float, int]:
+    # Specificity saturates in the score; among equal scores the pattern that pins
+    # down more literal text is the better explanation (a message that extends
+    # another one's text is matched by both).
+    return -m.score, -m._entry.literal_chars
 
 
 def _prefilter_pieces(required_literals: list[str]) -> list[str]:

@@ -214,3 +214,14 @@ def test_full_db_confirm_stage_agrees_and_is_cached(db_path, seed):
 def test_unknown_engine_is_a_clear_error():
     with pytest.raises(MatcherError, match="unknown prefilter 'grep'"):
         Matcher.from_records([], prefilter="grep")
+
+
+def test_longer_message_extending_another_goes_to_its_own_record(seed_record, make_variant):
+    # Both patterns are longer than the specificity scale and both match the
+    # longer message: the one pinning down more text must come first.
+    longer = make_variant(1)
+    m = Matcher.from_records([seed_record, longer])
+    for text in (longer["errorMessage"], "ERROR 12-02 10:00:00 [x.py:1] " + longer["errorMessage"]):
+        assert [x.record_id for x in m.match(text)] == [longer["id"], seed_record["id"]]
+        assert [x.record_id for x in m.match_lines([text])[0]] == [longer["id"], seed_record["id"]]
+    assert [x.record_id for x in m.match(seed_record["errorMessage"])] == [seed_record["id"]]
