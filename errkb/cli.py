@@ -106,6 +106,11 @@ def lint(paths, as_json):
     sys.exit(1 if has_errors(findings) else 0)
 
 
+def _ingest_progress(n: int) -> None:
+    if n % 500 == 0:
+        click.echo(f"\r{n} records read", err=True, nl=False)
+
+
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @db_option
@@ -119,11 +124,7 @@ def ingest(paths, db_path, as_json):
     from errkb.records import InputError
     from errkb.store import Store, StoreError
 
-    progress = None
-    if sys.stderr.isatty():
-        def progress(n):
-            if n % 500 == 0:
-                click.echo(f"\r{n} records read", err=True, nl=False)
+    progress = _ingest_progress if sys.stderr.isatty() else None
     try:
         with Store.open(db_path) as store:
             report = store.ingest(paths, progress=progress)

@@ -249,13 +249,14 @@ def _check(record: dict, prefix: str, index: _ChunkIndex, templated: list[RaiseS
     if scan_file not in files and file_text(scan_file) is None:
         entry.notes.append(f"{rec_file} does not exist in the scanned tree")
     near = [s for s in templated if s.file == scan_file]
-    best_site, best_ratio = None, 0.0
+    best_site, best_key = None, None
     for site in near:
         ratio = _similarity(message, site.template.render())
         same_function = recorded_fn is not None and site.function_name == recorded_fn.name
         key = (ratio, same_function, -abs(site.line - record["lineNumber"]))
-        if best_site is None or key > (best_ratio, best_same_fn, best_dist):
-            best_site, best_ratio, best_same_fn, best_dist = site, ratio, same_function, key[2]
+        if best_key is None or key > best_key:
+            best_site, best_key = site, key
+    best_ratio = best_key[0] if best_key else 0.0
     if best_site is not None and best_ratio >= REWORD_MIN_SIMILARITY:
         entry.status = "reworded"
         entry.site = best_site

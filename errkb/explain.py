@@ -20,6 +20,7 @@ import itertools
 import json
 import os
 import re
+from errkb.atomic import atomic_write
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
@@ -318,17 +319,13 @@ def _fresh_hash(db: Path, cache: Path) -> str | None:
 
 
 def _mark_fresh(db: Path, cache: Path, dataset_hash: str) -> None:
-    import tempfile
-
     signature = _db_signature(db)
     if signature is None:
         return
     try:
         cache.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache, prefix="explain-fresh", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with atomic_write(cache / "explain-fresh.json", "w", encoding="utf-8") as f:
             json.dump({"db": signature, "dataset_hash": dataset_hash}, f)
-        os.replace(tmp, cache / "explain-fresh.json")
     except OSError:
         pass  # the next call checks the store again
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from errkb import patterns
 from errkb.records import Origin, SourcedRecord, content_hash

@@ -28,12 +28,11 @@ from __future__ import annotations
 import bisect
 import gc
 import json
-import os
 import struct
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from errkb.atomic import atomic_write
 from errkb import normalize
 from errkb.patterns import analyze, gap_match
 
@@ -495,15 +494,8 @@ class Matcher:
         header["full_chunk_of"] = sorted(self._full_chunk_of.items()) if self.full_db else None
         blob = json.dumps(header, ensure_ascii=False).encode("utf-8")
         hs = b"".join(blobs)
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(_MAGIC + struct.pack("<QQ", len(blob), len(hs)) + blob + hs)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_write(path) as f:
+            f.write(_MAGIC + struct.pack("<QQ", len(blob), len(hs)) + blob + hs)
 
     @classmethod
     def load(cls, path: str | Path, prefilter: str | None = None, confirm: str | None = None) -> Matcher:

@@ -21,10 +21,11 @@ import os
 import re
 import struct
 import sys
-import tempfile
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
+
+from errkb.atomic import atomic_write
 
 INDEX_FORMAT = 2
 _MAGIC = b"ERRKB-SEARCH\n"
@@ -171,16 +172,10 @@ class SearchIndex:
             "format": INDEX_FORMAT, "byteorder": sys.byteorder, "docs": self.docs,
             "lengths": self.lengths, "terms": self.terms, "postings": len(self._doc),
         }, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(_MAGIC + struct.pack("<Q", len(header)) + header)
-                for view in (self._doc, self._tf, self._mask):
-                    f.write(view.tobytes())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_write(path) as f:
+            f.write(_MAGIC + struct.pack("<Q", len(header)) + header)
+            for view in (self._doc, self._tf, self._mask):
+                f.write(view.tobytes())
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "SearchIndex":

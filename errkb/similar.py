@@ -23,9 +23,10 @@ import json
 import math
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from errkb.atomic import atomic_write
 
 INDEX_FORMAT = 3
 # Below this a record is too far from the text to be worth showing.
@@ -197,14 +198,8 @@ class SimilarIndex:
     def save(self, path: str | os.PathLike) -> None:
         path = Path(path)
         data = {"format": INDEX_FORMAT, "items": self.items, "postings": self.postings, "weights": self.weights}
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_write(path, "w", encoding="utf-8") as f:
+            json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "SimilarIndex":

@@ -19,11 +19,12 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 from errkb import __version__
 from errkb.records import SourcedRecord, canonical_json, content_hash, iter_files, read_records
 from errkb.resources import data_dir
+from errkb.atomic import atomic_write
 
 # Bump when the table layout changes; a cache store of another layout is rebuilt.
 LAYOUT_VERSION = "2"
@@ -151,9 +152,8 @@ def read_stamp(db_path: Path) -> dict | None:
 def _write_stamp(db_path: Path, **values) -> None:
     stamp = read_stamp(db_path) or {}
     stamp.update(values)
-    tmp = stamp_path(db_path).with_suffix(".tmp")
-    tmp.write_text(json.dumps(stamp, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, stamp_path(db_path))
+    with atomic_write(stamp_path(db_path), "w", encoding="utf-8") as f:
+        f.write(json.dumps(stamp, indent=1, sort_keys=True))
 
 
 def resolve_db_path(path: str | os.PathLike | None) -> tuple[Path, bool]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import io
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -243,7 +242,7 @@ def test_fast_log_path_agrees_with_iter_messages(db, monkeypatch):
     bundle = ex.KnowledgeBundle.open(db)
     drifted = SEED_MESSAGE.replace("trtllm", "nccl")
     vocab = NOISE + [
-        f"ValueError: {SEED_MESSAGE}", f"[rank0]: ValueError: {SEED_MESSAGE}", f"Please use 'mnnvl' backend instead.",
+        f"ValueError: {SEED_MESSAGE}", f"[rank0]: ValueError: {SEED_MESSAGE}", "Please use 'mnnvl' backend instead.",
         "Traceback (most recent call last):", "\x1b[31mTraceback (most recent call last):\x1b[0m",
         "2026-08-14 21:17:39 ERROR Traceback (most recent call last):",
         '  File "/app/x.py", line 1, in f', "    raise ValueError(", "    ^^^^^^^^", "",

@@ -177,7 +177,6 @@ def test_iter_messages_streams_in_constant_memory():
 
     tracemalloc.start()
     count = 0
-    peak_after_warmup = None
     for i, msg in enumerate(iter_messages(endless())):
         count += 1
         if i == 1000:
