@@ -172,7 +172,9 @@ def column_expr(path: str, columns: dict[str, str]) -> str | None:
 def _connect(threads: int | None = None):
     import duckdb
 
-    con = duckdb.connect()
+    from errkb.store import NO_EXTENSION_DOWNLOADS
+
+    con = duckdb.connect(config=NO_EXTENSION_DOWNLOADS)
     con.execute("SET enable_progress_bar = false")  # it would draw on stdout
     con.execute("SET preserve_insertion_order = true")
     con.execute("SET memory_limit = '1GB'")

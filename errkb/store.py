@@ -26,6 +26,10 @@ from errkb.records import SourcedRecord, canonical_json, content_hash, iter_file
 from errkb.resources import data_dir
 from errkb.atomic import atomic_write
 
+# errkb runs offline and in pipelines: DuckDB must never fetch an extension at run
+# time (json and parquet, which errkb uses, are statically linked).
+NO_EXTENSION_DOWNLOADS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
 # Bump when the table layout changes; a cache store of another layout is rebuilt.
 LAYOUT_VERSION = "2"
 FLUSH_EVERY = 2000
@@ -239,7 +243,7 @@ class Store:
         try:
             if self.path is not None and not read_only:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.con = duckdb.connect(str(path), read_only=read_only)
+            self.con = duckdb.connect(str(path), read_only=read_only, config=NO_EXTENSION_DOWNLOADS)
             # DuckDB draws a progress bar on stdout (even into a pipe) for queries over
             # 2 s, which would corrupt NDJSON/--json output.
             self.con.execute("SET enable_progress_bar = false")

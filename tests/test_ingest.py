@@ -195,3 +195,11 @@ def test_crash_or_ctrl_c_mid_ingest_leaves_store_as_it_was(db_path, tmp_path, ma
     assert proc.returncode != 0
     with Store.open(db_path) as store:
         assert (store.dataset_hash(), store.stats()) == before
+
+
+def test_store_never_downloads_duckdb_extensions(db_path):
+    with Store.open(db_path) as store:
+        settings = dict(store.con.execute(
+            "SELECT name, value FROM duckdb_settings() WHERE name IN ('autoinstall_known_extensions', 'autoload_known_extensions')"
+        ).fetchall())
+    assert settings == {"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"}
