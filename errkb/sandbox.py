@@ -555,6 +555,25 @@ def _hide_home(libc, home: str, keep: list[str], base: str) -> None:
             pass
 
 
+# Readable by uid 0 through the owner bits even without capabilities, so hidden
+# behind /dev/null (files) or an empty tmpfs (folders) in the run's mount namespace.
+SECRET_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-")
+SECRET_GLOBS = ("/etc/ssh/ssh_host_*_key",)
+SECRET_DIRS = ("/root/.ssh", "/root/.gnupg", "/root/.aws", "/root/.config/gcloud", "/root/.kube", "/root/.docker")
+
+
+def _hide_secrets(libc) -> None:
+    import glob
+
+    files = [f for f in SECRET_FILES if os.path.isfile(f)]
+    files += [f for pattern in SECRET_GLOBS for f in glob.glob(pattern) if os.path.isfile(f)]
+    for path in files:
+        _mount(libc, "/dev/null", path, None, MS_BIND, None)
+    for path in SECRET_DIRS:
+        if os.path.isdir(path):
+            _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=4k,mode=700")
+
+
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 24, 38
 
 
@@ -630,6 +649,7 @@ def _launch(spec_path: str) -> None:
             home = spec["hide_home"]
             if home:
                 _hide_home(libc, home, [spec["cwd"], *spec["keep_visible"]], base)
+            _hide_secrets(libc)
             # The working folder stays writable; every other mount becomes read-only:
             # not only /, but /sys (the run's own cgroup limits live there) and /proc
             # (host sysctls), which uid 0 could write even without capabilities.

@@ -338,3 +338,19 @@ def test_code_cannot_lift_its_own_limits_or_write_host_settings():
     assert "Read-only file system" in r.stderr
     lines = r.stdout.split()
     assert "pids:1" in lines and "sysctl:1" in lines and "home:0" in lines
+
+
+@needs_ns
+def test_host_secrets_readable_by_root_are_hidden():
+    # Sandboxed code runs as uid 0 without capabilities: owner bits would still let it
+    # read root-owned secrets, so the run's mount namespace hides them.
+    assert os.path.isfile("/etc/shadow")
+    host = Path("/etc/shadow").read_text()
+    r = py(
+        """
+        print(repr(open("/etc/shadow").read()))
+        """
+    )
+    assert r.outcome == "pass", r
+    assert r.stdout.strip() == "''"
+    assert Path("/etc/shadow").read_text() == host
