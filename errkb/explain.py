@@ -330,6 +330,20 @@ def _mark_fresh(db: Path, cache: Path, dataset_hash: str) -> None:
         pass  # the next call checks the store again
 
 
+def _link_or_save(matcher, target: Path) -> None:
+    """The matcher's own cache file, hard-linked (one copy on disk, and the link keeps
+    this version's bytes even when the matcher's cache moves on); written when it
+    cannot be linked."""
+    source = getattr(matcher, "cache_path", None)
+    if source is not None:
+        try:
+            os.link(source, target)
+            return
+        except OSError:
+            pass
+    matcher.save(target, include_records=False)
+
+
 def _write_bundle(cache: Path, folder: Path, matcher, records: list[dict]) -> None:
     """Write a bundle into a temporary folder and rename it into place (atomic)."""
     import shutil
@@ -343,7 +357,7 @@ def _write_bundle(cache: Path, folder: Path, matcher, records: list[dict]) -> No
     except OSError:
         return
     try:
-        matcher.save(tmp / "matcher.idx", include_records=False)
+        _link_or_save(matcher, tmp / "matcher.idx")
         RecordFile.write(tmp, records)
         SimilarIndex.from_records(records).save(tmp / "similar.json")
         (tmp / "complete").write_text(json.dumps({"records": len(records)}), encoding="utf-8")

@@ -242,6 +242,7 @@ class Matcher:
         self.prefilter = "python"
         self.confirm = "re"
         self.dataset_hash: str | None = None
+        self.cache_path: Path | None = None  # the file from_store cached this index in
         self.build_seconds: float | None = None
         self.literals: list[str] = []
         self.literal_entries: list[tuple[int, ...]] = []
@@ -353,6 +354,7 @@ class Matcher:
             if full_db and not m.full_db and hyperscan is not None and m.confirm == "re2":
                 m.build_full_db()
                 m._save_quietly(path)
+            m.cache_path = path
             return m
         m = cls.from_records(store.records(), prefilter=chosen_prefilter, confirm=chosen_confirm)
         m.dataset_hash = dataset_hash
@@ -367,6 +369,7 @@ class Matcher:
         except OSError:
             pass
         m._save_quietly(path)
+        m.cache_path = path if path.is_file() else None
         return m
 
     def _save_quietly(self, path: Path) -> None:

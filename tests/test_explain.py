@@ -349,3 +349,15 @@ def test_unwritable_cache_still_answers(tmp_path, monkeypatch):
     assert r.exit_code == 1
     assert json.loads(r.output)["nearMatches"][0]["id"] == SEED_ID
     assert not list((tmp_path / "s.duckdb.cache").glob("explain-v*"))
+
+
+def test_explain_bundle_shares_the_matcher_index_file_instead_of_copying_it(tmp_path):
+    db = tmp_path / "s.duckdb"
+    with Store.open(db) as store:
+        store.ingest([REPO / "data"])
+    r = CliRunner().invoke(cli, ["explain", "--db", str(db), SEED_MESSAGE])
+    assert r.exit_code == 0
+    cache = Path(str(db) + ".cache")
+    (own,) = list(cache.glob("matcher-*.idx"))
+    (bundled,) = list(cache.glob("explain-*/matcher.idx"))
+    assert os.path.samefile(own, bundled)
