@@ -10,11 +10,13 @@ to be installed; vLLM and flashinfer only for check (a).
     (shared /dev/shm) is one node and does not fire.
 (b) ``fused-allreduce-rmsnorm-fp8``: on any single CUDA GPU, the operation the
     workspace exists for — allreduce over 2-4 rank buffers + residual add + RMSNorm +
-    static per-tensor FP8 (e4m3) quantisation — in one Triton kernel, checked against
-    the unfused torch reference (exact, or within one FP8 ulp) and timed against it.
+    static per-tensor FP8 (e4m3) quantisation — in one Triton kernel (``fused_kernel.py``),
+    checked against the unfused torch reference (exact, or within one FP8 ulp) and timed
+    against it.
 
-The reference, input generation and ulp comparison need only torch, so they run (and
-are tested) on CPU too.
+``--only fused-op-interpreted`` runs (b) with no GPU: the same kernel source in Triton's
+CPU interpreter, untimed. The reference, input generation and ulp comparison need only
+torch, so they run (and are tested) on CPU too.
 """
 
 from __future__ import annotations
@@ -98,62 +100,6 @@ def compare(ref_h, ref_q, h, q) -> dict:
     }
 
 
-def _triton_kernel():
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def fused_allreduce_add_rmsnorm_fp8(
-        x0, x1, x2, x3, residual_ptr, weight_ptr, scale_ptr, residual_out_ptr, q_out_ptr,
-        hidden, eps, NUM_RANKS: tl.constexpr, BLOCK: tl.constexpr,
-    ):
-        row = tl.program_id(0)
-        offs = tl.arange(0, BLOCK)
-        mask = offs < hidden
-        base = row.to(tl.int64) * hidden
-        # Allreduce: the rank buffers summed in fp32 in rank order, rounded to bf16 as the
-        # communication result would be.
-        acc = tl.load(x0 + base + offs, mask=mask, other=0.0).to(tl.float32)
-        if NUM_RANKS > 1:
-            acc += tl.load(x1 + base + offs, mask=mask, other=0.0).to(tl.float32)
-        if NUM_RANKS > 2:
-            acc += tl.load(x2 + base + offs, mask=mask, other=0.0).to(tl.float32)
-        if NUM_RANKS > 3:
-            acc += tl.load(x3 + base + offs, mask=mask, other=0.0).to(tl.float32)
-        # Every downcast rounds to nearest even, as torch's separate kernels do.
-        reduced = acc.to(tl.bfloat16, fp_downcast_rounding="rtne").to(tl.float32)
-        res = tl.load(residual_ptr + base + offs, mask=mask, other=0.0).to(tl.float32)
-        h = (reduced + res).to(tl.bfloat16, fp_downcast_rounding="rtne")
-        tl.store(residual_out_ptr + base + offs, h, mask=mask)
-        hf = h.to(tl.float32)
-        variance = tl.sum(hf * hf, axis=0) / hidden
-        normed = (hf * tl.math.rsqrt(variance + eps)).to(tl.bfloat16, fp_downcast_rounding="rtne").to(tl.float32)
-        w = tl.load(weight_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-        y = (normed * w).to(tl.bfloat16, fp_downcast_rounding="rtne").to(tl.float32)
-        scale = tl.load(scale_ptr)
-        q = tl.div_rn(y, scale)
-        q = tl.minimum(tl.maximum(q, -448.0), 448.0)
-        tl.store(q_out_ptr + base + offs, q.to(tl.float8e4nv, fp_downcast_rounding="rtne"), mask=mask)
-
-    return fused_allreduce_add_rmsnorm_fp8
-
-
-def fused(kernel, xs, residual, weight, scale, eps: float = 1e-6):
-    import torch
-    import triton
-
-    tokens, hidden = residual.shape
-    residual_out = torch.empty_like(residual)
-    q = torch.empty(tokens, hidden, dtype=torch.float8_e4m3fn, device=residual.device)
-    ptrs = list(xs) + [xs[0]] * (4 - len(xs))  # unused slots: never read (NUM_RANKS is constexpr)
-    block = triton.next_power_of_2(hidden)
-    kernel[(tokens,)](
-        *ptrs, residual, weight, scale, residual_out, q, hidden, eps,
-        NUM_RANKS=len(xs), BLOCK=block, num_warps=8 if block >= 4096 else 4,
-    )
-    return residual_out, q
-
-
 def _time_cuda(fn, *args, iters: int = 50, warmup: int = 10) -> float:
     """Median microseconds of ``fn(*args)`` over ``iters`` CUDA-event-timed calls."""
     import torch
@@ -173,12 +119,81 @@ def _time_cuda(fn, *args, iters: int = 50, warmup: int = 10) -> float:
     return times[len(times) // 2]
 
 
-def check_fused_op(shapes=None) -> dict:
+GPU_SHAPES = [(2, 16, 8192), (2, 512, 8192), (4, 16, 8192), (4, 512, 8192), (4, 4096, 8192), (2, 128, 5120)]
+# Small, since the interpreter runs the kernel in numpy; hidden sizes that are not a power
+# of two exercise the masks, and 2, 3 and 4 ranks each branch of the allreduce.
+INTERPRETER_SHAPES = [(2, 4, 64), (3, 5, 320), (4, 8, 256), (2, 16, 1024), (4, 3, 5120), (3, 2, 8192)]
+
+
+def conversion_points(device: str = "cpu"):
+    """fp32 values that decide a rounding: every finite float8_e4m3fn value, the midpoints
+    between neighbours (the ties) and the fp32 values just either side of each, both
+    signs, subnormals included; plus random values across the range."""
+    import torch
+
+    values = torch.arange(0, 0x7F, dtype=torch.uint8).view(torch.float8_e4m3fn).float()
+    mids = (values[:-1] + values[1:]) / 2
+    up, down = torch.full_like(mids, FP8_MAX), torch.zeros_like(mids)
+    points = torch.cat([values, mids, torch.nextafter(mids, up), torch.nextafter(mids, down)])
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    spread = torch.cat([torch.randn(8192, generator=gen) * 30, torch.randn(8192, generator=gen) * 0.01])
+    spread = spread.clamp(-FP8_MAX / 2, FP8_MAX / 2)
+    # bf16 decisions: the fp32 values exactly halfway between two bf16 neighbours (the
+    # ties) and one fp32 ulp either side of them.
+    high = spread.view(torch.int32) & ~0xFFFF
+    bf16_ties = torch.cat([(high | low).view(torch.float32) for low in (0x7FFF, 0x8000, 0x8001)])
+    return torch.cat([points, -points, spread, bf16_ties]).to(device)
+
+
+def check_conversions(device: str) -> dict:
+    """The kernel's bit-level roundings against torch's own casts: must be bit-exact."""
+    import torch
+    from fused_kernel import conversions
+
+    x = conversion_points(device)
+    bf16, fp8 = conversions(x)
+    bf16_off = int((bf16 != x.to(torch.bfloat16)).sum())
+    fp8_off = int((fp8.view(torch.uint8) != x.to(torch.float8_e4m3fn).view(torch.uint8)).sum())
+    return {"points": x.numel(), "bf16_mismatches": bf16_off, "fp8_mismatches": fp8_off, "ok": bf16_off == fp8_off == 0}
+
+
+def _check_kernel(shapes, device: str, *, timed: bool) -> dict:
+    import torch
+    from fused_kernel import fused
+
+    conv = check_conversions(device)
+    cases = []
+    for num_ranks, tokens, hidden in shapes:
+        xs, residual, weight, scale = make_inputs(num_ranks, tokens, hidden, seed=tokens + hidden + num_ranks, device=device)
+        ref_h, ref_q = reference(xs, residual, weight, scale)
+        h, q = fused(xs, residual, weight, scale)
+        if timed:
+            torch.cuda.synchronize()
+        case = {"ranks": num_ranks, "tokens": tokens, "hidden": hidden, **compare(ref_h, ref_q, h, q)}
+        if timed:
+            case["unfused_us"] = round(_time_cuda(reference, xs, residual, weight, scale), 2)
+            case["fused_us"] = round(_time_cuda(fused, xs, residual, weight, scale), 2)
+            case["speedup"] = round(case["unfused_us"] / case["fused_us"], 2) if case["fused_us"] else None
+        cases.append(case)
+    ok = conv["ok"] and all(c["ok"] for c in cases)
+    worst = max(c["fp8_max_ulp"] for c in cases)
+    if ok:
+        reason = (f"fused Triton kernel matches the unfused reference within {worst} FP8 ulp on {len(cases)} shapes; "
+                  f"its roundings are bit-exact with torch's casts on {conv['points']} points")
+    elif not conv["ok"]:
+        reason = (f"the kernel's roundings differ from torch's casts: {conv['bf16_mismatches']} bf16 and "
+                  f"{conv['fp8_mismatches']} FP8 of {conv['points']} points")
+    else:
+        reason = "fused kernel differs from the reference by more than one FP8 ulp (or residual differs)"
+    return {"outcome": "pass" if ok else "fail", "reason": reason, "conversions": conv, "cases": cases}
+
+
+def check_fused_op() -> dict:
+    """(b) compiled for the GPU, checked and timed."""
     try:
         import torch
     except ImportError:
         return {"outcome": "skipped", "reason": "needs torch"}
-
     if not torch.cuda.is_available():
         return {"outcome": "skipped", "reason": "needs CUDA"}
     try:
@@ -187,28 +202,23 @@ def check_fused_op(shapes=None) -> dict:
         return {"outcome": "skipped", "reason": "needs triton"}
     if torch.cuda.get_device_capability() < (8, 9):
         return {"outcome": "skipped", "reason": "needs an FP8-capable GPU (compute capability 8.9 or newer)"}
-    kernel = _triton_kernel()
-    shapes = shapes or [(2, 16, 8192), (2, 512, 8192), (4, 16, 8192), (4, 512, 8192), (4, 4096, 8192), (2, 128, 5120)]
-    cases = []
-    for num_ranks, tokens, hidden in shapes:
-        xs, residual, weight, scale = make_inputs(num_ranks, tokens, hidden, seed=tokens + hidden + num_ranks, device="cuda")
-        ref_h, ref_q = reference(xs, residual, weight, scale)
-        h, q = fused(kernel, xs, residual, weight, scale)
-        torch.cuda.synchronize()
-        case = {"ranks": num_ranks, "tokens": tokens, "hidden": hidden, **compare(ref_h, ref_q, h, q)}
-        case["unfused_us"] = round(_time_cuda(reference, xs, residual, weight, scale), 2)
-        case["fused_us"] = round(_time_cuda(fused, kernel, xs, residual, weight, scale), 2)
-        case["speedup"] = round(case["unfused_us"] / case["fused_us"], 2) if case["fused_us"] else None
-        cases.append(case)
-    ok = all(c["ok"] for c in cases)
-    worst = max(c["fp8_max_ulp"] for c in cases)
-    return {
-        "outcome": "pass" if ok else "fail",
-        "reason": (f"fused Triton kernel matches the unfused reference within {worst} FP8 ulp on {len(cases)} shapes"
-                   if ok else "fused kernel differs from the reference by more than one FP8 ulp (or residual differs)"),
-        "cases": cases,
-        "timing": "median of 50 CUDA-event-timed calls after 10 warm-up calls; unfused = the torch reference path (several kernels)",
-    }
+    result = _check_kernel(GPU_SHAPES, "cuda", timed=True)
+    result["timing"] = "median of 50 CUDA-event-timed calls after 10 warm-up calls; unfused = the torch reference path (several kernels)"
+    return result
+
+
+def check_fused_op_interpreted() -> dict:
+    """(b) without a GPU: the same kernel source run by Triton's CPU interpreter on CPU
+    tensors, checked the same way (not timed: the interpreter says nothing of speed)."""
+    try:
+        import torch  # noqa: F401
+        import triton  # noqa: F401
+    except ImportError as e:
+        return {"outcome": "skipped", "reason": f"needs {e.name}"}
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        # Triton picks interpreter or compiler when a kernel is defined, at import.
+        return {"outcome": "error", "reason": "TRITON_INTERPRET=1 must be set before fused_kernel is imported (use --only fused-op-interpreted)"}
+    return _check_kernel(INTERPRETER_SHAPES, "cpu", timed=False)
 
 
 # -- (a) the seed's reproducer with NCCL ---------------------------------------------------
@@ -316,15 +326,20 @@ def environment() -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="gpu-check-report.json", help="where to write the JSON report")
-    parser.add_argument("--only", choices=["fused-op", "reproducer"], default=None)
+    parser.add_argument("--only", choices=["fused-op", "fused-op-interpreted", "reproducer"], default=None,
+                        help="one check; fused-op-interpreted runs the kernel in Triton's CPU interpreter (no GPU needed)")
     args = parser.parse_args(argv)
-    started = time.monotonic()
-    report = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "environment": environment(), "checks": {}}
     checks = {"fused-allreduce-rmsnorm-fp8": check_fused_op, "fused-workspace-nccl": check_reproducer_nccl}
     if args.only == "fused-op":
         checks.pop("fused-workspace-nccl")
     elif args.only == "reproducer":
         checks.pop("fused-allreduce-rmsnorm-fp8")
+    elif args.only == "fused-op-interpreted":
+        # Before anything imports triton: it reads the setting once.
+        os.environ["TRITON_INTERPRET"] = "1"
+        checks = {"fused-allreduce-rmsnorm-fp8-interpreted": check_fused_op_interpreted}
+    started = time.monotonic()
+    report = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "environment": environment(), "checks": {}}
     for name, fn in checks.items():
         t0 = time.monotonic()
         try:

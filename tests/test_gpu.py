@@ -46,6 +46,7 @@ def test_fused_kernel_matches_the_unfused_reference_within_one_fp8_ulp(gpu_check
     if result["outcome"] == "skipped":
         pytest.skip(result["reason"])
     assert result["outcome"] == "pass", result
+    assert (result["conversions"]["bf16_mismatches"], result["conversions"]["fp8_mismatches"]) == (0, 0)
     for case in result["cases"]:
         assert case["residual_exact"]
         assert case["fp8_max_ulp"] <= 1

@@ -1,0 +1,70 @@
+"""The GPU tier's fused allreduce+residual+RMSNorm+FP8 Triton kernel, checked without a
+GPU: the same kernel source runs in Triton's CPU interpreter against the unfused torch
+reference, and its bit-level roundings against torch's own casts.
+
+Builds (or reuses) a virtual environment with torch 2.13.0 (CPU) and Triton under the
+user cache (~2 GB once), so this is tier ``kernel``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from errkb.reproducers import Requirements, ensure_venv
+
+REPO = Path(__file__).resolve().parents[1]
+TRITON_CPU = Requirements(pip_steps=(("torch==2.13.0",), ("triton==3.9.0", "numpy")), imports=("torch", "triton"))
+
+pytestmark = [pytest.mark.kernel, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    # Like the reproducer venvs: the user's cache, so a second run is warm.
+    venv_cache = os.environ.get("ERRKB_REPRO_CACHE_DIR") or str(Path.home() / ".cache" / "errkb")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ERRKB_CACHE_DIR", venv_cache)
+        venv = ensure_venv(TRITON_CPU)
+    out = tmp_path_factory.mktemp("kernel") / "report.json"
+    proc = subprocess.run(
+        [str(venv.python), str(REPO / "scripts" / "gpu_check.py"), "--only", "fused-op-interpreted", "--out", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    data = json.loads(out.read_text())
+    return {"returncode": proc.returncode, "stdout": proc.stdout, "data": data}
+
+
+def check(report) -> dict:
+    return report["data"]["checks"]["fused-allreduce-rmsnorm-fp8-interpreted"]
+
+
+def test_interpreted_kernel_matches_the_unfused_reference(report):
+    result = check(report)
+    assert result["outcome"] == "pass", result.get("traceback") or result["reason"]
+    assert report["returncode"] == 0
+    assert report["stdout"].startswith("PASS     fused-allreduce-rmsnorm-fp8-interpreted: fused Triton kernel matches")
+    # Every allreduce branch (2, 3, 4 ranks) and hidden sizes that need the mask.
+    assert {c["ranks"] for c in result["cases"]} == {2, 3, 4}
+    assert any(c["hidden"] & (c["hidden"] - 1) for c in result["cases"])
+    for case in result["cases"]:
+        assert case["residual_exact"], case
+        assert case["fp8_max_ulp"] <= 1, case
+
+
+def test_kernel_roundings_are_bit_exact_with_torch_casts(report):
+    """Every FP8 value, tie and neighbour of a tie, both signs, subnormals included, and
+    the bf16 ties: the kernel rounds to nearest even exactly as torch does."""
+    conv = check(report)["conversions"]
+    assert conv["points"] > 2 * 4 * 126
+    assert (conv["bf16_mismatches"], conv["fp8_mismatches"]) == (0, 0)
+
+
+def test_the_report_names_the_interpreter_environment(report):
+    env = report["data"]["environment"]
+    assert env["torch"].startswith("2.13.0") and env["triton"] == "3.9.0"
+    assert env["gpu_count"] == 0
