@@ -691,6 +691,17 @@ class Matcher:
                 results[line_no] = found
         return results
 
+    def _hyperscan_hits(self, buf: bytes) -> list[tuple[int, int]]:
+        """(end offset, entry id) of every Hyperscan hit in ``buf``, in the order found."""
+        hits: list[tuple[int, int]] = []
+        append = hits.append
+
+        def on_hit(lid, _from, to, _flags, _context):
+            append((to, lid))
+
+        self._hs_db.scan(buf, match_event_handler=on_hit)
+        return hits
+
     def _scan_hyperscan_lines(self, buf: bytes, extra: list[str], extra_owners: list[int], n: int) -> dict:
         """One Hyperscan call over all lines joined by newlines (plus rewritten forms).
 
@@ -701,13 +712,7 @@ class Matcher:
             return {}
         if extra:
             buf = buf + b"\n" + "\n".join(extra).encode("utf-8")
-        hits: list[tuple[int, int]] = []
-        append = hits.append
-
-        def on_hit(lid, _from, to, _flags, _context):
-            append((to, lid))
-
-        self._hs_db.scan(buf, match_event_handler=on_hit)
+        hits = self._hyperscan_hits(buf)
         if not hits:
             return {}
         hits.sort()  # already ascending: Timsort only verifies it
@@ -804,13 +809,7 @@ class Matcher:
         for length in lengths:
             total += length + 1
             starts.append(total)
-        hits: list[tuple[int, int]] = []
-        append = hits.append
-
-        def on_hit(lid, _from, to, _flags, _context):
-            append((to, lid))
-
-        self._hs_db.scan(buf, match_event_handler=on_hit)
+        hits = self._hyperscan_hits(buf)
         if not hits:
             return
         locate = bisect.bisect_right
