@@ -9,8 +9,11 @@ Dataset code (example fixes, validation snippets) is untrusted input, so every r
 * where the OS allows it (root, util-linux ``unshare``): its own network namespace
   (no network, or only its own loopback), its own PID namespace (every descendant dies
   with it, even one that left the process group), its own mount namespace with the
-  root file system read-only, a private ``/dev/shm`` and empty tmpfs over the real
-  HOME's secret folders, and a pids cgroup, because RLIMIT_NPROC does not bind root;
+  root file system read-only, a private ``/dev/shm``, the real HOME and root-owned
+  secrets hidden, and a pids cgroup, because RLIMIT_NPROC does not bind root;
+* started by root with those namespaces, runs as nobody with no capabilities (the
+  project's own reproducer drivers, which mount, keep root and drop capabilities
+  themselves);
 * is killed, with its whole process group and namespace, at the wall-time limit.
 
 Every isolation step that could not be applied is said in ``SandboxResult.notes``.
@@ -39,9 +42,9 @@ OUTCOMES = ("pass", "fail", "skipped", "error", "timeout")
 
 MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
 
-# Folders under the real HOME that hold credentials; hidden behind an empty tmpfs when
-# the whole HOME cannot be hidden (because the interpreter lives inside it).
-SECRET_DIRS = (".ssh", ".gnupg", ".aws", ".azure", ".docker", ".kube", ".config", ".netrc", ".pypirc")
+# Dataset code started by root runs as this user and group (nobody/nogroup), so that no
+# file readable only by root is readable to it.
+UNPRIVILEGED = (65534, 65534)
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,14 @@ def run(
     use_ns = caps.namespaces
     if not use_ns:
         notes.append("no namespaces (unshare unavailable or not permitted): network, PID and mount isolation not applied")
+    # Only with the mount namespace: it is what makes an interpreter under root's HOME
+    # reachable to another user (the HOME is replaced by a tmpfs and what the run needs
+    # is bound back).
+    run_as = UNPRIVILEGED if use_ns and os.geteuid() == 0 and not keep_capabilities else None
+    if run_as:
+        base.chmod(0o711)
+        for path in (work, *work.rglob("*")):
+            os.lchown(path, *run_as)
     spec = {
         "argv": argv,
         "env": run_env,
@@ -198,6 +209,7 @@ def run(
         "keep_visible": _paths_to_keep(argv, readable),
         "cgroup": str(cgroup) if cgroup else None,
         "drop_capabilities": not keep_capabilities,
+        "run_as": run_as,
     }
     # The launcher reports how the code ended through a pipe, not a file in the
     # writable folder, so the code cannot forge its own outcome.
@@ -524,6 +536,19 @@ def _remount_all_read_only(libc, writable: str, notes: list[str]) -> None:
                 notes.append(f"{point} left writable: {e}")
 
 
+def _reachable_by_others(path: str) -> bool:
+    """Whether a user that owns nothing can walk down to ``path`` (every folder on the
+    way searchable by others), as this mount namespace shows it."""
+    current = Path(path)
+    for folder in [*reversed(current.parents), current]:
+        try:
+            if folder.is_dir() and not folder.stat().st_mode & 0o001:
+                return False
+        except OSError:
+            return False
+    return True
+
+
 def _loopback_up() -> None:
     import fcntl
     import socket
@@ -577,10 +602,11 @@ def _hide_secrets(libc) -> None:
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 24, 38
 
 
-def drop_capabilities() -> None:
+def drop_capabilities(run_as: tuple[int, int] | None = None) -> None:
     """Give up every capability for good (bounding set, then the sets themselves) and
     forbid regaining any through set-uid programs. Root without capabilities cannot
-    mount, remount the root read-write, or leave its namespaces."""
+    mount, remount the root read-write, or leave its namespaces. ``run_as`` (uid, gid):
+    become that user too, after the bounding set (which needs CAP_SETPCAP) is gone."""
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
@@ -596,6 +622,11 @@ def drop_capabilities() -> None:
             if err == 1:  # EPERM: no CAP_SETPCAP (not root, or already dropped): capset below still clears the rest
                 break
             raise OSError(err, f"prctl(PR_CAPBSET_DROP, {cap})")
+    if run_as is not None:
+        uid, gid = run_as
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)  # clears the permitted and effective sets as well
 
     class Header(ctypes.Structure):
         _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
@@ -659,6 +690,11 @@ def _launch(spec_path: str) -> None:
                 _mount(libc, "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777")
         if spec["loopback_up"]:
             _loopback_up()
+        if spec["run_as"]:
+            unreachable = [p for p in [spec["cwd"], *spec["keep_visible"]] if not _reachable_by_others(p)]
+            if unreachable:
+                spec["run_as"] = None
+                notes.append(f"ran as root without capabilities: {unreachable[0]} is not reachable by an unprivileged user")
     except Exception as e:  # noqa: BLE001 - any failure here is reported, never raised
         control["launch_error"] = f"{type(e).__name__}: {e}"
         report_and_exit(125)
@@ -685,7 +721,7 @@ def _launch(spec_path: str) -> None:
                     resource.setrlimit(res, (limits[key], hard))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             if spec["drop_capabilities"]:
-                drop_capabilities()
+                drop_capabilities(spec["run_as"])
             os.chdir(spec["cwd"])
             argv = spec["argv"]
             os.execvpe(argv[0], argv, spec["env"])

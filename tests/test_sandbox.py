@@ -238,13 +238,55 @@ def test_loopback_network_is_the_runs_own():
     assert r.network == "loopback"
 
 
+@pytest.fixture
+def world_writable_folder():
+    """A folder anyone may write to, so that only the read-only mounts (not the run's
+    unprivileged user) can stop a write there."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="errkb-world-writable-", dir="/tmp"))
+    folder.chmod(0o777)
+    yield folder
+    shutil.rmtree(folder)
+
+
 @needs_ns
-def test_writes_outside_the_temp_folder_change_nothing(tmp_path):
-    target = tmp_path / "escaped.txt"
+def test_writes_outside_the_temp_folder_change_nothing(world_writable_folder):
+    target = world_writable_folder / "escaped.txt"
     r = py(f"open({str(target)!r}, 'w').write('escaped')")
     assert r.outcome == "fail"
     assert "Read-only file system" in r.reason
     assert not target.exists()
+
+
+@needs_ns
+def test_dataset_code_started_by_root_runs_as_nobody(tmp_path):
+    # Without capabilities uid 0 still reads every file whose owner bits allow it;
+    # as nobody it reads only what anyone may. Its own folder and HOME stay writable.
+    assert os.geteuid() == 0
+    secret = tmp_path / "root-only.txt"
+    secret.write_text("root only")
+    secret.chmod(0o600)
+    tmp_path.chmod(0o755)
+    r = py(
+        f"""
+        import os
+        print(os.getuid(), os.getgid(), os.getgroups())
+        open("here.txt", "w").write("ok"); open(os.path.join(os.environ["HOME"], "x"), "w").write("ok")
+        print(open({str(secret)!r}).read())
+        """
+    )
+    assert r.outcome == "fail"
+    assert r.stdout.splitlines()[0] == "65534 65534 []"
+    assert r.reason == f"PermissionError: [Errno 13] Permission denied: {str(secret)!r}"
+    assert r.notes == []
+
+
+def test_reproducer_drivers_keep_root_to_mount():
+    r = sandbox.run(["bash", "-c", "id -u"], keep_capabilities=True, limits=FAST)
+    assert r.outcome == "pass", r
+    assert r.stdout.strip() == str(os.geteuid())
 
 
 def test_background_processes_are_ended_at_the_timeout():
@@ -342,8 +384,8 @@ def test_code_cannot_lift_its_own_limits_or_write_host_settings():
 
 @needs_ns
 def test_host_secrets_readable_by_root_are_hidden():
-    # Sandboxed code runs as uid 0 without capabilities: owner bits would still let it
-    # read root-owned secrets, so the run's mount namespace hides them.
+    # A reproducer's validation code runs as uid 0 without capabilities: owner bits
+    # would still let it read root-owned secrets, so every run's mount namespace hides them.
     assert os.path.isfile("/etc/shadow")
     host = Path("/etc/shadow").read_text()
     r = py(
