@@ -192,10 +192,6 @@ def run(
     # reachable to another user (the HOME is replaced by a tmpfs and what the run needs
     # is bound back).
     run_as = UNPRIVILEGED if use_ns and os.geteuid() == 0 and not keep_capabilities else None
-    if run_as:
-        base.chmod(0o711)
-        for path in (work, *work.rglob("*")):
-            os.lchown(path, *run_as)
     spec = {
         "argv": argv,
         "env": run_env,
@@ -504,6 +500,7 @@ def _read_control(fd: int) -> dict:
 # ---------------------------------------------------------------------------
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 32, 4096, 16384
+MNT_DETACH = 2
 
 
 def _mount(libc, source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
@@ -549,6 +546,14 @@ def _reachable_by_others(path: str) -> bool:
     return True
 
 
+def _hand_over(folder: str, uid: int, gid: int) -> None:
+    """Make the run's folder (and what was written into it) the unprivileged user's."""
+    os.lchown(folder, uid, gid)
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), uid, gid)
+
+
 def _loopback_up() -> None:
     import fcntl
     import socket
@@ -561,23 +566,47 @@ def _loopback_up() -> None:
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
 
 
-def _hide_home(libc, home: str, keep: list[str], base: str) -> None:
-    """Empty tmpfs over the real HOME, with the folders the run needs bound back read-only."""
-    inside = sorted({k for k in keep if k.startswith(home.rstrip("/") + "/") and os.path.isdir(k)})
+def _hide_folder(libc, folder: str, keep: list[str], base: str) -> None:
+    """Empty tmpfs over ``folder``, with the folders of ``keep`` inside it bound back
+    read-only. They are staged in ``base`` and unmounted from there afterwards: the
+    run's folder is writable, so a stage left mounted in it would be a writable way
+    into them."""
+    inside = sorted({k for k in keep if k.startswith(folder.rstrip("/") + "/") and os.path.isdir(k)})
     staged = []
-    for i, path in enumerate(inside):
-        stage = os.path.join(base, "keep", str(i))
-        os.makedirs(stage)
+    for path in inside:
+        stage = tempfile.mkdtemp(prefix="stage-", dir=base)
         _mount(libc, path, stage, None, MS_BIND | MS_REC, None)
         staged.append((stage, path))
-    _mount(libc, "tmpfs", home, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=755")
+    _mount(libc, "tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=755")
     for stage, path in staged:
-        os.makedirs(path, exist_ok=True)
+        os.makedirs(path, mode=0o755, exist_ok=True)
         _mount(libc, stage, path, None, MS_BIND | MS_REC, None)
         try:
             _mount(libc, None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
         except OSError:
             pass
+        if libc.umount2(stage.encode(), MNT_DETACH) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"umount {stage}: {os.strerror(err)}")
+        os.rmdir(stage)
+
+
+def _hide_closed_folders(libc, keep: list[str], base: str) -> None:
+    """Hide each folder above a kept path that only its owner may enter (a 0700
+    /root when HOME is elsewhere, a ``mktemp -d`` folder), with the kept paths bound
+    back, so that an unprivileged run reaches what it needs and nothing else in there.
+    Folders above the run's own folder are left alone: it must stay writable."""
+    base_path = Path(base)
+    for path in keep:
+        for folder in reversed(Path(path).parents):
+            if folder == base_path or folder in base_path.parents:
+                continue
+            try:
+                closed = not folder.stat().st_mode & 0o001
+            except OSError:
+                break
+            if closed:
+                _hide_folder(libc, str(folder), keep, base)
 
 
 # Readable by uid 0 through the owner bits even without capabilities, so hidden
@@ -679,7 +708,9 @@ def _launch(spec_path: str) -> None:
             base = spec["base"]
             home = spec["hide_home"]
             if home:
-                _hide_home(libc, home, [spec["cwd"], *spec["keep_visible"]], base)
+                _hide_folder(libc, home, [spec["cwd"], *spec["keep_visible"]], base)
+            if spec["run_as"]:
+                _hide_closed_folders(libc, spec["keep_visible"], base)
             _hide_secrets(libc)
             # The working folder stays writable; every other mount becomes read-only:
             # not only /, but /sys (the run's own cgroup limits live there) and /proc
@@ -691,10 +722,13 @@ def _launch(spec_path: str) -> None:
         if spec["loopback_up"]:
             _loopback_up()
         if spec["run_as"]:
+            os.chmod(spec["base"], 0o711)
             unreachable = [p for p in [spec["cwd"], *spec["keep_visible"]] if not _reachable_by_others(p)]
             if unreachable:
                 spec["run_as"] = None
                 notes.append(f"ran as root without capabilities: {unreachable[0]} is not reachable by an unprivileged user")
+            else:
+                _hand_over(spec["cwd"], *spec["run_as"])
     except Exception as e:  # noqa: BLE001 - any failure here is reported, never raised
         control["launch_error"] = f"{type(e).__name__}: {e}"
         report_and_exit(125)

@@ -182,11 +182,27 @@ def test_output_is_captured_and_capped():
     assert "output capped at 100000 bytes per stream" in r.notes
 
 
+@pytest.fixture
+def world_writable_folder():
+    """A folder anyone may write to, so that only the read-only mounts (not the run's
+    unprivileged user) can stop a write there."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="errkb-world-writable-", dir="/tmp"))
+    folder.chmod(0o777)
+    yield folder
+    shutil.rmtree(folder)
+
+
 @needs_ns
-def test_reading_ssh_keys_finds_nothing(tmp_path, monkeypatch):
-    real_home = tmp_path / "realhome"
-    (real_home / ".ssh").mkdir(parents=True)
+def test_reading_ssh_keys_finds_nothing(world_writable_folder, monkeypatch):
+    # Readable by anyone on disk, so only hiding the real HOME (not the run's user) keeps
+    # the key from the code.
+    real_home = world_writable_folder / "realhome"
+    (real_home / ".ssh").mkdir(parents=True, mode=0o755)
     (real_home / ".ssh" / "id_rsa").write_text("PRIVATE-KEY-MATERIAL")
+    (real_home / ".ssh" / "id_rsa").chmod(0o644)
     monkeypatch.setenv("HOME", str(real_home))
     r = py(
         f"""
@@ -238,19 +254,6 @@ def test_loopback_network_is_the_runs_own():
     assert r.network == "loopback"
 
 
-@pytest.fixture
-def world_writable_folder():
-    """A folder anyone may write to, so that only the read-only mounts (not the run's
-    unprivileged user) can stop a write there."""
-    import shutil
-    import tempfile
-
-    folder = Path(tempfile.mkdtemp(prefix="errkb-world-writable-", dir="/tmp"))
-    folder.chmod(0o777)
-    yield folder
-    shutil.rmtree(folder)
-
-
 @needs_ns
 def test_writes_outside_the_temp_folder_change_nothing(world_writable_folder):
     target = world_writable_folder / "escaped.txt"
@@ -281,6 +284,59 @@ def test_dataset_code_started_by_root_runs_as_nobody(tmp_path):
     assert r.stdout.splitlines()[0] == "65534 65534 []"
     assert r.reason == f"PermissionError: [Errno 13] Permission denied: {str(secret)!r}"
     assert r.notes == []
+
+
+@needs_ns
+def test_an_interpreter_in_a_closed_folder_is_reachable_and_nothing_else_there(tmp_path):
+    # A venv inside folders only root may enter (pytest's 0700 tmp folders): the run's
+    # view hides those folders but for the venv, so nobody can start it and read
+    # nothing else in them.
+    import subprocess
+
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    (closed / "sibling.txt").write_text("root's")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(closed / "venv")], check=True)
+    r = sandbox.run(
+        [str(closed / "venv" / "bin" / "python"), "-c",
+         f"import os; print(os.getuid(), sorted(os.listdir({str(closed)!r})), os.path.exists({str(closed / 'sibling.txt')!r}))"],
+        limits=FAST,
+    )
+    assert r.outcome == "pass", r
+    assert r.stdout.strip() == "65534 ['venv'] False"
+    assert r.notes == []
+    assert (closed / "sibling.txt").read_text() == "root's"
+
+
+@needs_ns
+def test_an_interpreter_nobody_cannot_reach_runs_as_root_without_capabilities(tmp_path):
+    # A venv that is itself a 0700 folder (mktemp -d makes those): nobody could not start
+    # it, so the run stays root, without capabilities, says so, and can still write its
+    # own folder.
+    import subprocess
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    venv.chmod(0o700)
+    r = sandbox.run(
+        [str(venv / "bin" / "python"), "-c",
+         "import os; open('here.txt', 'w').write('ok'); "
+         "print(os.getuid(), *sorted({ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('Cap')}))"],
+        limits=FAST,
+    )
+    assert r.outcome == "pass", r
+    assert r.stdout.split() == ["0", "0000000000000000"]  # uid 0; every capability set empty
+    assert r.notes == [f"ran as root without capabilities: {venv} is not reachable by an unprivileged user"]
+
+
+@needs_ns
+def test_folders_bound_back_into_a_hidden_home_have_no_writable_way_in():
+    # The kept folders are staged in the run's writable folder on the way; a stage left
+    # mounted there would be a read-write view of the real interpreter.
+    r = sandbox.run(["bash", "-c", "ls -a ..; grep -c ' /tmp/errkb-sandbox-[^ ]*/stage-' /proc/self/mountinfo"],
+                    keep_capabilities=True, limits=FAST)
+    assert "stage-" not in r.stdout
+    assert r.stdout.split()[-1] == "0"
 
 
 def test_reproducer_drivers_keep_root_to_mount():
