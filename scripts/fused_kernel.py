@@ -10,18 +10,18 @@ import torch
 import triton
 import triton.language as tl
 
+
 # Rounding is done on the bits, not by the backend's conversions: the kernel then
 # rounds the same way compiled for a GPU and in Triton's CPU interpreter, which
 # truncates fp32 -> bf16 and drops the carry of fp32 -> fp8 rounding (both seen with
 # Triton 3.9), so its numerics are checked on every CI run and not only on a GPU.
-
-
 @triton.jit
 def round_to_bf16(x):
     """fp32 -> the nearest bf16 (ties to even), still in fp32; a later cast is exact."""
     bits = x.to(tl.uint32, bitcast=True)
     bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
     return bits.to(tl.float32, bitcast=True)
+
 
 @triton.jit
 def fp8_e4m3_bits(x):
@@ -35,6 +35,7 @@ def fp8_e4m3_bits(x):
     # Subnormal: multiples of 2**-9, rounded to even by adding and taking away 1.5 * 2**23.
     subnormal = ((tl.abs(x) * 512.0 + 12582912.0) - 12582912.0).to(tl.uint32)
     return (tl.where(magnitude >= (121 << 23), normal, subnormal) | sign).to(tl.uint8)
+
 
 @triton.jit
 def fused_allreduce_add_rmsnorm_fp8(
