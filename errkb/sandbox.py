@@ -160,6 +160,9 @@ def run(
     visible, read-only, when the HOME is hidden). ``keep_capabilities``: only for the
     project's own reproducer drivers, which need ``unshare``/``mount``; dataset code
     always runs with every capability dropped, so root inside cannot undo the mounts.
+    Started by root, dataset code runs as nobody; a driver that keeps its capabilities
+    finds that user in ``ERRKB_SANDBOX_RUN_AS`` ("uid:gid", absent when nobody could
+    not reach the interpreter) and drops to it with ``drop_capabilities``.
     """
     if network not in ("none", "loopback", "host"):
         raise ValueError(f"network must be none, loopback or host, not {network!r}")
@@ -190,8 +193,9 @@ def run(
         notes.append("no namespaces (unshare unavailable or not permitted): network, PID and mount isolation not applied")
     # Only with the mount namespace: it is what makes an interpreter under root's HOME
     # reachable to another user (the HOME is replaced by a tmpfs and what the run needs
-    # is bound back).
-    run_as = UNPRIVILEGED if use_ns and os.geteuid() == 0 and not keep_capabilities else None
+    # is bound back). A run that keeps its capabilities gets the folder prepared all the
+    # same, and is told the user in ERRKB_SANDBOX_RUN_AS to drop to once it has mounted.
+    run_as = UNPRIVILEGED if use_ns and os.geteuid() == 0 else None
     spec = {
         "argv": argv,
         "env": run_env,
@@ -756,6 +760,8 @@ def _launch(spec_path: str) -> None:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             if spec["drop_capabilities"]:
                 drop_capabilities(spec["run_as"])
+            elif spec["run_as"]:
+                spec["env"]["ERRKB_SANDBOX_RUN_AS"] = "%d:%d" % tuple(spec["run_as"])
             os.chdir(spec["cwd"])
             argv = spec["argv"]
             os.execvpe(argv[0], argv, spec["env"])

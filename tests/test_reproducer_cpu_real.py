@@ -62,6 +62,7 @@ def test_before_state_raises_the_records_error_in_vllms_own_code(report):
     assert [r["node_count"] for r in ranks] == [2, 2], "vLLM itself must count two nodes"
     assert [r["backend_env"] for r in ranks] == ["trtllm", "trtllm"]
     assert [r["cap_eff"] for r in ranks] == ["0000000000000000"] * 2, "ranks run the record's code without capabilities"
+    assert [r["uid"] for r in ranks] == [65534, 65534], "ranks run the record's code as nobody"
     site = a["details"]["raise_site"]
     assert site["file"] == "vllm/distributed/device_communicators/flashinfer_all_reduce.py"
     assert site["line"] == 221

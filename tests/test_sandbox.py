@@ -339,10 +339,11 @@ def test_folders_bound_back_into_a_hidden_home_have_no_writable_way_in():
     assert r.stdout.split()[-1] == "0"
 
 
-def test_reproducer_drivers_keep_root_to_mount():
-    r = sandbox.run(["bash", "-c", "id -u"], keep_capabilities=True, limits=FAST)
+def test_reproducer_drivers_keep_root_to_mount_and_are_told_whom_to_become():
+    r = sandbox.run(["bash", "-c", 'id -u; echo "${ERRKB_SANDBOX_RUN_AS:-unset}"; touch here.txt'], keep_capabilities=True, limits=FAST)
     assert r.outcome == "pass", r
-    assert r.stdout.strip() == str(os.geteuid())
+    expected = "65534:65534" if CAPS.namespaces and os.geteuid() == 0 else "unset"
+    assert r.stdout.split() == [str(os.geteuid()), expected]
 
 
 def test_background_processes_are_ended_at_the_timeout():

@@ -83,7 +83,8 @@ def drive(config: dict) -> dict:
 
 
 def _drop_capabilities() -> None:
-    """Give up root's capabilities before any library or record code runs here.
+    """Give up root's capabilities, and become the sandbox's unprivileged user where it
+    named one, before any library or record code runs here.
 
     errkb is not installed in the reproducer's venv, so errkb/sandbox.py (standard
     library only) is loaded from its path next to this file.
@@ -95,17 +96,19 @@ def _drop_capabilities() -> None:
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
-    module.drop_capabilities()
+    run_as = os.environ.get("ERRKB_SANDBOX_RUN_AS")
+    module.drop_capabilities(tuple(int(n) for n in run_as.split(":")) if run_as else None)
 
 
 def rank_main(rank: int, port: int, out_path: str) -> None:
-    # Rank 1's private /dev/shm is mounted by now; nothing below needs a capability,
-    # and the record's validation code runs in this process.
+    # Rank 1's private /dev/shm is mounted by now; nothing below needs a capability or
+    # root, and the record's validation code runs in this process.
     _drop_capabilities()
     config = json.loads(os.environ["ERRKB_REPRO_CONFIG"])
     result: dict = {"rank": rank, "completed": False}
     with open("/proc/self/status") as f:
         result["cap_eff"] = next((ln.split()[1] for ln in f if ln.startswith("CapEff:")), None)
+    result["uid"] = os.getuid()
 
     def save() -> None:
         with open(out_path, "w") as f:
