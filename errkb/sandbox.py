@@ -171,7 +171,7 @@ def run(
             raise ValueError(f"sandbox file {name!r} would land outside the working folder")
     caps = capabilities()
     notes: list[str] = []
-    base = Path(tempfile.mkdtemp(prefix="errkb-sandbox-"))
+    base = Path(tempfile.mkdtemp(prefix="errkb-sandbox-", dir=_temp_root()))
     work = base / "work"
     (work / "home").mkdir(parents=True)
     (work / "tmp").mkdir()
@@ -195,13 +195,23 @@ def run(
     # reachable to another user (the HOME is replaced by a tmpfs and what the run needs
     # is bound back). A run that keeps its capabilities gets the folder prepared all the
     # same, and is told the user in ERRKB_SANDBOX_RUN_AS to drop to once it has mounted.
-    run_as = UNPRIVILEGED if use_ns and os.geteuid() == 0 else None
+    run_as = None
+    if use_ns and os.geteuid() == 0:
+        if _maps_id("/proc/self/uid_map", UNPRIVILEGED[0]) and _maps_id("/proc/self/gid_map", UNPRIVILEGED[1]):
+            run_as = UNPRIVILEGED
+        else:
+            notes.append(f"ran as root without capabilities: uid {UNPRIVILEGED[0]} is not mapped in this user namespace")
+    launch_limits = asdict(limits)
+    if cgroup is not None:
+        # The cgroup counts this run's tasks alone; RLIMIT_NPROC would count every task
+        # of the run's user on the host (other runs, daemons running as nobody).
+        launch_limits["processes"] = None
     spec = {
         "argv": argv,
         "env": run_env,
         "cwd": str(work),
         "base": str(base),
-        "limits": asdict(limits),
+        "limits": launch_limits,
         "mounts": use_ns,
         "private_shm": use_ns and private_shm,
         "loopback_up": use_ns and network == "loopback",
@@ -218,7 +228,10 @@ def run(
     (base / "spec.json").write_text(json.dumps(spec))
     launcher = [sys.executable, "-I", "-S", str(Path(__file__).resolve()), "--launch", str(base / "spec.json")]
     if use_ns:
-        ns_flags = ["--pid", "--fork", "--kill-child", "--mount", "--propagation", "private"]
+        # --mount-proc: a /proc of the run's own PID namespace. The host's would show host
+        # processes, and /proc/<pid>/root of one running as the same user is a way into
+        # the host's writable mounts.
+        ns_flags = ["--pid", "--fork", "--kill-child", "--mount", "--propagation", "private", "--mount-proc"]
         if network != "host":
             ns_flags.insert(0, "--net")
         command = [caps.unshare, *ns_flags, "--", *launcher]
@@ -232,7 +245,9 @@ def run(
     stdout_path, stderr_path = base / "stdout", base / "stderr"
     started = time.monotonic()
     timed_out = False
-    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+    # Read back through these same file objects, never by name: code that runs as root
+    # without capabilities owns the folder and could swap the names for links.
+    with open(stdout_path, "w+b") as out, open(stderr_path, "w+b") as err:
         proc = subprocess.Popen(
             command,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -257,10 +272,9 @@ def run(
             timed_out = True
         finally:
             _kill_everything(proc, pgid, cgroup)
-    duration = time.monotonic() - started
-
-    stdout, out_cut = _read_capped(stdout_path, limits.output_bytes)
-    stderr, err_cut = _read_capped(stderr_path, limits.output_bytes)
+        duration = time.monotonic() - started
+        stdout, out_cut = _read_capped(out, limits.output_bytes)
+        stderr, err_cut = _read_capped(err, limits.output_bytes)
     control = _read_control(control_read)
     notes.extend(control.get("notes", []))
     if out_cut or err_cut:
@@ -384,6 +398,30 @@ def _paths_to_keep(argv: list[str], readable) -> list[str]:
     return sorted(keep)
 
 
+def _temp_root() -> str:
+    """Where runs get their folder: the temp folder, unless it lies inside the real HOME,
+    which the run's mount namespace replaces (and its folder with it)."""
+    root = tempfile.gettempdir()
+    home = _real_home()
+    if home and (root.rstrip("/") + "/").startswith(home.rstrip("/") + "/") and os.path.isdir("/tmp"):
+        return "/tmp"
+    return root
+
+
+def _maps_id(map_file: str, wanted: int) -> bool:
+    """Whether this user namespace maps ``wanted`` (a uid_map / gid_map file): as root
+    in a namespace that maps only uid 0 (rootless containers), nobody does not exist."""
+    try:
+        with open(map_file) as f:
+            for line in f:
+                inside, _outside, count = (int(n) for n in line.split())
+                if inside <= wanted < inside + count:
+                    return True
+    except (OSError, ValueError):
+        pass
+    return False
+
+
 def _real_home() -> str | None:
     home = os.environ.get("HOME") or os.path.expanduser("~")
     return home if home and home != "/" and os.path.isdir(home) else None
@@ -467,11 +505,11 @@ def _remove_cgroup(cgroup: Path) -> None:
             time.sleep(0.05)
 
 
-def _read_capped(path: Path, cap: int) -> tuple[str, bool]:
+def _read_capped(f, cap: int) -> tuple[str, bool]:
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            data = f.read(cap)
+        size = os.fstat(f.fileno()).st_size
+        f.seek(0)
+        data = f.read(cap)
     except OSError:
         return "", False
     text = data.decode("utf-8", errors="replace")
@@ -601,9 +639,12 @@ def _hide_closed_folders(libc, keep: list[str], base: str) -> None:
     back, so that an unprivileged run reaches what it needs and nothing else in there.
     Folders above the run's own folder are left alone: it must stay writable."""
     base_path = Path(base)
+    kept = {Path(k) for k in keep}
     for path in keep:
         for folder in reversed(Path(path).parents):
-            if folder == base_path or folder in base_path.parents:
+            if folder == base_path or folder in base_path.parents or folder in kept:
+                # A kept folder that is closed is not emptied: the reachability check
+                # then keeps the run root (without capabilities) and says why.
                 continue
             try:
                 closed = not folder.stat().st_mode & 0o001
@@ -727,7 +768,8 @@ def _launch(spec_path: str) -> None:
             _loopback_up()
         if spec["run_as"]:
             os.chmod(spec["base"], 0o711)
-            unreachable = [p for p in [spec["cwd"], *spec["keep_visible"]] if not _reachable_by_others(p)]
+            # The run's folder itself is about to become the user's: only the way to it counts.
+            unreachable = [p for p in [os.path.dirname(spec["cwd"]), *spec["keep_visible"]] if not _reachable_by_others(p)]
             if unreachable:
                 spec["run_as"] = None
                 notes.append(f"ran as root without capabilities: {unreachable[0]} is not reachable by an unprivileged user")

@@ -185,3 +185,19 @@ def test_ranks_past_their_timeout_are_ended_by_pid(report, tmp_path):
     assert observed["timed_out"] is True
     assert [r["returncode"] for r in observed["ranks"]] == [-9, -9]  # SIGKILL, by pid group
     assert res.duration_s < 30
+
+
+def test_the_driver_does_not_follow_a_rank_result_that_is_a_link(tmp_path):
+    # The driver is root; a rank runs as nobody and owns the folder. A result file swapped
+    # for a link (or a hard link to someone else's file) is not read.
+    from errkb.reproducers.fused_workspace import _read_rank_result
+
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"secret": true}')
+    (tmp_path / "link.json").symlink_to(secret)
+    (tmp_path / "hard.json").hardlink_to(secret)
+    own = tmp_path / "own.json"
+    own.write_text('{"rank": 0, "completed": true}')
+    assert _read_rank_result(str(tmp_path / "link.json")) is None
+    assert _read_rank_result(str(tmp_path / "hard.json")) is None
+    assert _read_rank_result(str(own)) == {"rank": 0, "completed": True}

@@ -453,3 +453,130 @@ def test_host_secrets_readable_by_root_are_hidden():
     assert r.outcome == "pass", r
     assert r.stdout.strip() == "''"
     assert Path("/etc/shadow").read_text() == host
+
+
+def _host_processes_as_nobody(count: int, token: str) -> list:
+    import subprocess
+
+    return [subprocess.Popen(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "sleep", token])
+            for _ in range(count)]
+
+
+@needs_ns
+def test_the_run_sees_only_its_own_processes():
+    # With the host's /proc, /proc/<pid>/root of a host process running as the same user
+    # (nobody) would lead into the host's writable mounts.
+    token = "4321.%d" % os.getpid()
+    host = _host_processes_as_nobody(1, token)
+    try:
+        r = py(
+            f"""
+            import os
+            pids = [p for p in os.listdir("/proc") if p.isdigit()]
+            others = [p for p in pids if p != str(os.getpid())]  # its own command line holds the token
+            seen = [p for p in others if {token!r}.encode() in open(f"/proc/{{p}}/cmdline", "rb").read()]
+            print(len(pids), seen)
+            """
+        )
+    finally:
+        for proc in host:
+            proc.kill()
+            proc.wait()
+    assert r.outcome == "pass", r
+    count, seen = r.stdout.split(maxsplit=1)
+    assert seen.strip() == "[]"
+    assert int(count) <= 3  # the launcher, the code (and nothing of the host)
+
+
+@needs_ns
+def test_other_processes_of_nobody_on_the_host_do_not_use_up_the_runs_process_limit():
+    # RLIMIT_NPROC counts every task of the user on the host; the pids cgroup counts the
+    # run's own, so where there is one, RLIMIT_NPROC is not set.
+    host = _host_processes_as_nobody(FAST.processes + 8, "4322.%d" % os.getpid())
+    try:
+        r = sandbox.run(["bash", "-c", "for i in 1 2 3; do /bin/true; done; echo ran"], limits=FAST)
+    finally:
+        for proc in host:
+            proc.kill()
+            proc.wait()
+    if CAPS.pids_cgroup_root is not None:
+        assert r.outcome == "pass", r
+        assert r.stdout.strip() == "ran"
+    else:
+        assert r.outcome == "error" and "process limit" in r.notes[0], r
+
+
+@needs_ns
+def test_a_fallback_run_cannot_redirect_its_output_to_a_root_only_file(tmp_path):
+    # Root without capabilities owns the run's base folder and can swap the names of its
+    # output files for links; the parent reads the files it opened, never the names.
+    import subprocess
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("ROOT-ONLY-%d" % os.getpid())
+    secret.chmod(0o600)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    venv.chmod(0o700)  # nobody cannot start it: the run stays root without capabilities
+    r = sandbox.run(
+        [str(venv / "bin" / "python"), "-c",
+         f"import os; print('mine'); os.unlink('../stdout'); os.symlink({str(secret)!r}, '../stdout')"],
+        limits=FAST,
+    )
+    assert r.notes and r.notes[0].startswith("ran as root without capabilities")
+    assert "ROOT-ONLY" not in r.stdout + r.stderr
+    assert r.stdout.strip() == "mine"
+
+
+@needs_ns
+def test_a_restrictive_umask_still_runs_as_nobody():
+    old = os.umask(0o077)
+    try:
+        r = py("import os; print(os.getuid()); open('x', 'w').write('ok')")
+    finally:
+        os.umask(old)
+    assert r.outcome == "pass", r
+    assert r.stdout.strip() == "65534"
+    assert r.notes == []
+
+
+@needs_ns
+def test_a_closed_readable_folder_is_not_emptied(tmp_path):
+    # A folder the run asked to read that is itself 0700, with the interpreter inside it:
+    # hiding it would leave only the venv. It stays as it is, and the run stays root.
+    import subprocess
+
+    closed = tmp_path / "project"
+    closed.mkdir(mode=0o700)
+    (closed / "data.txt").write_text("needed")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(closed / "venv")], check=True)
+    r = sandbox.run([str(closed / "venv" / "bin" / "python"), "-c", f"print(open({str(closed / 'data.txt')!r}).read())"],
+                    readable=[closed], limits=FAST)
+    assert r.outcome == "pass", r
+    assert r.stdout.strip() == "needed"
+    assert r.notes == [f"ran as root without capabilities: {closed} is not reachable by an unprivileged user"]
+
+
+@needs_ns
+def test_a_temp_folder_inside_home_still_works(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / "tmp").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TMPDIR", str(home / "tmp"))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    r = py("print('ok')")
+    assert r.outcome == "pass", r
+    assert r.stdout.strip() == "ok"
+
+
+def test_user_namespace_maps_are_read(tmp_path):
+    full = tmp_path / "full"
+    full.write_text("         0          0 4294967295\n")
+    only_root = tmp_path / "only_root"
+    only_root.write_text("         0       1000          1\n")
+    assert sandbox._maps_id(str(full), 65534)
+    assert not sandbox._maps_id(str(only_root), 65534)
+    assert sandbox._maps_id(str(only_root), 0)
+    assert not sandbox._maps_id(str(tmp_path / "missing"), 65534)

@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -50,7 +51,9 @@ def drive(config: dict) -> dict:
         env = dict(os.environ)
         env.update(config.get("env", {}))
         env["ERRKB_REPRO_CONFIG"] = json.dumps(config)
-        log = open(f"rank{rank}.log", "wb")
+        # Read back through this file object, never by name: the ranks run as the
+        # sandbox's user and own the folder, so they could swap the name for a link.
+        log = open(f"rank{rank}.log", "w+b")
         procs.append((rank, out_path, log, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)))
     deadline = time.monotonic() + timeout
     timed_out = False
@@ -69,17 +72,31 @@ def drive(config: dict) -> dict:
             except (ProcessLookupError, PermissionError):
                 proc.kill()
             proc.wait(timeout=10)
+        log.seek(max(0, os.fstat(log.fileno()).st_size - 4000))
+        log_tail = log.read().decode("utf-8", "replace")
         log.close()
-        try:
-            with open(out_path) as f:
-                result = json.load(f)
-        except (OSError, ValueError):
-            result = {"rank": rank, "completed": False}
+        result = _read_rank_result(out_path) or {"rank": rank, "completed": False}
         result["returncode"] = proc.returncode
-        with open(f"rank{rank}.log", "rb") as f:
-            result["log_tail"] = f.read()[-4000:].decode("utf-8", "replace")
+        result["log_tail"] = log_tail
         ranks.append(result)
     return {"timed_out": timed_out, "timeout_s": timeout, "ranks": ranks}
+
+
+def _read_rank_result(path: str) -> dict | None:
+    """A rank's result file, only if it is a plain file of its own (no link: the driver
+    is root, the rank may not be, and must not get root's reads through a link)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd) as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            return None
+        try:
+            return json.load(f)
+        except ValueError:
+            return None
 
 
 def _drop_capabilities() -> None:
