@@ -11,10 +11,11 @@ import triton
 import triton.language as tl
 
 
-# Rounding is done on the bits, not by the backend's conversions: the kernel then
-# rounds the same way compiled for a GPU and in Triton's CPU interpreter, which
+# Rounding to bf16 and FP8 is done on the bits, not by the backend's conversions: those
+# roundings are then the same compiled for a GPU and in Triton's CPU interpreter, which
 # truncates fp32 -> bf16 and drops the carry of fp32 -> fp8 rounding (both seen with
-# Triton 3.9), so its numerics are checked on every CI run and not only on a GPU.
+# Triton 3.9), so the kernel's numerics are checked on every CI run and not only on a
+# GPU. (rsqrt and the reduction order still differ between the two: within one FP8 ulp.)
 @triton.jit
 def round_to_bf16(x):
     """fp32 -> the nearest bf16 (ties to even), still in fp32; a later cast is exact."""
@@ -59,13 +60,26 @@ def fused_allreduce_add_rmsnorm_fp8(
     res = tl.load(residual_ptr + base + offs, mask=mask, other=0.0).to(tl.float32)
     h = round_to_bf16(reduced + res)
     tl.store(residual_out_ptr + base + offs, h.to(tl.bfloat16), mask=mask)
-    variance = tl.sum(h * h, axis=0) / hidden
+    # div_rn: a plain / compiles to an approximate division on NVIDIA GPUs; torch's mean divides exactly.
+    variance = tl.div_rn(tl.sum(h * h, axis=0), hidden.to(tl.float32))
     normed = round_to_bf16(h * tl.math.rsqrt(variance + eps))
     w = tl.load(weight_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     y = round_to_bf16(normed * w)
     scale = tl.load(scale_ptr)
     q = tl.minimum(tl.maximum(tl.div_rn(y, scale), -448.0), 448.0)
     tl.store(q_out_ptr + base + offs, fp8_e4m3_bits(q), mask=mask)
+
+
+# The kernel's argument types, for compiling it ahead of time (no GPU, no tensors).
+SIGNATURE = {
+    **{f"x{i}": "*bf16" for i in range(4)},
+    "residual_ptr": "*bf16", "weight_ptr": "*bf16", "scale_ptr": "*fp32", "residual_out_ptr": "*bf16",
+    "q_out_ptr": "*u8", "hidden": "i32", "eps": "fp32", "NUM_RANKS": "constexpr", "BLOCK": "constexpr",
+}
+
+
+def num_warps(block: int) -> int:
+    return 8 if block >= 4096 else 4
 
 
 def fused(xs, residual, weight, scale, eps: float = 1e-6):
@@ -77,13 +91,17 @@ def fused(xs, residual, weight, scale, eps: float = 1e-6):
     block = triton.next_power_of_2(hidden)
     fused_allreduce_add_rmsnorm_fp8[(tokens,)](
         *ptrs, residual, weight, scale, residual_out, q.view(torch.uint8), hidden, eps,
-        NUM_RANKS=len(xs), BLOCK=block, num_warps=8 if block >= 4096 else 4,
+        NUM_RANKS=len(xs), BLOCK=block, num_warps=num_warps(block),
     )
     return residual_out, q
 
 
+CONVERSIONS_BLOCK = 1024
+CONVERSIONS_SIGNATURE = {"x_ptr": "*fp32", "bf16_ptr": "*bf16", "fp8_ptr": "*u8", "n": "i32", "BLOCK": "constexpr"}
+
+
 @triton.jit
-def _conversions_kernel(x_ptr, bf16_ptr, fp8_ptr, n, BLOCK: tl.constexpr):
+def conversions_kernel(x_ptr, bf16_ptr, fp8_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0)
@@ -95,6 +113,7 @@ def conversions(x):
     """The kernel's two roundings applied to fp32 ``x`` (in [-448, 448]): (bf16, float8_e4m3fn)."""
     bf16 = torch.empty(x.shape, dtype=torch.bfloat16, device=x.device)
     fp8 = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
-    block = 1024
-    _conversions_kernel[(triton.cdiv(x.numel(), block),)](x, bf16, fp8.view(torch.uint8), x.numel(), BLOCK=block)
+    conversions_kernel[(triton.cdiv(x.numel(), CONVERSIONS_BLOCK),)](
+        x, bf16, fp8.view(torch.uint8), x.numel(), BLOCK=CONVERSIONS_BLOCK,
+    )
     return bf16, fp8

@@ -15,7 +15,8 @@ to be installed; vLLM and flashinfer only for check (a).
     against it.
 
 ``--only fused-op-interpreted`` runs (b) with no GPU: the same kernel source in Triton's
-CPU interpreter, untimed. The reference, input generation and ulp comparison need only
+CPU interpreter, untimed; ``--only fused-op-compile`` compiles it for sm_90 (H100/H200)
+with Triton's own ptxas, also with no GPU. The reference, input generation and ulp comparison need only
 torch, so they run (and are tested) on CPU too.
 """
 
@@ -221,6 +222,47 @@ def check_fused_op_interpreted() -> dict:
     return _check_kernel(INTERPRETER_SHAPES, "cpu", timed=False)
 
 
+def check_fused_op_compiles(arch: int = 90) -> dict:
+    """(b) compiled ahead of time for an H100/H200 (sm_90) by Triton's own compiler and
+    ptxas, with no GPU: every (ranks, BLOCK) variant the GPU check launches must lower to
+    a cubin. Says which PTX the roundings and divisions became."""
+    try:
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+    except ImportError as e:
+        return {"outcome": "skipped", "reason": f"needs {e.name}"}
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return {"outcome": "error", "reason": "TRITON_INTERPRET=1 is set: nothing would be compiled"}
+    import fused_kernel
+
+    target = GPUTarget("cuda", arch, 32)
+    variants = sorted({(ranks, triton.next_power_of_2(hidden)) for ranks, _tokens, hidden in GPU_SHAPES})
+    compiled = []
+    for ranks, block in variants:
+        source = ASTSource(fused_kernel.fused_allreduce_add_rmsnorm_fp8, signature=fused_kernel.SIGNATURE,
+                           constexprs={"NUM_RANKS": ranks, "BLOCK": block})
+        kernel = triton.compile(source, target=target, options={"num_warps": fused_kernel.num_warps(block)})
+        ptx = kernel.asm["ptx"]
+        compiled.append({
+            "kernel": "fused", "ranks": ranks, "block": block, "cubin_bytes": len(kernel.asm["cubin"]),
+            "ptx_ops": sorted(set(re.findall(r"\b(?:div|rsqrt|cvt|st\.global)\.[\w.]+", ptx))),
+        })
+    conversions = triton.compile(
+        ASTSource(fused_kernel.conversions_kernel, signature=fused_kernel.CONVERSIONS_SIGNATURE,
+                  constexprs={"BLOCK": fused_kernel.CONVERSIONS_BLOCK}),
+        target=target, options={"num_warps": 4},
+    )
+    compiled.append({"kernel": "conversions", "block": fused_kernel.CONVERSIONS_BLOCK, "cubin_bytes": len(conversions.asm["cubin"])})
+    ok = all(c["cubin_bytes"] > 0 for c in compiled)
+    return {
+        "outcome": "pass" if ok else "fail",
+        "reason": f"{len(compiled)} kernels compiled to sm_{arch} cubins" if ok else "a kernel produced no cubin",
+        "target": f"cuda sm_{arch}",
+        "variants": compiled,
+    }
+
+
 # -- (a) the seed's reproducer with NCCL ---------------------------------------------------
 
 
@@ -326,8 +368,9 @@ def environment() -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="gpu-check-report.json", help="where to write the JSON report")
-    parser.add_argument("--only", choices=["fused-op", "fused-op-interpreted", "reproducer"], default=None,
-                        help="one check; fused-op-interpreted runs the kernel in Triton's CPU interpreter (no GPU needed)")
+    parser.add_argument("--only", choices=["fused-op", "fused-op-interpreted", "fused-op-compile", "reproducer"], default=None,
+                        help="one check; fused-op-interpreted runs the kernel in Triton's CPU interpreter and "
+                             "fused-op-compile compiles it for sm_90 (neither needs a GPU)")
     args = parser.parse_args(argv)
     checks = {"fused-allreduce-rmsnorm-fp8": check_fused_op, "fused-workspace-nccl": check_reproducer_nccl}
     if args.only == "fused-op":
@@ -338,6 +381,8 @@ def main(argv=None) -> int:
         # Before anything imports triton: it reads the setting once.
         os.environ["TRITON_INTERPRET"] = "1"
         checks = {"fused-allreduce-rmsnorm-fp8-interpreted": check_fused_op_interpreted}
+    elif args.only == "fused-op-compile":
+        checks = {"fused-allreduce-rmsnorm-fp8-compile": check_fused_op_compiles}
     started = time.monotonic()
     report = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "environment": environment(), "checks": {}}
     for name, fn in checks.items():
