@@ -186,7 +186,8 @@ def run(
 
     cgroup = _make_cgroup(caps, limits) if limits.processes else None
     if limits.processes and cgroup is None:
-        notes.append("process limit: RLIMIT_NPROC only (no pids cgroup here; RLIMIT_NPROC does not bind root)")
+        notes.append("process limit: RLIMIT_NPROC only (no pids cgroup here): it does not bind root, "
+                     "and it counts every process of the run's user on the host")
 
     use_ns = caps.namespaces
     if not use_ns:
