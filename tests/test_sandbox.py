@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import textwrap
 import uuid
@@ -19,6 +20,11 @@ CAPS = sandbox.capabilities()
 needs_ns = pytest.mark.skipif(not CAPS.namespaces, reason="needs root and util-linux unshare (namespaces)")
 
 FAST = Limits(wall_seconds=10, cpu_seconds=5, memory_bytes=512 << 20, file_size_bytes=8 << 20, processes=32)
+
+
+def make_venv(path: Path) -> None:
+    """A real, pip-less venv of this interpreter: something a run can be started with."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
 
 
 def py(code: str, **kw) -> sandbox.SandboxResult:
@@ -291,12 +297,10 @@ def test_an_interpreter_in_a_closed_folder_is_reachable_and_nothing_else_there(t
     # A venv inside folders only root may enter (pytest's 0700 tmp folders): the run's
     # view hides those folders but for the venv, so nobody can start it and read
     # nothing else in them.
-    import subprocess
-
     closed = tmp_path / "closed"
     closed.mkdir(mode=0o700)
     (closed / "sibling.txt").write_text("root's")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(closed / "venv")], check=True)
+    make_venv(closed / "venv")
     r = sandbox.run(
         [str(closed / "venv" / "bin" / "python"), "-c",
          f"import os; print(os.getuid(), sorted(os.listdir({str(closed)!r})), os.path.exists({str(closed / 'sibling.txt')!r}))"],
@@ -313,10 +317,8 @@ def test_an_interpreter_nobody_cannot_reach_runs_as_root_without_capabilities(tm
     # A venv that is itself a 0700 folder (mktemp -d makes those): nobody could not start
     # it, so the run stays root, without capabilities, says so, and can still write its
     # own folder.
-    import subprocess
-
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    make_venv(venv)
     venv.chmod(0o700)
     r = sandbox.run(
         [str(venv / "bin" / "python"), "-c",
@@ -456,8 +458,6 @@ def test_host_secrets_readable_by_root_are_hidden():
 
 
 def _host_processes_as_nobody(count: int, token: str) -> list:
-    import subprocess
-
     return [subprocess.Popen(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "sleep", token])
             for _ in range(count)]
 
@@ -510,13 +510,11 @@ def test_other_processes_of_nobody_on_the_host_do_not_use_up_the_runs_process_li
 def test_a_fallback_run_cannot_redirect_its_output_to_a_root_only_file(tmp_path):
     # Root without capabilities owns the run's base folder and can swap the names of its
     # output files for links; the parent reads the files it opened, never the names.
-    import subprocess
-
     secret = tmp_path / "secret.txt"
     secret.write_text("ROOT-ONLY-%d" % os.getpid())
     secret.chmod(0o600)
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    make_venv(venv)
     venv.chmod(0o700)  # nobody cannot start it: the run stays root without capabilities
     r = sandbox.run(
         [str(venv / "bin" / "python"), "-c",
@@ -544,12 +542,10 @@ def test_a_restrictive_umask_still_runs_as_nobody():
 def test_a_closed_readable_folder_is_not_emptied(tmp_path):
     # A folder the run asked to read that is itself 0700, with the interpreter inside it:
     # hiding it would leave only the venv. It stays as it is, and the run stays root.
-    import subprocess
-
     closed = tmp_path / "project"
     closed.mkdir(mode=0o700)
     (closed / "data.txt").write_text("needed")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(closed / "venv")], check=True)
+    make_venv(closed / "venv")
     r = sandbox.run([str(closed / "venv" / "bin" / "python"), "-c", f"print(open({str(closed / 'data.txt')!r}).read())"],
                     readable=[closed], limits=FAST)
     assert r.outcome == "pass", r
