@@ -56,7 +56,28 @@ def open_store(db_path: Path | None, read_only: bool = False):
         raise UsageError(str(e)) from e
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class ErrkbGroup(click.Group):
+    """The command group: every library error becomes one line and exit 2, and a stop
+    signal (Ctrl-C, SIGTERM) unwinds the command's clean-up and exits 128+signal."""
+
+    def invoke(self, ctx):
+        import threading
+
+        from errkb.errors import ErrkbError, Stopped, stop_on_signals
+
+        try:
+            if threading.current_thread() is threading.main_thread():
+                with stop_on_signals():
+                    return super().invoke(ctx)
+            return super().invoke(ctx)
+        except ErrkbError as e:
+            raise UsageError(str(e)) from e
+        except Stopped as e:
+            click.echo(f"errkb: stopped by {e}", err=True)
+            ctx.exit(e.exit_code)
+
+
+@click.group(cls=ErrkbGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="errkb")
 def cli():
     """errkb: paste an error, get the known fix.

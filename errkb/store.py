@@ -25,6 +25,7 @@ from errkb import __version__
 from errkb.records import SourcedRecord, canonical_json, content_hash, iter_files, read_records
 from errkb.resources import data_dir
 from errkb.atomic import atomic_write
+from errkb.errors import signals_held
 
 # errkb runs offline and in pipelines: DuckDB must never fetch an extension at run
 # time (json and parquet, which errkb uses, are statically linked).
@@ -340,7 +341,9 @@ class Store:
         con.execute("BEGIN TRANSACTION")
         try:
             report = self._ingest(items, source, progress)
-            con.execute("COMMIT")
+            with signals_held() as stop_if_asked:
+                stop_if_asked()
+                con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
