@@ -296,7 +296,8 @@ def verify(keys, all_records, tier, db_path, as_json):
         progress = lambda r: click.echo(_run_line(r.to_dict()), err=True)  # noqa: E731
     with open_store(db_path) as store:
         try:
-            report = run_verify(store, list(keys), all_records=all_records, tier=tier, progress=progress)
+            report = run_verify(store, list(keys), all_records=all_records, tier=tier, progress=progress,
+                                note=lambda line: _echo_err(f"errkb verify: {line}"))
         except (VerifyError, StoreError) as e:
             raise UsageError(str(e)) from e
     if as_json:

@@ -320,7 +320,8 @@ def _run_python(code: str, env: dict[str, str] | None = None) -> sandbox.Sandbox
     return sandbox.run([sys.executable, "-I", "snippet.py"], files={"snippet.py": code}, env=_snippet_env(env), limits=SANDBOX_LIMITS)
 
 
-def check_record(record: dict, tier: str, progress: Progress | None = None) -> list[CheckResult]:
+def check_record(record: dict, tier: str, progress: Progress | None = None,
+                 note: Callable[[str], None] | None = None) -> list[CheckResult]:
     """Every check of ``record`` up to ``tier``; nothing is stored here."""
     if tier not in TIERS:
         raise VerifyError(f"unknown tier {tier!r} (choose from {', '.join(TIERS)})")
@@ -361,7 +362,7 @@ def check_record(record: dict, tier: str, progress: Progress | None = None) -> l
     _run_validation(record, snippets, states, emit)
 
     for rep in for_record(record["id"], tier) if tier in ("cpu-real", "gpu") else []:
-        _run_reproducer(record, rep, states, emit)
+        _run_reproducer(record, rep, states, emit, note)
     if tier in ("cpu-real", "gpu") and not for_record(record["id"], tier):
         emit(simple(f"reproducer:{tier}", "skipped", f"no {tier} reproducer registered for this record", t=tier))
     return results
@@ -451,7 +452,8 @@ def _reproducer_missing(rep: Reproducer) -> str | None:
     return None
 
 
-def _run_reproducer(record: dict, rep: Reproducer, states: dict | None, emit) -> None:
+def _run_reproducer(record: dict, rep: Reproducer, states: dict | None, emit,
+                    note: Callable[[str], None] | None = None) -> None:
     check = f"reproducer:{rep.name}"
 
     def skipped(reason: str, scenario: str = "") -> None:
@@ -464,7 +466,7 @@ def _run_reproducer(record: dict, rep: Reproducer, states: dict | None, emit) ->
         return
     started = time.monotonic()
     try:
-        venv = ensure_venv(rep.requirements)
+        venv = ensure_venv(rep.requirements, log=note)
     except VenvError as e:
         emit(CheckResult(record_id=record["id"], slug=record["slug"], tier=rep.tier, check=check + ":venv",
                          outcome="error", reason=str(e), duration_s=round(time.monotonic() - started, 3)))
@@ -610,8 +612,10 @@ def record_drift(record: dict, site: dict) -> list[str]:
 
 
 def verify(store, keys: list[str], all_records: bool = False, tier: str = "sandbox",
-           progress: Progress | None = None) -> VerifyReport:
-    """Verify the named records (or all), store every run, return the report."""
+           progress: Progress | None = None, note: Callable[[str], None] | None = None) -> VerifyReport:
+    """Verify the named records (or all), store every run, return the report.
+
+    ``note`` hears about long steps (building a reproducer's venv: one line a step)."""
     if tier not in TIERS:
         raise VerifyError(f"unknown tier {tier!r} (choose from {', '.join(TIERS)})")
     if all_records and keys:
@@ -631,7 +635,7 @@ def verify(store, keys: list[str], all_records: bool = False, tier: str = "sandb
     identities: dict[str, dict] = {}
     for record in records:
         record_hash = content_hash(record)
-        for result in check_record(record, tier, progress):
+        for result in check_record(record, tier, progress, note):
             packages = (result.details.get("venv") or {}).get("packages") or {}
             key = json.dumps(packages, sort_keys=True)
             runner = identities.setdefault(key, runner_identity(packages))

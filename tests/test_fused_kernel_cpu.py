@@ -10,13 +10,13 @@ user cache (~2 GB once), so this is tier ``kernel``.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from errkb.reproducers import Requirements, ensure_venv
+from tests.conftest import say
 
 REPO = Path(__file__).resolve().parents[1]
 TRITON_CPU = Requirements(pip_steps=(("torch==2.13.0",), ("triton==3.9.0", "numpy")), imports=("torch", "triton"))
@@ -25,12 +25,12 @@ pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def triton_python():
-    # Like the reproducer venvs: the user's cache, so a second run is warm.
-    venv_cache = os.environ.get("ERRKB_REPRO_CACHE_DIR") or str(Path.home() / ".cache" / "errkb")
+def triton_python(heavy_cache):
+    # Like the reproducer venvs: the suite's heavy cache, so a second run is warm.
+    venv_cache = str(heavy_cache)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ERRKB_CACHE_DIR", venv_cache)
-        return ensure_venv(TRITON_CPU).python
+        return ensure_venv(TRITON_CPU, log=say).python
 
 
 def gpu_check(python, only: str, out: Path) -> dict:

@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from errkb import sandbox
 from errkb.cli import cli
-from errkb.reproducers import for_record
-from tests.conftest import SEED_FILE, SEED_ID
+from errkb.reproducers import ensure_venv, for_record
+from tests.conftest import SEED_FILE, SEED_ID, say
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,14 +32,15 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def report(tmp_path_factory, heavy_cache):
     pytest.importorskip("errkb.match", reason="needs errkb.match (the matcher) to check the message")
-    # Reproducer venvs are expensive (minutes, ~2 GB): use the user's venv cache so a
+    # Reproducer venvs are expensive (minutes, ~2 GB): the suite's heavy cache, so a
     # second run is warm, whatever private cache the other tests use.
-    venv_cache = os.environ.get("ERRKB_REPRO_CACHE_DIR") or str(Path.home() / ".cache" / "errkb")
+    venv_cache = str(heavy_cache)
     db = tmp_path_factory.mktemp("cpu-real") / "store.duckdb"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ERRKB_CACHE_DIR", venv_cache)
+        ensure_venv(for_record(SEED_ID, "cpu-real")[0].requirements, log=say)
         runner = CliRunner()
         assert runner.invoke(cli, ["ingest", "--db", str(db), str(SEED_FILE)]).exit_code == 0
         result = runner.invoke(cli, ["verify", "--db", str(db), SEED_ID, "--tier", "cpu-real", "--json"])

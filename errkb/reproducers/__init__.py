@@ -187,25 +187,35 @@ def ensure_venv(req: Requirements, *, log=None) -> VenvInfo:
             return VenvInfo(python=target / "bin" / "python", path=target, built=False, build_s=0.0,
                             packages=info.get("packages", {}))
         started = time.monotonic()
+        steps = 2 + len(req.pip_steps) + len(req.imports)
+        done = 0
+
+        def step(what: str) -> str:
+            nonlocal done
+            done += 1
+            return f"venv {req.key()} (first use, minutes; kept in {root}): step {done}/{steps}: {what}"
+
         # Built in place (venvs are not relocatable); the marker, written last, is what
         # makes it count as built, so an interrupted build is redone from scratch.
         shutil.rmtree(target, ignore_errors=True)
-        _run([sys.executable, "-m", "venv", str(target)], "create the venv", log)
+        _run([sys.executable, "-m", "venv", str(target)], "create the venv", log, step)
         python = target / "bin" / "python"
         pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-        for step in req.pip_steps:
-            _run([*pip, *step], "pip install " + " ".join(step), log)
+        for pip_step in req.pip_steps:
+            _run([*pip, *pip_step], "pip install " + " ".join(pip_step), log, step)
         for module in req.imports:
-            _run([str(python), "-c", f"import {module}"], f"import {module}", log)
+            _run([str(python), "-c", f"import {module}"], f"import {module}", log, step)
         packages = _freeze(python)
         build_s = time.monotonic() - started
+        if log:
+            log(step(f"done in {build_s:.0f}s"))
         marker.write_text(json.dumps({"requirements": req.pip_steps, "packages": packages, "build_s": build_s}))
         return VenvInfo(python=python, path=target, built=True, build_s=build_s, packages=packages)
 
 
-def _run(cmd: list[str], what: str, log) -> None:
+def _run(cmd: list[str], what: str, log, step) -> None:
     if log:
-        log(f"venv: {what}")
+        log(step(what))
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
