@@ -100,7 +100,7 @@ def pattern_record(p: dict, template: dict, version: str) -> dict | None:
 
 
 def build_store(work: Path, n_records: int) -> tuple[Path, dict]:
-    from errkb.store import Store, StoreError
+    from errkb.store.db import Store, StoreError
 
     db = work / f"store-{n_records}.duckdb"
     info_path = work / f"store-{n_records}.json"
@@ -301,9 +301,9 @@ def latency(db: Path, extra: list[str], n: int = 200) -> dict:
 
 
 def in_process(db: Path, log: Path, re_sample: int) -> dict:
-    from errkb.enrich import LineEnricher, stream
-    from errkb.match import Matcher
-    from errkb.store import Store
+    from errkb.enrich.lines import LineEnricher, stream
+    from errkb.match.matcher import Matcher
+    from errkb.store.db import Store
 
     with Store.open(db, read_only=True) as store:
         matcher = Matcher.from_store(store)

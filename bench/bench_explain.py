@@ -92,7 +92,7 @@ def corpus_records(seed: dict, n: int) -> list[dict]:
 
 
 def build_store(folder: Path, records: list[dict]) -> tuple[Path, int]:
-    from errkb.store import Store
+    from errkb.store.db import Store
 
     data = folder / "records.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")

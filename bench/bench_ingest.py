@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 ERRKB = """
 import sys, time
-from errkb.store import Store
+from errkb.store.db import Store
 t = time.perf_counter()
 with Store.open(sys.argv[2]) as store:
     report = store.ingest([sys.argv[1]])

@@ -66,7 +66,7 @@ def subsample(lines: list[str], k: int) -> list[int]:
 
 def run_errkb_build(n: int, full_db: bool, workdir: Path) -> dict:
     """Build the index from records and write it, as the first CLI call after an ingest does."""
-    from errkb.match import Matcher
+    from errkb.match.matcher import Matcher
 
     records = as_records(load_patterns(n))
     started = time.perf_counter()
@@ -85,7 +85,7 @@ def run_errkb_build(n: int, full_db: bool, workdir: Path) -> dict:
 def run_errkb(n: int, full_db: bool, workdir: Path) -> dict:
     """Load the cached index and match the corpus (a fresh process: its peak RSS is
     what matching costs, the build's is reported separately)."""
-    from errkb.match import Matcher
+    from errkb.match.matcher import Matcher
 
     lines = load_lines()
     index = workdir / f"index-{n}-{int(full_db)}.idx"
@@ -127,7 +127,7 @@ def run_aho(n: int) -> dict:
 
     import ahocorasick
 
-    from errkb.patterns import analyze
+    from errkb.match.patterns import analyze
 
     patterns = [p["pattern"] for p in load_patterns(n)]
     lines = load_lines()

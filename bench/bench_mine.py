@@ -6,9 +6,9 @@ For each package (found in this interpreter or the base one) or PATH, one core:
 
 * ``baseline``: read every .py file and ``ast.parse`` it, nothing else: the floor
   any ast-based miner pays;
-* ``scan``: ``errkb.raise_sites.scan``: parse, find every raise site, template its
+* ``scan``: ``errkb.mine.raise_sites.scan``: parse, find every raise site, template its
   message, cut the source window;
-* ``mine``: ``errkb.mine.mine``: scan, then build a draft record per templated site
+* ``mine``: ``errkb.mine.drafts.mine``: scan, then build a draft record per templated site
   and lint each one (schema + pattern rules) as ingest would.
 
 Prints files/s for each, the ratios scan/baseline and mine/baseline (time), sites
@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from errkb.mine import mine  # noqa: E402
-from errkb.raise_sites import SourceTree, scan  # noqa: E402
+from errkb.mine.drafts import mine  # noqa: E402
+from errkb.mine.raise_sites import SourceTree, scan  # noqa: E402
 
 SHA = "0" * 40  # mine needs a commit id; the benchmark's records are thrown away
 

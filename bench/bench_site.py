@@ -6,7 +6,7 @@ For each size N, N distinct variants of the bundled real records (own id, slug,
 message, pattern: ``bench/synth.py``) are ingested into a temporary store; then, each
 in a fresh subprocess so peak memory is its own:
 
-* ``errkb``: ``errkb.site.build_site`` into an empty folder (every fix page with
+* ``errkb``: ``errkb.site.build.build_site`` into an empty folder (every fix page with
   Pygments highlighting, snippets, tag/repo pages, the index with its inline search
   data and JS pattern translations, sitemap, records.json);
 * ``baseline``: the floor of any static build from the same store: read the records
@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ERRKB = """
 import sys, time, resource
 from pathlib import Path
-from errkb.store import Store
-from errkb.site import build_site
+from errkb.store.db import Store
+from errkb.site.build import build_site
 t = time.perf_counter()
 with Store.open(sys.argv[1], read_only=True) as store:
     report = build_site(store, Path(sys.argv[2]), workers=int(sys.argv[3]))
@@ -49,7 +49,7 @@ print(time.perf_counter() - t, me.ru_utime + me.ru_stime + kids.ru_utime + kids.
 BASELINE = """
 import sys, time, resource, json, html
 from pathlib import Path
-from errkb.store import Store
+from errkb.store.db import Store
 t = time.perf_counter()
 out = Path(sys.argv[2])
 n = 0
@@ -78,8 +78,8 @@ def folder_mb(path: Path) -> float:
 def main() -> None:
     from bench.synth import real_records, write_variants
     from errkb.resources import data_dir
-    from errkb.site import default_workers
-    from errkb.store import Store
+    from errkb.site.build import default_workers
+    from errkb.store.db import Store
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000")

@@ -8,10 +8,10 @@ file; the corpus's 200,000 real-shaped log lines repeated to each row count and 
 as Parquet (``n``, ``message``). Then, each in a fresh subprocess:
 
 * ``errkb enrich (1 process)``: the archive path ``errkb enrich --input x.parquet
-  --output y.parquet`` runs (:func:`errkb.archive.enrich_archive`, ``workers=1``), with
+  --output y.parquet`` runs (:func:`errkb.enrich.archive.enrich_archive`, ``workers=1``), with
   the same index loaded from the file: the baseline every ratio is against;
 * ``errkb enrich (2 workers)``: the same with two matcher processes (both cores);
-* ``spark local[2]``: :func:`errkb.spark.enrich` over ``spark.read.parquet``, written
+* ``spark local[2]``: :func:`errkb.enrich.spark.enrich` over ``spark.read.parquet``, written
   back with ``.write.parquet``. Session start-up is timed apart from the job.
 
 For Spark the time split comes from the executors' own counters: index loads (count
@@ -43,8 +43,8 @@ CORPUS = Path(os.environ.get("ERRKB_BENCH_CORPUS", ROOT / ".." / "shared" / "ben
 ARCHIVE = """
 import json, sys, time
 t0 = time.perf_counter()
-from errkb.match import Matcher
-from errkb.archive import enrich_archive
+from errkb.match.matcher import Matcher
+from errkb.enrich.archive import enrich_archive
 t1 = time.perf_counter()
 m = Matcher.load(sys.argv[1])
 t2 = time.perf_counter()
@@ -59,7 +59,7 @@ import json, os, sys, time
 t0 = time.perf_counter()
 os.environ["PYSPARK_PYTHON"] = sys.executable
 from pyspark.sql import SparkSession
-from errkb.spark import enrich_with_stats, index_file
+from errkb.enrich.spark import enrich_with_stats, index_file
 spark = (SparkSession.builder.master(sys.argv[4]).appName("errkb-bench")
          .config("spark.ui.enabled", "false").config("spark.driver.memory", "4g")
          .config("spark.sql.execution.arrow.maxRecordsPerBatch", sys.argv[5])
@@ -146,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _bench(args, sizes: list[int], work: Path) -> int:
-    from errkb.match import Matcher
-    from errkb.spark import index_file
+    from errkb.enrich.spark import index_file
+    from errkb.match.matcher import Matcher
 
     records = corpus_records(args.patterns)
     lines = corpus_lines()

@@ -2,7 +2,7 @@
 
     python -m bench.make_corpus [--sizes 1000,10000,50000] [--out bench/corpus] [PATH ...]
 
-Runs the raise-site finder (``errkb.raise_sites``) over every .py file of the
+Runs the raise-site finder (``errkb.mine.raise_sites``) over every .py file of the
 interpreter's site-packages and standard library (this venv's and the base Python's)
 and of the wheels in the wheel cache (``$ERRKB_WHEEL_CACHE``, else
 ``~/.cache/errkb/wheels``: the vLLM wheels the drift test fetches, plus any put there
@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from errkb.raise_sites import Scan, scan  # noqa: E402
+from errkb.mine.raise_sites import Scan, scan  # noqa: E402
 
 SEED = 20260815
 

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-from errkb.records import read_records
+from errkb.records.read import read_records
 
 
 def variant(record: dict, i: int) -> dict:

@@ -48,7 +48,7 @@ def open_store(db_path: Path | None, read_only: bool = False):
 
     Commands that only read pass ``read_only=True`` so many can run at once.
     """
-    from errkb.store import Store, StoreError
+    from errkb.store.db import Store, StoreError
 
     try:
         return Store.open(db_path, read_only=read_only)
@@ -97,7 +97,7 @@ def _echo_err(line: str) -> None:
 @cli.command()
 def schema():
     """Print the JSON Schema (draft 2020-12) of a v2 record."""
-    from errkb.schema import schema_text
+    from errkb.records.schema import schema_text
 
     click.echo(schema_text(), nl=False)
 
@@ -110,8 +110,8 @@ def lint(paths, as_json):
 
     PATHS are files (any form: wrapper, bare record, array, JSON Lines) or folders.
     """
-    from errkb.lint import has_errors, lint_records
-    from errkb.records import InputError, read_records
+    from errkb.records.lint import has_errors, lint_records
+    from errkb.records.read import InputError, read_records
 
     try:
         findings = lint_records(read_records(paths))
@@ -142,8 +142,8 @@ def ingest(paths, db_path, as_json):
     Exit 0 when all were accepted, 1 when some were rejected (they are kept in the
     rejects table: `errkb rejects`), 2 when a path cannot be read.
     """
-    from errkb.records import InputError
-    from errkb.store import Store, StoreError
+    from errkb.records.read import InputError
+    from errkb.store.db import Store, StoreError
 
     progress = _ingest_progress if sys.stderr.isatty() else None
     try:
@@ -211,7 +211,7 @@ def _record_text(record: dict) -> str:
 @json_option
 def show(key, history, db_path, as_json):
     """Show one record by id, slug or OWNER/NAME/SLUG (--json: exactly as ingested)."""
-    from errkb.store import StoreError
+    from errkb.store.db import StoreError
 
     with open_store(db_path, read_only=True) as store:
         try:
@@ -267,7 +267,7 @@ def stats(db_path, as_json):
             click.echo(f"  {count:6d}  {name}")
 
 
-# -- verify / runs (errkb.verify, errkb.sandbox) ------------------------------
+# -- verify / runs (errkb.verify.runs, errkb.verify.sandbox) ------------------------------
 
 
 def _run_line(r: dict) -> str:
@@ -288,8 +288,9 @@ def verify(keys, all_records, tier, db_path, as_json):
 
     Exit status: 0 all passed or skipped, 1 something failed, errored or timed out, 2 bad input.
     """
-    from errkb.store import StoreError
-    from errkb.verify import VerifyError, verify as run_verify
+    from errkb.store.db import StoreError
+    from errkb.verify.runs import VerifyError
+    from errkb.verify.runs import verify as run_verify
 
     progress = None
     if not as_json and sys.stderr.isatty():
@@ -317,7 +318,7 @@ def verify(keys, all_records, tier, db_path, as_json):
 @json_option
 def runs(key, db_path, as_json):
     """List stored verification runs, of one record (id or slug) or of all. Exit 1 when there are none."""
-    from errkb.store import StoreError
+    from errkb.store.db import StoreError
 
     with open_store(db_path, read_only=True) as store:
         record_id = None
@@ -359,7 +360,7 @@ def mine_command(path, package, repo, sha, path_prefix, out, as_json):
     found, templated, skipped and why) goes to stderr, or to stdout with --json
     (then --out is required). Exit 0 when drafts were written, 1 when none.
     """
-    from errkb.mine import MineError, mine
+    from errkb.mine.drafts import MineError, mine
 
     if as_json and out is None:
         raise UsageError("--json prints the report on stdout: give --out FILE for the records")
@@ -433,7 +434,7 @@ def drift_command(path, repo, sha, fix, db_path, as_json):
     at the recorded site) or gone. Exit 0 when all are the same, 1 when any
     drifted (after --fix: when any is left that --fix could not write).
     """
-    from errkb.drift import DriftError, drift
+    from errkb.mine.drift import DriftError, drift
 
     with open_store(db_path, read_only=not fix) as store:
         try:
@@ -500,14 +501,14 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
     SIGUSR1; SIGTERM stops after writing every line already read. --json prints the
     counters as JSON.
     """
-    from errkb.enrich import EnrichError, load_matcher, run_filter, store_records
+    from errkb.enrich.lines import EnrichError, load_matcher, run_filter, store_records
 
     report = _enrich_reporter(as_json)
     with open_store(db_path, read_only=True) as store:
         try:
             matcher = load_matcher(store)
             if archives or output:
-                from errkb.archive import ArchiveError, enrich_archive
+                from errkb.enrich.archive import ArchiveError, enrich_archive
 
                 if not archives or not output:
                     raise EnrichError("--input and --output go together (an archive in, an enriched file out)")
@@ -531,7 +532,7 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
         report(result.counters)
 
 
-# -- spark-enrich: the same enrichment on Apache Spark (errkb.spark) ----------------
+# -- spark-enrich: the same enrichment on Apache Spark (errkb.enrich.spark) ----------------
 
 
 @cli.command("spark-enrich")
@@ -542,7 +543,7 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
 @click.option("--format", "input_format", type=click.Choice(["parquet", "json", "text"]), default=None,
               help="Input format (default: from the file names).")
 @click.option("--index", "index_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Prebuilt index file (errkb.spark.build_index); default: compiled from --db.")
+              help="Prebuilt index file (errkb.enrich.spark.build_index); default: compiled from --db.")
 @click.option("--site-url", envvar="ERRKB_SITE_URL", default=None,
               help="Where the fix pages are hosted (default $ERRKB_SITE_URL); without it `url` is a relative path.")
 @click.option("--overwrite", is_flag=True, help="Replace --output if it exists.")
@@ -553,7 +554,7 @@ def spark_enrich(input_path, output_path, master, column, input_format, index_pa
 
     Needs `pip install 'errkb[spark]'` and Java 17. Exit 0 when the output is written.
     """
-    from errkb.spark import SparkEnrichError, run_job
+    from errkb.enrich.spark import SparkEnrichError, run_job
 
     try:
         report = run_job(input_path, output_path, master=master, column=column, input_format=input_format,
@@ -585,7 +586,7 @@ def site_group():
 @json_option
 def site_build(out, check, base_url, workers, db_path, as_json):
     """Build the site from the store into OUT (deterministic: a rebuild is byte-identical)."""
-    from errkb.site import SiteError, build_site, check_site
+    from errkb.site.build import SiteError, build_site, check_site
 
     with open_store(db_path, read_only=True) as store:
         try:
@@ -641,8 +642,8 @@ def snippets(ids, out, db_path, as_json):
 
     Each snippet exits 0 when the fix validates, 1 when it fails, 2 when it cannot run.
     """
-    from errkb.snippets import SnippetError, write_snippets
-    from errkb.store import StoreError
+    from errkb.site.snippets import SnippetError, write_snippets
+    from errkb.store.db import StoreError
 
     with open_store(db_path, read_only=True) as store:
         try:
@@ -674,7 +675,7 @@ def query(archives, since, until, time_column, by, sql, as_json):
     ARCHIVES are files written by `errkb enrich --input ... --output ...` (globs
     allowed). Exit 1 when no known error is found.
     """
-    from errkb.archive import ArchiveError, known_errors, run_sql
+    from errkb.enrich.archive import ArchiveError, known_errors, run_sql
 
     try:
         if sql:
@@ -699,7 +700,7 @@ def query(archives, since, until, time_column, by, sql, as_json):
     sys.exit(0 if data else 1)
 
 
-# -- explain / search (errkb.explain, errkb.similar, errkb.search) --------------------
+# -- explain / search (errkb.explain.explainer, errkb.match.near, errkb.match.search) --------------------
 
 
 @cli.command()
@@ -721,7 +722,12 @@ def explain(text, file_path, show_all, db_path, as_json):
     import os
     import shutil
 
-    from errkb.explain import EmptyInput, ExplainError, explain_source, render_text
+    from errkb.explain.explainer import (
+        EmptyInput,
+        ExplainError,
+        explain_source,
+        render_text,
+    )
 
     if file_path is not None and text not in (None, "-"):
         raise UsageError("give the text as TEXT or with --file PATH, not both")
@@ -769,7 +775,8 @@ def search(words, limit, db_path, as_json):
     For when you have words, not a log line (that is `errkb explain`). Exit 1 when
     no record holds any of the words.
     """
-    from errkb.search import search as run_search, tokens
+    from errkb.match.search import search as run_search
+    from errkb.match.search import tokens
 
     query = " ".join(words)
     if not tokens(query):

@@ -31,4 +31,4 @@ def templates_dir() -> Path:
 
 
 def schema_path() -> Path:
-    return _PACKAGE / "schema" / "record-v2.schema.json"
+    return _PACKAGE / "records" / "record-v2.schema.json"

@@ -281,7 +281,7 @@ def check_reproducer_nccl(timeout_per_run: float = 75.0) -> dict:
     if not shutil.which("unshare") or os.geteuid() != 0:
         return {"outcome": "skipped", "reason": "needs mount namespace (root and util-linux unshare)"}
     sys.path.insert(0, str(REPO))
-    from errkb.reproducers.fused_workspace import drive
+    from errkb.verify.reproducers.fused_workspace import drive
 
     record = json.loads(SEED.read_text())["record"]
     pattern = re.compile(record["messagePattern"])

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
-from errkb.drift import drift, recorded_function
-from errkb.store import Store
+from errkb.mine.drift import drift, recorded_function
+from errkb.store.db import Store
 from tests.conftest import HEAVY_CACHE
 
 V1 = '''def stable():

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from errkb.cli import cli
-from errkb.enrich import LineEnricher, stream
-from errkb.match import Matcher
-from errkb.store import Store
+from errkb.enrich.lines import LineEnricher, stream
+from errkb.match.matcher import Matcher
+from errkb.store.db import Store
 from tests.conftest import SEED_FILE, SEED_ID, SEED_MESSAGE, variant, write_jsonl
 
 SITE = "https://errkb.example.org"
@@ -407,7 +407,7 @@ def test_closed_stdin_and_full_disk_are_one_line_errors(store_db):
 
 @given(st.lists(st.text(max_size=30).map(lambda t: t.replace("\n", "").replace("\r", "")), min_size=1, max_size=20))
 def test_block_escaping_writes_what_the_json_encoder_writes(lines):
-    from errkb.enrich import _wrap_block
+    from errkb.enrich.lines import _wrap_block
 
     block = "\n".join(lines).encode("utf-8", "surrogatepass")
     try:

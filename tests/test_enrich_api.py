@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from errkb.enrich import enrich_records
-from errkb.match import Matcher
-from errkb.store import Store
+from errkb.enrich.lines import enrich_records
+from errkb.match.matcher import Matcher
+from errkb.store.db import Store
 from tests.conftest import SEED_ID, SEED_MESSAGE
 from tests.test_enrich import SEED_SLUG, SEED_SOLUTION, build_store, seed_records
 
@@ -103,7 +103,7 @@ def test_store_get_many_resolves_a_batch_of_ids(tmp_path):
 
 
 def test_store_records_reads_what_errkb_objects_need_in_one_scan(tmp_path):
-    from errkb.enrich import store_records
+    from errkb.enrich.lines import store_records
 
     records = seed_records()
     db = build_store(tmp_path / "f.duckdb", records)

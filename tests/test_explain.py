@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
-from errkb.store import Store
-from tests.conftest import force_stored_record, REPO, SEED_ID, SEED_MESSAGE, write_jsonl
+from errkb.store.db import Store
+from tests.conftest import REPO, SEED_ID, SEED_MESSAGE, force_stored_record, write_jsonl
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SEED_FILE_PATH = "vllm/distributed/device_communicators/flashinfer_all_reduce.py"
@@ -336,7 +336,7 @@ def test_draft_record_shows_where_it_is_raised_and_says_it_is_a_draft(tmp_path, 
 
 def test_unwritable_cache_still_answers(tmp_path, monkeypatch):
     """When the bundle cannot be written next to the store, the call is served from memory."""
-    import errkb.explain as ex
+    import errkb.explain.explainer as ex
 
     db = tmp_path / "s.duckdb"
     with Store.open(db) as store:

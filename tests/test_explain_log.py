@@ -15,8 +15,13 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
-from errkb.explain import LINE_TAIL_BYTES, MAX_LINE_BYTES, InputStats, read_lines
-from errkb.store import Store
+from errkb.explain.explainer import (
+    LINE_TAIL_BYTES,
+    MAX_LINE_BYTES,
+    InputStats,
+    read_lines,
+)
+from errkb.store.db import Store
 from tests.conftest import REPO, SEED_ID, SEED_MESSAGE, write_jsonl
 
 REAL_LOGS = REPO / "tests" / "fixtures" / "real_logs"
@@ -207,9 +212,10 @@ def test_100_mb_single_line(db):
 def test_read_lines_matches_split_for_any_bytes(monkeypatch):
     """Property: read_lines is bytes.split(b"\\n") with long lines cut to head + tail,
     whatever the chunk boundaries (tiny limits make every case reachable)."""
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
-    import errkb.explain as ex
+    import errkb.explain.explainer as ex
 
     monkeypatch.setattr(ex, "MAX_LINE_BYTES", 12)
     monkeypatch.setattr(ex, "LINE_TAIL_BYTES", 4)
@@ -234,10 +240,11 @@ def test_read_lines_matches_split_for_any_bytes(monkeypatch):
 def test_fast_log_path_agrees_with_iter_messages(db, monkeypatch):
     """Differential: the batched fast path gives the messages (line ranges, kinds),
     matches and near-match candidates that iter_messages + exact matching give."""
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
-    import errkb.explain as ex
-    from errkb.normalize import iter_messages
+    import errkb.explain.explainer as ex
+    from errkb.match.normalize import iter_messages
 
     bundle = ex.KnowledgeBundle.open(db)
     drifted = SEED_MESSAGE.replace("trtllm", "nccl")
@@ -278,7 +285,7 @@ def test_fast_log_path_agrees_with_iter_messages(db, monkeypatch):
 
 
 def test_log_with_many_distinct_errors_explains_the_first_few(tmp_path, make_variant):
-    from errkb.explain import LOG_EXPLAINED
+    from errkb.explain.explainer import LOG_EXPLAINED
 
     variants = [make_variant(i) for i in range(LOG_EXPLAINED + 3)]
     db = tmp_path / "s.duckdb"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from errkb.reproducers import Requirements, ensure_venv
+from errkb.verify.reproducers import Requirements, ensure_venv
 from tests.conftest import say
 
 REPO = Path(__file__).resolve().parents[1]

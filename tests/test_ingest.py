@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
-from errkb.store import Store
+from errkb.store.db import Store
 from tests.conftest import REPO, SEED_FILE, SEED_ID, write_jsonl
 
 
@@ -154,7 +154,7 @@ def test_read_commands_need_an_existing_store(tmp_path):
 
 
 def test_default_store_is_built_from_bundled_data_and_refreshed(tmp_path, monkeypatch, seed_wrapper, make_variant):
-    import errkb.store as store_mod
+    import errkb.store.db as store_mod
 
     data = tmp_path / "data"
     data.mkdir()

@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
-from errkb.lint import RULES, lint_record
-from errkb.schema import schema, validator
+from errkb.records.lint import RULES, lint_record
+from errkb.records.schema import schema, validator
 from tests.conftest import SEED_FILE, write_jsonl
 
 

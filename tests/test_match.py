@@ -1,4 +1,4 @@
-"""errkb.match.Matcher: the seed in the forms real logs take, ranking, cache, bad input."""
+"""errkb.match.matcher.Matcher: the seed in the forms real logs take, ranking, cache, bad input."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from errkb.match import Matcher, MatcherError
-from errkb.store import Store
+from errkb.match.matcher import Matcher, MatcherError
+from errkb.store.db import Store
 from tests.conftest import SEED_FILE, SEED_ID, SEED_MESSAGE
 
 ENGINES = [
@@ -228,7 +228,7 @@ def test_longer_message_extending_another_goes_to_its_own_record(seed_record, ma
 
 
 def test_a_batch_larger_than_a_chunk_gives_the_same_results_as_line_by_line(seed_record, make_variant, monkeypatch):
-    import errkb.match as match_mod
+    import errkb.match.matcher as match_mod
 
     records = [seed_record] + [make_variant(i) for i in range(5)]
     m = Matcher.from_records(records)

@@ -17,11 +17,11 @@ import re
 from itertools import islice
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from errkb.match import Matcher
-from errkb.patterns import analyze
+from errkb.match.matcher import Matcher
+from errkb.match.patterns import analyze
 from tests.conftest import BENCH_CORPUS
 
 ENGINES = [("hyperscan", "re2"), ("ahocorasick", "re2"), ("python", "re")]
@@ -98,6 +98,7 @@ def records_for(pattern_list: list[str]) -> list[dict]:
 @pytest.mark.parametrize("prefilter, confirm", ENGINES)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(pattern_list=st.lists(patterns(), min_size=1, max_size=4), sample=st.lists(texts, min_size=1, max_size=6))
+@example(pattern_list=["(?a)\\B"], sample=[""])  # RE2 matches \B on no text, re does not
 def test_generated_patterns_match_exactly_like_re(prefilter, confirm, pattern_list, sample):
     safe = [p for p in pattern_list if exact_in(confirm, analyze(p))]
     if not safe:

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from errkb.match import Matcher
-from errkb.patterns import analyze
+from errkb.match.matcher import Matcher
+from errkb.match.patterns import analyze
 
 STALL_BOUND_S = 10.0
 
@@ -61,8 +61,8 @@ def test_catastrophic_patterns_are_linear_safe(pattern, text):
 def test_hostile_pattern_on_adversarial_line_does_not_stall(pattern, text):
     code = f"""
         import json, time
-        from errkb.match import Matcher
-        from errkb import normalize
+        from errkb.match.matcher import Matcher
+        from errkb.match import normalize
         pattern, text = json.loads({json.dumps(json.dumps([pattern, text]))})
         m = Matcher.from_records([{{"id": "evil", "slug": "evil", "repo": "x/y", "messagePattern": pattern,
                                     "errorClass": "ValueError", "severity": "error"}}])
@@ -85,7 +85,7 @@ def test_hostile_patterns_among_real_ones_in_the_pure_python_path():
     # without RE2, `re` confirms; exponential shapes must still go to the bounded path
     code = """
         import json, time
-        from errkb.match import Matcher
+        from errkb.match.matcher import Matcher
         recs = [{"id": "evil", "slug": "evil", "repo": "x/y", "messagePattern": r"(a+)+$", "errorClass": "E"},
                 {"id": "evil2", "slug": "evil2", "repo": "x/y", "messagePattern": r"(.*a){25}", "errorClass": "E"},
                 {"id": "ok", "slug": "ok", "repo": "x/y", "messagePattern": r"disk (.+?) full", "errorClass": "E"}]
@@ -111,7 +111,7 @@ def test_bounded_path_matches_what_it_can_and_reports_timeouts():
 
 
 def test_pattern_that_became_invalid_in_the_store_is_skipped(db_path, seed_record):
-    from errkb.store import Store
+    from errkb.store.db import Store
     from tests.conftest import SEED_FILE
 
     store = Store.open(db_path)

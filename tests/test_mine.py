@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
-from errkb.lint import lint_record
-from errkb.mine import MineError, mine, slugify
-from errkb.raise_sites import package_path
-from errkb.schema import validate
+from errkb.mine.drafts import MineError, mine, slugify
+from errkb.mine.raise_sites import package_path
+from errkb.records.lint import lint_record
+from errkb.records.schema import validate
 
 SHA = "5d3a0d3cbd8d0a5c0b3e4c2b4f7d8b6f1e2a3c4d"  # a commit id given by the user, as --sha
 NOW = datetime(2026, 8, 15, 12, 0, tzinfo=timezone.utc)

@@ -1,4 +1,4 @@
-"""errkb.patterns.analyze: what a dataset pattern needs, from Python's own parse tree."""
+"""errkb.match.patterns.analyze: what a dataset pattern needs, from Python's own parse tree."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 re2 = pytest.importorskip("re2")
 
-from errkb.patterns import analyze
+from errkb.match.patterns import analyze
 
 SEED_PATTERN = (
     "Flashinfer allreduce quantization fusion is not supported for multi-node allreduce "
@@ -155,7 +155,7 @@ GAP_PATTERNS = [
 def test_gap_plan_decides_exactly_like_re_on_every_short_line(pattern):
     import itertools
 
-    from errkb.patterns import gap_match
+    from errkb.match.patterns import gap_match
 
     plan = analyze(pattern).gap_plan
     assert plan is not None

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from errkb import patterns
+from errkb.match import patterns
 from tests.conftest import BENCH_CORPUS
 
 TRANSLATION_FIELDS = {"re2_pattern", "re2_issue", "re2_ascii_only"}

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from errkb.raise_sites import (
+from errkb.mine.raise_sites import (
     CONTEXT_LINES,
     Placeholder,
     SourceTree,

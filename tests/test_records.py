@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from errkb.records import InputError, read_records
+from errkb.records.read import InputError, read_records
 from tests.conftest import SEED_FILE, SEED_ID, write_jsonl
 
 
@@ -115,7 +115,7 @@ def test_missing_path_is_an_input_error():
 
 
 def test_values_split_across_read_chunks(tmp_path, make_variant, monkeypatch):
-    import errkb.records as records
+    import errkb.records.read as records
 
     monkeypatch.setattr(records, "CHUNK_SIZE", 7)
     p = write_jsonl(tmp_path / "small-chunks.jsonl", [make_variant(i) for i in range(5)])
@@ -137,7 +137,7 @@ def test_a_100_mb_file_is_streamed_not_read_whole(tmp_path, seed_wrapper):
     assert big.stat().st_size > 100 * 2**20
     code = (
         "import resource, sys\n"
-        "from errkb.records import read_records\n"
+        "from errkb.records.read import read_records\n"
         "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "n = sum(1 for item in read_records([sys.argv[1]]) if item.ok)\n"
         "print(n, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024)\n"

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from errkb import sandbox
 from errkb.cli import cli
-from errkb.reproducers import ensure_venv, for_record
+from errkb.verify import sandbox
+from errkb.verify.reproducers import ensure_venv, for_record
 from tests.conftest import SEED_FILE, SEED_ID, say
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory, heavy_cache):
-    pytest.importorskip("errkb.match", reason="needs errkb.match (the matcher) to check the message")
+    pytest.importorskip("errkb.match.matcher", reason="needs errkb.match.matcher (the matcher) to check the message")
     # Reproducer venvs are expensive (minutes, ~2 GB): the suite's heavy cache, so a
     # second run is warm, whatever private cache the other tests use.
     venv_cache = str(heavy_cache)
@@ -168,7 +168,7 @@ print(json.dumps({
 def test_ranks_past_their_timeout_are_ended_by_pid(report, tmp_path):
     """A 2-rank run cut short (1 s, while vLLM is still importing) reports the timeout
     and leaves no rank running."""
-    from errkb.reproducers.fused_workspace import RESULT_PREFIX
+    from errkb.verify.reproducers.fused_workspace import RESULT_PREFIX
 
     (cpu,) = for_record(SEED_ID, "cpu-real")
     venv = Path(next(r["details"]["venv"]["venv"] for r in report["report"]["results"] if r["details"].get("venv")))
@@ -191,7 +191,7 @@ def test_ranks_past_their_timeout_are_ended_by_pid(report, tmp_path):
 def test_the_driver_does_not_follow_a_rank_result_that_is_a_link(tmp_path):
     # The driver is root; a rank runs as nobody and owns the folder. A result file swapped
     # for a link (or a hard link to someone else's file) is not read.
-    from errkb.reproducers.fused_workspace import _read_rank_result
+    from errkb.verify.reproducers.fused_workspace import _read_rank_result
 
     secret = tmp_path / "secret.json"
     secret.write_text('{"secret": true}')

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from errkb import sandbox
-from errkb.sandbox import Limits, parse_exception
+from errkb.verify import sandbox
+from errkb.verify.sandbox import Limits, parse_exception
 
 CAPS = sandbox.capabilities()
 needs_ns = pytest.mark.skipif(not CAPS.namespaces, reason="needs root and util-linux unshare (namespaces)")

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
-from errkb.search import SearchIndex, tokens
-from errkb.store import Store
+from errkb.match.search import SearchIndex, tokens
+from errkb.store.db import Store
 from tests.conftest import REPO, SEED_ID, write_jsonl
 
 
@@ -98,7 +98,7 @@ def test_index_is_cached_and_follows_the_store(tmp_path, seed_record):
 
 
 def test_save_load_roundtrip(tmp_path):
-    from errkb.records import read_records
+    from errkb.records.read import read_records
 
     records = [i.record for i in read_records([REPO / "data"]) if i.ok]
     index = SearchIndex.from_records(records)

@@ -8,8 +8,8 @@ from itertools import islice
 
 import pytest
 
-from errkb.records import read_records
-from errkb.similar import CANDIDATES, SimilarIndex, pattern_words
+from errkb.match.near import CANDIDATES, SimilarIndex, pattern_words
+from errkb.records.read import read_records
 from tests.conftest import BENCH_CORPUS, REPO, SEED_ID, SEED_MESSAGE
 
 

@@ -16,12 +16,18 @@ import re
 from pathlib import Path
 
 import pytest
-from markupsafe import escape
 from click.testing import CliRunner
+from markupsafe import escape
 
 from errkb.cli import cli
-from errkb.site import js_pattern, re2_to_js, split_example_fix, tag_page_path, _safe_relpath
-from errkb.store import Store
+from errkb.site.build import (
+    _safe_relpath,
+    js_pattern,
+    re2_to_js,
+    split_example_fix,
+    tag_page_path,
+)
+from errkb.store.db import Store
 from tests.conftest import SEED_ID
 
 # Markup, template syntax and script URLs that must stay inert text on every page.
@@ -351,7 +357,7 @@ def test_re2_to_js_rejects_syntax_it_does_not_know():
 
 
 def test_parallel_build_gives_the_same_bytes_as_serial(site_store):
-    from errkb.site import render_site
+    from errkb.site.build import render_site
 
     with Store.open(site_store, read_only=True) as store:
         serial = list(render_site(store, workers=1))
@@ -361,7 +367,7 @@ def test_parallel_build_gives_the_same_bytes_as_serial(site_store):
 
 
 def test_bundled_patterns_run_in_the_browser_unless_they_need_backtracking():
-    """Guards the RE2-to-JS mapping against changes in what errkb.patterns emits."""
+    """Guards the RE2-to-JS mapping against changes in what errkb.match.patterns emits."""
     with Store.open(None, read_only=True) as store:
         records = store.records()
     for rec in records:

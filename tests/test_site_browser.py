@@ -27,8 +27,8 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 import pytest
 
 from errkb.resources import data_dir
-from errkb.site import build_site, js_pattern
-from errkb.store import Store
+from errkb.site.build import build_site, js_pattern
+from errkb.store.db import Store
 from tests.conftest import SEED_ID, SEED_MESSAGE
 from tests.test_site import SEED_PAGE, draft_record, hostile_record, lookahead_record
 

@@ -10,10 +10,10 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from errkb import sandbox
 from errkb.cli import cli
-from errkb.snippets import indent_code, snippet_text
-from errkb.store import Store
+from errkb.site.snippets import indent_code, snippet_text
+from errkb.store.db import Store
+from errkb.verify import sandbox
 from tests.conftest import SEED_ID
 from tests.test_site import HOSTILE, draft_record, hostile_record, make_store
 

@@ -1,4 +1,4 @@
-"""errkb.spark on a real local SparkSession (local[2]): one session for the whole module.
+"""errkb.enrich.spark on a real local SparkSession (local[2]): one session for the whole module.
 
 The reference every Spark result is held against is `errkb enrich` itself, run as a
 separate process on the same input: the archive path (Parquet out) for row-for-row
@@ -30,8 +30,7 @@ from click.testing import CliRunner  # noqa: E402
 
 from bench.synth import real_records, variant  # noqa: E402
 from errkb.cli import cli  # noqa: E402
-from errkb.resources import data_dir  # noqa: E402
-from errkb.spark import (  # noqa: E402
+from errkb.enrich.spark import (  # noqa: E402
     SparkEnrichError,
     build_index,
     enrich,
@@ -39,7 +38,8 @@ from errkb.spark import (  # noqa: E402
     enrich_with_stats,
     partition_function,
 )
-from errkb.store import Store  # noqa: E402
+from errkb.resources import data_dir  # noqa: E402
+from errkb.store.db import Store  # noqa: E402
 
 from .conftest import REPO  # noqa: E402
 
@@ -310,7 +310,7 @@ def test_message_in_a_struct_and_an_existing_errkb_column_is_replaced(spark, dat
 
 def test_enrich_batch_without_spark(dataset):
     """The executor's core on a plain Arrow batch: nulls, bytes, and a match."""
-    from errkb.match import Matcher
+    from errkb.match.matcher import Matcher
 
     db, records = dataset
     matcher = Matcher.load(build_index(db).path)
@@ -385,8 +385,8 @@ def test_an_index_whose_hyperscan_database_cannot_load_here_still_matches_the_sa
     at hand, so its refusal is what is simulated (``hyperscan.loadb`` raising as it
     does there); the rebuilt literal prefilter must find the same matches."""
     hyperscan = pytest.importorskip("hyperscan", reason="the fallback is for Hyperscan databases")
-    from errkb.match import Matcher
-    from errkb.spark import load_matcher
+    from errkb.enrich.spark import load_matcher
+    from errkb.match.matcher import Matcher
 
     db, records = dataset
     index = build_index(db)

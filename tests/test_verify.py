@@ -8,8 +8,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from errkb import sandbox, verify
 from errkb.cli import cli
+from errkb.verify import runs as verify
+from errkb.verify import sandbox
 from tests.conftest import SEED_FILE, SEED_ID, write_jsonl
 
 needs_ns = pytest.mark.skipif(not sandbox.capabilities().namespaces, reason="needs root and util-linux unshare (namespaces)")

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
-
 import re._casefix as _casefix
 import re._compiler as _compiler
 import re._constants as C
 import re._parser as sre_parse
+from dataclasses import dataclass, field
 
 try:  # the C helpers that `re` itself uses for case folding
     import _sre

@@ -26,10 +26,10 @@ from urllib.parse import unquote
 
 from markupsafe import Markup
 
-from errkb.patterns import analyze
+from errkb.match.patterns import analyze
+from errkb.records.urls import fix_page_path
 from errkb.resources import templates_dir
-from errkb.snippets import snippet_filename, snippet_text
-from errkb.urls import fix_page_path
+from errkb.site.snippets import snippet_filename, snippet_text
 
 # Marks a folder as an errkb site: `build` only deletes stale files in a folder
 # that carries it (or is empty), so `--out ~` cannot wipe a home folder.
@@ -96,7 +96,7 @@ def root_of(path: str) -> str:
 class JsPattern:
     """A record's messagePattern as a JavaScript RegExp source (flag ``u``), or why not.
 
-    Built from ``errkb.patterns``' exact RE2 translation (which already expands
+    Built from ``errkb.match.patterns``' exact RE2 translation (which already expands
     case folding and Python's Unicode \\d \\w \\s into explicit code-point classes),
     so the browser decides the same texts as Python ``re.search``.
     """
@@ -115,7 +115,7 @@ _RE2_TOKEN = re.compile(
     r"\\x\{(?P<hex>[0-9a-f]+)\}"
     r"|(?P<fixed>\\A|\\z|\\b|\\B|\(\?s:\.\)|\(\?m:\^\)|\(\?m:\$\)|\(\?:|\[\^|[\[\]\-)|*+?])"
     r"|(?P<count>\{\d+(?:,\d*)?\})"
-    # Characters errkb.patterns writes bare because they are never special in RE2;
+    # Characters errkb.match.patterns writes bare because they are never special in RE2;
     # none is special in a JavaScript `u` regex either, in or out of a class.
     r"|(?P<plain>[A-Za-z0-9 _'\"!#%&,/:;<=>@`~])"
 )
@@ -131,7 +131,7 @@ _FIXED_JS = {
 
 
 def re2_to_js(re2: str) -> str:
-    """Map the RE2 syntax that ``errkb.patterns`` emits onto JavaScript (``u`` flag).
+    """Map the RE2 syntax that ``errkb.match.patterns`` emits onto JavaScript (``u`` flag).
 
     That emitter uses a small alphabet (code-point escapes, non-capturing groups,
     classes, quantifiers, a few assertions); anything else raises ValueError rather

@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from errkb import patterns
-from errkb.records import Origin, SourcedRecord, content_hash
-from errkb.schema import validate
+from errkb.match import patterns
+from errkb.records.read import Origin, SourcedRecord, content_hash
+from errkb.records.schema import validate
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ line, and must not die on one bad byte, so the rules are:
   matched as one batch (at most ``batch`` lines) and written at once, so a slow
   producer (``tail -F``) sees each line written as soon as it arrives.
 
-Matching is :meth:`errkb.match.Matcher.match_lines`, the matcher's batch API; this
+Matching is :meth:`errkb.match.matcher.Matcher.match_lines`, the matcher's batch API; this
 module only frames lines, reads fields and writes JSON.
 """
 
@@ -42,7 +42,7 @@ from itertools import compress
 from operator import methodcaller
 from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
-from errkb.urls import fix_page_path, fix_page_url
+from errkb.records.urls import fix_page_path, fix_page_url
 
 DEFAULT_FIELDS = ("message",)
 DEFAULT_BATCH = 16384
@@ -104,7 +104,7 @@ class EnrichError(Exception):
 
 
 def errkb_object(match: Any, site_url: str | None = None, record: dict | None = None) -> dict:
-    """The ``errkb`` object of a line matched by ``match`` (an :class:`errkb.match.Match`);
+    """The ``errkb`` object of a line matched by ``match`` (an :class:`errkb.match.matcher.Match`);
     ``record`` saves the matcher's own look-up of the record when the caller has it."""
     record = record if record is not None else (match.record or {})
     solutions = record.get("solutions") or []
@@ -707,7 +707,7 @@ def store_records(store: Any) -> Callable[[list[str]], dict[str, dict]]:
 
 def load_matcher(store: Any):
     """The store's compiled matcher (cached on disk by dataset hash)."""
-    from errkb.match import Matcher, MatcherError
+    from errkb.match.matcher import Matcher, MatcherError
 
     try:
         return Matcher.from_store(store)

@@ -5,7 +5,7 @@ The input is one text (a log line, a pasted traceback) or a whole log. A short i
 message wrapped over several lines or a chained traceback is found; anything longer is
 a log, read as a stream in bounded memory, and every distinct known error is reported
 with its count and its first and last line. When nothing matches, the closest records
-are offered as near matches (``errkb.similar``), never as matches.
+are offered as near matches (``errkb.match.near``), never as matches.
 
 A CLI call must answer fast from a cold start, so what it needs is kept as a
 *bundle* next to the store, keyed by the dataset hash: the compiled matcher index,
@@ -20,10 +20,11 @@ import itertools
 import json
 import os
 import re
-from errkb.atomic import atomic_write
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
+
+from errkb.store.cache import atomic_write
 
 BUNDLE_FORMAT = 1
 # A short input is matched as one text: at most this many lines and bytes.
@@ -197,7 +198,7 @@ class KnowledgeBundle:
         return list(self.matcher.skipped)
 
     def similar(self):
-        from errkb.similar import SimilarIndex
+        from errkb.match.near import SimilarIndex
 
         if self._similar is None and self.folder is None:
             self._similar = SimilarIndex.from_records(self.records.all())
@@ -220,7 +221,7 @@ class KnowledgeBundle:
 
         Opens DuckDB only when the store changed since its bundle was last checked.
         """
-        from errkb.store import StoreError, ensure_bundled_store, resolve_db_path
+        from errkb.store.db import StoreError, ensure_bundled_store, resolve_db_path
 
         db, is_cache = resolve_db_path(db_path)
         try:
@@ -240,7 +241,7 @@ class KnowledgeBundle:
 
     @classmethod
     def _load(cls, folder: Path, dataset_hash: str) -> "KnowledgeBundle | None":
-        from errkb.match import Matcher, MatcherError
+        from errkb.match.matcher import Matcher, MatcherError
 
         if not (folder / "complete").is_file():
             return None
@@ -253,8 +254,8 @@ class KnowledgeBundle:
 
     @classmethod
     def _check_and_build(cls, db: Path, cache: Path) -> "KnowledgeBundle":
-        from errkb.match import Matcher, MatcherError
-        from errkb.store import Store, StoreError
+        from errkb.match.matcher import Matcher, MatcherError
+        from errkb.store.db import Store, StoreError
 
         try:
             with Store.open(db, read_only=True) as store:
@@ -283,13 +284,13 @@ class KnowledgeBundle:
 def _bundle_name(dataset_hash: str) -> str:
     # The matcher's index format is part of the name: an errkb upgrade that changes it
     # must not find an old, unloadable index.
-    from errkb.match import INDEX_FORMAT
+    from errkb.match.matcher import INDEX_FORMAT
 
     return f"explain-v{BUNDLE_FORMAT}-m{INDEX_FORMAT}-{dataset_hash}"
 
 
 def _db_signature(db: Path) -> list | None:
-    from errkb.store import LAYOUT_VERSION
+    from errkb.store.db import LAYOUT_VERSION
 
     try:
         st = db.stat()
@@ -349,7 +350,7 @@ def _write_bundle(cache: Path, folder: Path, matcher, records: list[dict]) -> No
     import shutil
     import tempfile
 
-    from errkb.similar import SimilarIndex
+    from errkb.match.near import SimilarIndex
 
     try:
         cache.mkdir(parents=True, exist_ok=True)
@@ -428,7 +429,7 @@ class Found:
 class Explanation:
     mode: str  # "text" | "log"
     found: list[Found]
-    near: list  # list[errkb.similar.NearMatch], with .record attached
+    near: list  # list[errkb.match.near.NearMatch], with .record attached
     lines: int
     skipped: list[dict]
     notes: list[str]
@@ -497,13 +498,13 @@ def explain_source(db_path: str | os.PathLike | None, source: str | BinaryIO, al
 
 
 def _decode(line: bytes | str) -> str:
-    from errkb.normalize import to_text
+    from errkb.match.normalize import to_text
 
     return to_text(line)
 
 
 def _explain_short(bundle: KnowledgeBundle, head: list, all_matches: bool) -> Explanation:
-    from errkb.normalize import iter_messages, text_messages
+    from errkb.match.normalize import iter_messages, text_messages
 
     lines = [_decode(line).rstrip("\r") for line in head]
     text = "\n".join(lines)
@@ -558,7 +559,7 @@ def _keep_unmatched(message, unmatched: dict[str, list[str]]) -> None:
     forms = message.candidates
     error_class = message.error_class
     if not forms and message.kind == "line" and _ERROR_HINTS.search(message.raw):
-        from errkb.normalize import line_messages
+        from errkb.match.normalize import line_messages
 
         forms = line_messages(message.raw)
         error_class = next((m.error_class for m in reversed(forms) if m.error_class), None)
@@ -581,7 +582,7 @@ def _match_log(matcher, lines: Iterator) -> Iterator[tuple]:
     back the first plain line after it. tests/test_explain_log.py checks that both give
     the same messages and matches as ``iter_messages`` alone.
     """
-    from errkb.normalize import LogMessage, iter_messages, strip_ansi, to_text
+    from errkb.match.normalize import LogMessage, iter_messages, strip_ansi, to_text
 
     source = iter(lines)
     number = 0
@@ -721,7 +722,7 @@ def _bytecode_cache():
     them costs more than a warm explain call does otherwise."""
     import jinja2
 
-    from errkb.store import cache_root
+    from errkb.store.db import cache_root
 
     folder = cache_root() / "templates-bytecode"
     try:

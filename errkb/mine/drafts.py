@@ -18,7 +18,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TextIO
 
-from errkb.raise_sites import Provenance, RaiseSite, Scan, SourceTree, package_path, scan
+from errkb.mine.raise_sites import (
+    Provenance,
+    RaiseSite,
+    Scan,
+    SourceTree,
+    package_path,
+    scan,
+)
 
 DRAFT_TAG = "draft"
 SLUG_LENGTH = 50  # the seed's slug is its message cut at 50 characters
@@ -232,7 +239,7 @@ def _timestamp(now: datetime | None) -> str:
 def _keep_lint_clean(records: list[dict]) -> tuple[list[dict], Counter]:
     """Drop drafts that ingest would reject, counting why (e.g. E303: the message
     is built far from the raise line)."""
-    from errkb.lint import lint_record
+    from errkb.records.lint import lint_record
 
     kept, refused = [], Counter()
     for record in records:

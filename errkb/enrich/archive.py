@@ -7,7 +7,7 @@ Arrow record batches, the matcher runs over each batch's message column
 struct column is added, and DuckDB writes the batches out (Parquet, JSON Lines or
 CSV) as they come. Memory stays bounded by a few batches whatever the input size.
 
-DESIGN.md keeps SQL *to the errkb store* inside ``errkb.store``. This module does
+DESIGN.md keeps SQL *to the errkb store* inside ``errkb.store.db``. This module does
 not touch the store: it uses DuckDB as a file engine over the user's own archives,
 which is what DuckDB is for. Paths and column names reach SQL only quoted.
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from errkb.enrich import errkb_object
+from errkb.enrich.lines import errkb_object
 
 BATCH_ROWS = 65536
 MESSAGE_COLUMN = "__errkb_message"
@@ -172,7 +172,7 @@ def column_expr(path: str, columns: dict[str, str]) -> str | None:
 def _connect(threads: int | None = None):
     import duckdb
 
-    from errkb.store import NO_EXTENSION_DOWNLOADS
+    from errkb.store.db import NO_EXTENSION_DOWNLOADS
 
     con = duckdb.connect(config=NO_EXTENSION_DOWNLOADS)
     con.execute("SET enable_progress_bar = false")  # it would draw on stdout
@@ -194,7 +194,7 @@ _worker_matcher = None
 
 def _init_worker(index_path: str) -> None:
     global _worker_matcher
-    from errkb.match import Matcher
+    from errkb.match.matcher import Matcher
 
     _worker_matcher = Matcher.load(index_path)
 

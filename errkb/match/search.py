@@ -25,7 +25,7 @@ from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
-from errkb.atomic import atomic_write
+from errkb.store.cache import atomic_write
 
 INDEX_FORMAT = 2
 _MAGIC = b"ERRKB-SEARCH\n"

@@ -33,9 +33,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from errkb import __version__, sandbox
-from errkb.records import content_hash
-from errkb.reproducers import Reproducer, Scenario, VenvError, ensure_venv, for_record
+from errkb import __version__
+from errkb.records.read import content_hash
+from errkb.verify import sandbox
+from errkb.verify.reproducers import (
+    Reproducer,
+    Scenario,
+    VenvError,
+    ensure_venv,
+    for_record,
+)
 
 TIERS = ("syntax", "sandbox", "cpu-real", "gpu")
 FAILING = ("fail", "error", "timeout")
@@ -255,7 +262,7 @@ def message_matches(record: dict, message: str | None) -> tuple[bool | None, str
     if message is None:
         return None, "no message observed"
     try:
-        from errkb.match import Matcher
+        from errkb.match.matcher import Matcher
     except ImportError as e:
         return None, f"matcher unavailable ({e})"
     matches = Matcher.from_records([record]).match(message)
@@ -504,7 +511,7 @@ def _run_reproducer(record: dict, rep: Reproducer, states: dict | None, emit,
 
 def judge_scenario(record: dict, rep: Reproducer, scenario: Scenario, res: sandbox.SandboxResult) -> list[CheckResult]:
     """Turn one driver run into the scenario's run (and its validation run)."""
-    from errkb.reproducers.fused_workspace import RESULT_PREFIX
+    from errkb.verify.reproducers.fused_workspace import RESULT_PREFIX
 
     check = f"reproducer:{rep.name}:{scenario.name}"
     line = next((ln for ln in res.stdout.splitlines() if ln.startswith(RESULT_PREFIX)), None)

@@ -2,12 +2,12 @@
 
 How a text is matched:
 
-1. **Normalise** (``errkb.normalize``): the raw text plus the messages inside it (log
+1. **Normalise** (``errkb.match.normalize``): the raw text plus the messages inside it (log
    prefixes, ANSI codes and JSON envelopes removed, traceback exceptions, wrapped
    lines joined). A record matches when ``re.search(pattern, m)`` would succeed for
    one of these messages; the raw text is always one of them.
 2. **Prefilter**: every match of a pattern contains the pattern's longest required
-   literal (``errkb.patterns``), so one literal automaton (Hyperscan in literal mode;
+   literal (``errkb.match.patterns``), so one literal automaton (Hyperscan in literal mode;
    pyahocorasick or plain ``in`` as fallbacks) scanning a whole batch of lines at
    once finds the few (line, pattern) candidates.
 3. **Confirm** each candidate exactly with RE2, on a translation of the pattern that
@@ -32,9 +32,9 @@ import struct
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from errkb.atomic import atomic_write
-from errkb import normalize
-from errkb.patterns import analyze, gap_match
+from errkb.match import normalize
+from errkb.match.patterns import analyze, gap_match
+from errkb.store.cache import atomic_write
 
 try:
     import hyperscan
@@ -660,7 +660,7 @@ class Matcher:
                             found.append(Match(self, ei, line, raw=raw))
                     continue
                 entry = entries[ei]
-                if use_re2 and not entry.bounded and (not entry.ascii_only or (line and line.isascii())):
+                if use_re2 and line and not entry.bounded and (not entry.ascii_only or line.isascii()):
                     if raw_bytes is None:
                         raw_bytes = line.encode("utf-8")
                     chunk = chunk_of.get(ei) if full is not None else None
@@ -821,6 +821,10 @@ class Matcher:
     def _search(self, ei: int, text: str) -> tuple[int, int] | None:
         """Exact search of one entry's pattern in one text: the span, or None."""
         entry = self.entries[ei]
+        if not text:
+            # Engines disagree on the empty text (RE2's \B matches it, re's does not);
+            # re's answer is the dataset's meaning, and on no text it cannot backtrack.
+            return (0, 0) if self._python_re(ei).search(text) else None
         if not entry.bounded and self.confirm == "re2" and (not entry.ascii_only or (text and text.isascii())):
             data = text.encode("utf-8")
             compiled = self._compiled.get(ei)

@@ -5,7 +5,7 @@ in the engine such archives are already processed with. :func:`enrich` adds the 
 column to a DataFrame with ``mapInArrow``:
 
 - The driver compiles the store's index once per dataset version into one file (our
-  own format, :meth:`errkb.match.Matcher.save`, never a pickle) named after the
+  own format, :meth:`errkb.match.matcher.Matcher.save`, never a pickle) named after the
   SHA-256 of its bytes, and ships it to the executors as a file: ``SparkContext.addFile``
   (Spark copies it to each executor once), or a path every executor can read
   (``ship="shared"``: NFS, a mounted bucket). The function Spark pickles per task only
@@ -15,7 +15,7 @@ column to a DataFrame with ``mapInArrow``:
   task (Spark reuses Python workers across tasks: ``spark.python.worker.reuse``, on by
   default). A partition without rows loads nothing.
 - Each Arrow batch is matched with one ``Matcher.match_lines`` call, and its errkb
-  values are :func:`errkb.enrich.errkb_object`, the same function ``errkb enrich`` uses,
+  values are :func:`errkb.enrich.lines.errkb_object`, the same function ``errkb enrich`` uses,
   so the column equals the ``errkb`` struct ``errkb enrich --input ... --output
   x.parquet`` writes for the same rows (and `errkb query` reads either).
 
@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # pyspark is an optional extra: `pip install 'errkb[spark]'`
 INSTALL_HINT = "pip install 'errkb[spark]'"
 
 # The column added: the same ``errkb`` struct as ``errkb enrich --input ... --output
-# x.parquet`` writes (errkb.archive), so `errkb query` reads either output.
+# x.parquet`` writes (errkb.enrich.archive), so `errkb query` reads either output.
 OUTPUT_COLUMN = "errkb"
 # The message as matched, a column that exists only between the driver's select and
 # the executors' batches.
@@ -63,8 +63,8 @@ class SparkEnrichError(Exception):
 def require_pyspark():
     """Import pyspark, or fail with the command that installs it."""
     try:
-        import pyspark  # noqa: F401
         import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
     except ImportError as e:
         raise SparkEnrichError(f"errkb spark needs pyspark and pyarrow ({e.name} is missing): {INSTALL_HINT}") from e
     return pyspark
@@ -112,8 +112,8 @@ def build_index(db: str | os.PathLike | None = None, folder: str | os.PathLike |
     The file lands in ``folder`` (default: the store's cache folder) as
     ``errkb-index-<sha256>.idx``; a later call for the same dataset finds it again.
     """
-    from errkb.match import INDEX_FORMAT, Matcher, MatcherError
-    from errkb.store import Store
+    from errkb.match.matcher import INDEX_FORMAT, Matcher, MatcherError
+    from errkb.store.db import Store
 
     with Store.open(db, read_only=db is not None) as store:
         dataset_hash = store.dataset_hash()
@@ -164,7 +164,7 @@ def index_file(path: str | os.PathLike) -> IndexFile:
         # Spark registers shipped files by name; a content name means two different
         # indexes can never collide in one session. The copy lives in errkb's cache,
         # where the next job with the same index finds it.
-        from errkb.store import cache_root
+        from errkb.store.db import cache_root
 
         target = cache_root() / "spark" / wanted
         if not target.is_file():
@@ -186,7 +186,7 @@ def load_matcher(path: str | os.PathLike) -> tuple[Any, bool]:
     that also holds full-pattern Hyperscan databases, which the matcher builds for
     large datasets, still needs them to load: build it on a machine like the
     executors.)"""
-    from errkb.match import Matcher, MatcherError
+    from errkb.match.matcher import Matcher, MatcherError
 
     try:
         return Matcher.load(path), False
@@ -271,8 +271,8 @@ def _messages(column) -> list:
 
 
 def errkb_struct_type():
-    """The Arrow type of the ``errkb`` column (errkb.archive's)."""
-    from errkb.archive import errkb_struct_type as archive_type
+    """The Arrow type of the ``errkb`` column (errkb.enrich.archive's)."""
+    from errkb.enrich.archive import errkb_struct_type as archive_type
 
     return archive_type()
 
@@ -280,11 +280,11 @@ def errkb_struct_type():
 class RecordValues:
     """The ``errkb`` values of each record seen so far (all but the score, which is the
     only one that differs between two rows matching one record), as Arrow arrays to
-    ``take`` rows from: :func:`errkb.enrich.errkb_object` runs once per record, not
+    ``take`` rows from: :func:`errkb.enrich.lines.errkb_object` runs once per record, not
     once per matched row."""
 
     def __init__(self, site_url: str | None):
-        from errkb.archive import ERRKB_FIELDS
+        from errkb.enrich.archive import ERRKB_FIELDS
 
         self.site_url = site_url
         self.fields = [k for k in ERRKB_FIELDS if k != "score"]
@@ -295,7 +295,7 @@ class RecordValues:
     def position(self, match) -> int:
         at = self.index.get(match.record_id)
         if at is None:
-            from errkb.enrich import errkb_object
+            from errkb.enrich.lines import errkb_object
 
             obj = errkb_object(match, self.site_url)
             for k in self.fields:
@@ -318,7 +318,7 @@ def enrich_batch(batch, matcher, site_url: str | None, message_column: str = MES
     (null where nothing matched): the Spark-free core every executor runs.
 
     Like ``errkb enrich --input``: a null message is matched as an empty text, the
-    best match fills the struct with :func:`errkb.enrich.errkb_object`'s values.
+    best match fills the struct with :func:`errkb.enrich.lines.errkb_object`'s values.
     ``values`` carries those values from batch to batch (a worker keeps one)."""
     import pyarrow as pa
 
@@ -449,7 +449,7 @@ def output_schema(df: "DataFrame"):
     then the ``errkb`` struct."""
     from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
-    from errkb.archive import ERRKB_FIELDS
+    from errkb.enrich.archive import ERRKB_FIELDS
 
     errkb = StructType([StructField(k, DoubleType() if k == "score" else StringType(), True) for k in ERRKB_FIELDS])
     fields = [f for f in df.schema.fields if f.name != MESSAGE_COLUMN]
@@ -749,7 +749,7 @@ def _first_line(e: BaseException) -> str:
 
 if __name__ == "__main__":
     # `spark-submit .../errkb/spark.py --input ... --output ...`: spark-submit runs a .py
-    # file, not a console script. The job itself runs from the imported errkb.spark (so
+    # file, not a console script. The job itself runs from the imported errkb.enrich.spark (so
     # executors unpickle its functions by reference), this block only dispatches.
     import sys
 

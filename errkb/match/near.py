@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from errkb.atomic import atomic_write
+from errkb.store.cache import atomic_write
 
 INDEX_FORMAT = 3
 # Below this a record is too far from the text to be worth showing.
@@ -222,12 +222,12 @@ class SimilarIndex:
     def near(self, texts: str | list[str], limit: int = DEFAULT_LIMIT, min_similarity: float = MIN_SIMILARITY) -> list[NearMatch]:
         """The records closest to a text, best first.
 
-        A ``str`` is normalised first (``errkb.normalize.text_messages``: log prefixes,
+        A ``str`` is normalised first (``errkb.match.normalize.text_messages``: log prefixes,
         ANSI, JSON envelopes, the ``ErrorClass:`` of a traceback line); a list is taken
         as the already normalised forms of one message.
         """
         if isinstance(texts, str):
-            from errkb.normalize import text_messages
+            from errkb.match.normalize import text_messages
 
             texts = [m.text for m in text_messages(texts)]
         if not self.items:

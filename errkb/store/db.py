@@ -22,10 +22,16 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from errkb import __version__
-from errkb.records import SourcedRecord, canonical_json, content_hash, iter_files, read_records
-from errkb.resources import data_dir
-from errkb.atomic import atomic_write
 from errkb.errors import signals_held
+from errkb.records.read import (
+    SourcedRecord,
+    canonical_json,
+    content_hash,
+    iter_files,
+    read_records,
+)
+from errkb.resources import data_dir
+from errkb.store.cache import atomic_write
 
 # errkb runs offline and in pipelines: DuckDB must never fetch an extension at run
 # time (json and parquet, which errkb uses, are statically linked).
@@ -356,7 +362,7 @@ class Store:
     def _ingest(self, items, source, progress) -> IngestReport:
         # Imported here: lint pulls in the schema validator and the pattern analyser,
         # which read-only callers (explain's cold start) should not pay for.
-        from errkb.lint import Linter
+        from errkb.records.lint import Linter
 
         con = self.con
         now = dt.datetime.now(dt.timezone.utc)

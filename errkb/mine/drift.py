@@ -27,8 +27,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from errkb.mine import _timestamp, github_url
-from errkb.raise_sites import CONTEXT_LINES, Provenance, RaiseSite, Scan, SourceTree, scan
+from errkb.mine.drafts import _timestamp, github_url
+from errkb.mine.raise_sites import (
+    CONTEXT_LINES,
+    Provenance,
+    RaiseSite,
+    Scan,
+    SourceTree,
+    scan,
+)
 
 # Word similarity (difflib ratio) above which a message at the recorded site counts
 # as a rewording of the record's message rather than a different error.
@@ -399,7 +406,7 @@ def word_diff_text(ops: list[dict]) -> str:
 def _mentions_any(records: list[dict]):
     """A cheap file filter: parse only files that contain one of a record's longer
     words (taken from the literal text of its pattern) or that a record names."""
-    from errkb.patterns import analyze
+    from errkb.match.patterns import analyze
 
     words: set[str] = set()
     named: set[str] = set()
@@ -450,7 +457,7 @@ def _record_path_prefix(records: list[dict], files: set[str]) -> str:
 
 def _fix(store, report: DriftReport, prefix: str, file_text, now: datetime | None) -> dict:
     """Write each moved record with its new location as a new version."""
-    from errkb.records import Origin, SourcedRecord
+    from errkb.records.read import Origin, SourcedRecord
 
     stamp = _timestamp(now)
     items = []
