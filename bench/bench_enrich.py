@@ -305,8 +305,10 @@ def in_process(db: Path, log: Path, re_sample: int) -> dict:
     from errkb.match.matcher import Matcher
     from errkb.store.db import Store
 
+    from errkb.kb import KnowledgeBase
+
     with Store.open(db, read_only=True) as store:
-        matcher = Matcher.from_store(store)
+        matcher = KnowledgeBase.from_store(store).matcher
         records = store.records()
     lines = log.read_bytes().decode("utf-8", "replace").split("\n")[:-1]
     matcher.match_lines(lines[:20000])  # warm: RE2 programs compile on first use

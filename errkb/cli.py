@@ -48,12 +48,9 @@ def open_store(db_path: Path | None, read_only: bool = False):
 
     Commands that only read pass ``read_only=True`` so many can run at once.
     """
-    from errkb.store.db import Store, StoreError
+    from errkb.store.db import Store
 
-    try:
-        return Store.open(db_path, read_only=read_only)
-    except StoreError as e:
-        raise UsageError(str(e)) from e
+    return Store.open(db_path, read_only=read_only)
 
 
 class ErrkbGroup(click.Group):
@@ -111,12 +108,9 @@ def lint(paths, as_json):
     PATHS are files (any form: wrapper, bare record, array, JSON Lines) or folders.
     """
     from errkb.records.lint import has_errors, lint_records
-    from errkb.records.read import InputError, read_records
+    from errkb.records.read import read_records
 
-    try:
-        findings = lint_records(read_records(paths))
-    except InputError as e:
-        raise UsageError(str(e)) from e
+    findings = lint_records(read_records(paths))
     if as_json:
         print_json([f.as_dict() for f in findings])
     else:
@@ -142,17 +136,11 @@ def ingest(paths, db_path, as_json):
     Exit 0 when all were accepted, 1 when some were rejected (they are kept in the
     rejects table: `errkb rejects`), 2 when a path cannot be read.
     """
-    from errkb.records.read import InputError
-    from errkb.store.db import Store, StoreError
+    from errkb.store.db import Store
 
     progress = _ingest_progress if sys.stderr.isatty() else None
-    try:
-        with Store.open(db_path) as store:
-            report = store.ingest(paths, progress=progress)
-    except InputError as e:
-        raise UsageError(str(e)) from e
-    except StoreError as e:
-        raise UsageError(str(e)) from e
+    with Store.open(db_path) as store:
+        report = store.ingest(paths, progress=progress)
     if progress:
         click.echo("\r", err=True, nl=False)
     if as_json:
@@ -211,13 +199,8 @@ def _record_text(record: dict) -> str:
 @json_option
 def show(key, history, db_path, as_json):
     """Show one record by id, slug or OWNER/NAME/SLUG (--json: exactly as ingested)."""
-    from errkb.store.db import StoreError
-
     with open_store(db_path, read_only=True) as store:
-        try:
-            record = store.get(key)
-        except StoreError as e:
-            raise UsageError(str(e)) from e
+        record = store.get(key)
         if record is None:
             raise UsageError(f"no record with id or slug {key!r} (try `errkb list` or `errkb search`)")
         versions = store.history(record["id"]) if history else None
@@ -288,19 +271,14 @@ def verify(keys, all_records, tier, db_path, as_json):
 
     Exit status: 0 all passed or skipped, 1 something failed, errored or timed out, 2 bad input.
     """
-    from errkb.store.db import StoreError
-    from errkb.verify.runs import VerifyError
     from errkb.verify.runs import verify as run_verify
 
     progress = None
     if not as_json and sys.stderr.isatty():
         progress = lambda r: click.echo(_run_line(r.to_dict()), err=True)  # noqa: E731
     with open_store(db_path) as store:
-        try:
-            report = run_verify(store, list(keys), all_records=all_records, tier=tier, progress=progress,
-                                note=lambda line: _echo_err(f"errkb verify: {line}"))
-        except (VerifyError, StoreError) as e:
-            raise UsageError(str(e)) from e
+        report = run_verify(store, list(keys), all_records=all_records, tier=tier, progress=progress,
+                            note=lambda line: _echo_err(f"errkb verify: {line}"))
     if as_json:
         print_json(report.to_dict())
     else:
@@ -318,15 +296,10 @@ def verify(keys, all_records, tier, db_path, as_json):
 @json_option
 def runs(key, db_path, as_json):
     """List stored verification runs, of one record (id or slug) or of all. Exit 1 when there are none."""
-    from errkb.store.db import StoreError
-
     with open_store(db_path, read_only=True) as store:
         record_id = None
         if key:
-            try:
-                record = store.get(key)
-            except StoreError as e:
-                raise UsageError(str(e)) from e
+            record = store.get(key)
             # A run may outlive its record (re-ingested data); an unknown key is still an id.
             record_id = record["id"] if record else key
         found = store.runs(record_id)
@@ -360,14 +333,11 @@ def mine_command(path, package, repo, sha, path_prefix, out, as_json):
     found, templated, skipped and why) goes to stderr, or to stdout with --json
     (then --out is required). Exit 0 when drafts were written, 1 when none.
     """
-    from errkb.mine.drafts import MineError, mine
+    from errkb.mine.drafts import mine
 
     if as_json and out is None:
         raise UsageError("--json prints the report on stdout: give --out FILE for the records")
-    try:
-        result = mine(path, package=package, repo=repo, sha=sha, path_prefix=path_prefix)
-    except MineError as e:
-        raise UsageError(f"errkb mine: {e}") from e
+    result = mine(path, package=package, repo=repo, sha=sha, path_prefix=path_prefix)
     if out is None:
         result.write_jsonl(click.get_text_stream("stdout"))
     else:
@@ -434,13 +404,10 @@ def drift_command(path, repo, sha, fix, db_path, as_json):
     at the recorded site) or gone. Exit 0 when all are the same, 1 when any
     drifted (after --fix: when any is left that --fix could not write).
     """
-    from errkb.mine.drift import DriftError, drift
+    from errkb.mine.drift import drift
 
     with open_store(db_path, read_only=not fix) as store:
-        try:
-            report = drift(store, path, repo, sha=sha, fix=fix)
-        except DriftError as e:
-            raise UsageError(f"errkb drift: {e}") from e
+        report = drift(store, path, repo, sha=sha, fix=fix)
     if as_json:
         print_json(report.as_dict())
     else:
@@ -501,33 +468,25 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
     SIGUSR1; SIGTERM stops after writing every line already read. --json prints the
     counters as JSON.
     """
-    from errkb.enrich.lines import EnrichError, load_matcher, run_filter, store_records
+    from errkb.enrich.lines import run_filter
+    from errkb.kb import KnowledgeBase
 
+    if (archives or output) and not (archives and output):
+        raise UsageError("--input and --output go together (an archive in, an enriched file out)")
+    if archives and files:
+        raise UsageError("give archives with --input, not as arguments, when --output is used")
+    kb = KnowledgeBase.open(db_path)
+    if archives:
+        from errkb.enrich.archive import enrich_archive
+
+        summary = enrich_archive(archives, output, kb.matcher, fields=fields, site_url=site_url,
+                                 only_matched=only_matched, workers=workers, resolve_many=kb.get_many)
+        if not quiet:
+            _echo_err(json.dumps(summary.as_dict()) if as_json else summary.summary())
+        return
     report = _enrich_reporter(as_json)
-    with open_store(db_path, read_only=True) as store:
-        try:
-            matcher = load_matcher(store)
-            if archives or output:
-                from errkb.enrich.archive import ArchiveError, enrich_archive
-
-                if not archives or not output:
-                    raise EnrichError("--input and --output go together (an archive in, an enriched file out)")
-                if files:
-                    raise EnrichError("give archives with --input, not as arguments, when --output is used")
-                try:
-                    summary = enrich_archive(archives, output, matcher, fields=fields, site_url=site_url,
-                                             only_matched=only_matched, workers=workers,
-                                             resolve_many=store_records(store))
-                except ArchiveError as e:
-                    raise EnrichError(str(e)) from e
-                if not quiet:
-                    _echo_err(json.dumps(summary.as_dict()) if as_json else summary.summary())
-                return
-            result = run_filter(matcher, files, fields=fields, site_url=site_url, only_matched=only_matched,
-                                batch=batch, flush_each_line=flush_each_line, report=report,
-                                resolve_many=store_records(store))
-        except EnrichError as e:
-            raise UsageError(str(e)) from e
+    result = run_filter(kb.matcher, files, fields=fields, site_url=site_url, only_matched=only_matched,
+                        batch=batch, flush_each_line=flush_each_line, report=report, resolve_many=kb.get_many)
     if not quiet:
         report(result.counters)
 
@@ -554,13 +513,10 @@ def spark_enrich(input_path, output_path, master, column, input_format, index_pa
 
     Needs `pip install 'errkb[spark]'` and Java 17. Exit 0 when the output is written.
     """
-    from errkb.enrich.spark import SparkEnrichError, run_job
+    from errkb.enrich.spark import run_job
 
-    try:
-        report = run_job(input_path, output_path, master=master, column=column, input_format=input_format,
-                         db=db_path, site_url=site_url, index=index_path, overwrite=overwrite)
-    except SparkEnrichError as e:
-        raise UsageError(str(e)) from e
+    report = run_job(input_path, output_path, master=master, column=column, input_format=input_format,
+                     db=db_path, site_url=site_url, index=index_path, overwrite=overwrite)
     if as_json:
         print_json(report.as_dict())
     else:
@@ -586,16 +542,13 @@ def site_group():
 @json_option
 def site_build(out, check, base_url, workers, db_path, as_json):
     """Build the site from the store into OUT (deterministic: a rebuild is byte-identical)."""
-    from errkb.site.build import SiteError, build_site, check_site
+    from errkb.site.build import build_site, check_site
 
     with open_store(db_path, read_only=True) as store:
-        try:
-            if check:
-                report = check_site(store, out, base_url=base_url, workers=workers)
-            else:
-                report = _build_with_progress(build_site, store, out, base_url, workers)
-        except SiteError as e:
-            raise UsageError(str(e)) from e
+        if check:
+            report = check_site(store, out, base_url=base_url, workers=workers)
+        else:
+            report = _build_with_progress(build_site, store, out, base_url, workers)
     if as_json:
         print_json(report.as_dict())
     else:
@@ -642,14 +595,10 @@ def snippets(ids, out, db_path, as_json):
 
     Each snippet exits 0 when the fix validates, 1 when it fails, 2 when it cannot run.
     """
-    from errkb.site.snippets import SnippetError, write_snippets
-    from errkb.store.db import StoreError
+    from errkb.site.snippets import write_snippets
 
     with open_store(db_path, read_only=True) as store:
-        try:
-            report = write_snippets(store, out, ids)
-        except (SnippetError, StoreError) as e:
-            raise UsageError(str(e)) from e
+        report = write_snippets(store, out, ids)
     if as_json:
         print_json(report.as_dict())
         return
@@ -675,16 +624,13 @@ def query(archives, since, until, time_column, by, sql, as_json):
     ARCHIVES are files written by `errkb enrich --input ... --output ...` (globs
     allowed). Exit 1 when no known error is found.
     """
-    from errkb.enrich.archive import ArchiveError, known_errors, run_sql
+    from errkb.enrich.archive import known_errors, run_sql
 
-    try:
-        if sql:
-            names, rows = run_sql(archives, sql)
-            data = [dict(zip(names, r)) for r in rows]
-        else:
-            data = known_errors(archives, since=since, until=until, time_column=time_column, by=by)
-    except ArchiveError as e:
-        raise UsageError(str(e)) from e
+    if sql:
+        names, rows = run_sql(archives, sql)
+        data = [dict(zip(names, r)) for r in rows]
+    else:
+        data = known_errors(archives, since=since, until=until, time_column=time_column, by=by)
     if as_json:
         print_json(data)
     elif sql:
@@ -722,12 +668,7 @@ def explain(text, file_path, show_all, db_path, as_json):
     import os
     import shutil
 
-    from errkb.explain.explainer import (
-        EmptyInput,
-        ExplainError,
-        explain_source,
-        render_text,
-    )
+    from errkb.explain.explainer import EmptyInput, explain_source, render_text
 
     if file_path is not None and text not in (None, "-"):
         raise UsageError("give the text as TEXT or with --file PATH, not both")
@@ -744,8 +685,6 @@ def explain(text, file_path, show_all, db_path, as_json):
             result = explain_source(db_path, text, all_matches=show_all)
     except EmptyInput as e:
         raise UsageError(f"{where}: {e}") from e
-    except ExplainError as e:  # a store problem: the message names the store file
-        raise UsageError(str(e)) from e
     except OSError as e:
         raise UsageError(f"{where}: cannot read: {e.strerror or e}") from e
     if as_json:
@@ -775,14 +714,13 @@ def search(words, limit, db_path, as_json):
     For when you have words, not a log line (that is `errkb explain`). Exit 1 when
     no record holds any of the words.
     """
-    from errkb.match.search import search as run_search
+    from errkb.kb import KnowledgeBase
     from errkb.match.search import tokens
 
     query = " ".join(words)
     if not tokens(query):
         raise UsageError(f"search: no searchable words in {query!r} (common words like 'the' are ignored)")
-    with open_store(db_path, read_only=True) as store:
-        hits = run_search(store, query, limit=limit)
+    hits = KnowledgeBase.open(db_path).search(query, limit=limit)
     if as_json:
         print_json([h.as_dict() for h in hits])
     else:

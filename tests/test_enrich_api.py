@@ -10,6 +10,7 @@ import pytest
 
 from errkb.enrich.lines import enrich_records
 from errkb.match.matcher import Matcher
+from errkb.kb import KnowledgeBase
 from errkb.store.db import Store
 from tests.conftest import SEED_ID, SEED_MESSAGE
 from tests.test_enrich import SEED_SLUG, SEED_SOLUTION, build_store, seed_records
@@ -87,7 +88,7 @@ def test_non_dict_items_pass_through(matcher):
 def test_with_the_matcher_of_a_store(tmp_path):
     db = build_store(tmp_path / "s.duckdb")
     with Store.open(db, read_only=True) as store:
-        matcher = Matcher.from_store(store)
+        matcher = KnowledgeBase.from_store(store).matcher
         (out,) = enrich_records([{"message": f"ValueError: {SEED_MESSAGE}"}], matcher)
     assert out["errkb"]["solution"] == SEED_SOLUTION
     assert json.loads(json.dumps(out)) == out  # plain JSON-able dicts
@@ -102,15 +103,12 @@ def test_store_get_many_resolves_a_batch_of_ids(tmp_path):
         assert store.get_many([]) == {}
 
 
-def test_store_records_reads_what_errkb_objects_need_in_one_scan(tmp_path):
-    from errkb.enrich.lines import store_records
-
+def test_knowledge_base_resolves_what_errkb_objects_need(tmp_path):
     records = seed_records()
     db = build_store(tmp_path / "f.duckdb", records)
     with Store.open(db, read_only=True) as store:
         fields = store.record_fields("$.slug", "$.solutions[0]")
         assert fields[records[1]["id"]] == (records[1]["slug"], records[1]["solutions"][0])
-        resolve = store_records(store)
-        got = resolve([records[0]["id"], "0000000000000000"])
-    assert got == {records[0]["id"]: {"slug": records[0]["slug"], "repo": "vllm-project/vllm", "errorClass": "ValueError",
-                                      "severity": "error", "solutions": [SEED_SOLUTION]}}
+    got = KnowledgeBase.open(db).get_many([records[0]["id"], "0000000000000000"])
+    assert got == {records[0]["id"]: records[0]}
+    assert got[records[0]["id"]]["solutions"][0] == SEED_SOLUTION

@@ -335,29 +335,30 @@ def test_draft_record_shows_where_it_is_raised_and_says_it_is_a_draft(tmp_path, 
 
 
 def test_unwritable_cache_still_answers(tmp_path, monkeypatch):
-    """When the bundle cannot be written next to the store, the call is served from memory."""
-    import errkb.explain.explainer as ex
+    """When the knowledge base cannot be written next to the store, the call is served from memory."""
+    from errkb.store.cache import KeyedFolder
 
     db = tmp_path / "s.duckdb"
     with Store.open(db) as store:
         store.ingest([REPO / "data"])
-    monkeypatch.setattr(ex, "_write_bundle", lambda *a, **k: None)
+    monkeypatch.setattr(KeyedFolder, "put", lambda *a, **k: None)
     r = run(["--json", SEED_MESSAGE], db)
     assert r.exit_code == 0
     assert json.loads(r.output)["matches"][0]["record"]["id"] == SEED_ID
     r = run(["--json", SEED_MESSAGE.replace("trtllm", "nccl")], db)
     assert r.exit_code == 1
     assert json.loads(r.output)["nearMatches"][0]["id"] == SEED_ID
-    assert not list((tmp_path / "s.duckdb.cache").glob("explain-v*"))
+    assert not list((tmp_path / "s.duckdb.cache").glob("kb-v*"))
 
 
-def test_explain_bundle_shares_the_matcher_index_file_instead_of_copying_it(tmp_path):
+def test_the_store_has_one_compiled_matcher_index_on_disk(tmp_path):
     db = tmp_path / "s.duckdb"
     with Store.open(db) as store:
         store.ingest([REPO / "data"])
     r = CliRunner().invoke(cli, ["explain", "--db", str(db), SEED_MESSAGE])
     assert r.exit_code == 0
     cache = Path(str(db) + ".cache")
-    (own,) = list(cache.glob("matcher-*.idx"))
-    (bundled,) = list(cache.glob("explain-*/matcher.idx"))
-    assert os.path.samefile(own, bundled)
+    r = CliRunner().invoke(cli, ["search", "--db", str(db), "allreduce"])
+    assert r.exit_code == 0
+    (index,) = [p for p in cache.rglob("*.idx") if p.name == "matcher.idx"]
+    assert index.parent.name.startswith("kb-v")

@@ -244,9 +244,10 @@ def test_fast_log_path_agrees_with_iter_messages(db, monkeypatch):
     from hypothesis import strategies as st
 
     import errkb.explain.explainer as ex
+    from errkb.kb import KnowledgeBase
     from errkb.match.normalize import iter_messages
 
-    bundle = ex.KnowledgeBundle.open(db)
+    bundle = KnowledgeBase.open(db)
     drifted = SEED_MESSAGE.replace("trtllm", "nccl")
     vocab = NOISE + [
         f"ValueError: {SEED_MESSAGE}", f"[rank0]: ValueError: {SEED_MESSAGE}", "Please use 'mnnvl' backend instead.",

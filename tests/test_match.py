@@ -182,14 +182,16 @@ def test_save_and_load_roundtrip(tmp_path, seed):
         Matcher.load(path)
 
 
-def test_from_store_builds_once_then_loads_from_the_cache(db_path):
+def test_knowledge_base_builds_once_then_loads_from_the_cache(db_path):
+    from errkb.kb import KnowledgeBase
+
     store = Store.open(db_path)
     store.ingest([SEED_FILE])
-    built = Matcher.from_store(store)
+    built = KnowledgeBase.from_store(store).matcher
     assert built.build_seconds is not None
-    cached = list(store.cache_dir.glob("matcher-*.idx"))
-    assert len(cached) == 1 and store.dataset_hash() in cached[0].name
-    loaded = Matcher.from_store(store)
+    cached = list(store.cache_dir.glob("kb-v*/matcher.idx"))
+    assert len(cached) == 1 and store.dataset_hash() in cached[0].parent.name
+    loaded = KnowledgeBase.from_store(store).matcher
     assert loaded.build_seconds is None  # came from the cache file, nothing compiled
     [found] = loaded.match(SEED_FORMS["vllm-prefix"])
     assert found.record_id == SEED_ID and found.record["slug"] == "flashinfer-allreduce-quantization-fusion-is-not-su"
@@ -204,11 +206,9 @@ def test_full_db_confirm_stage_agrees_and_is_cached(db_path, seed):
     m.build_full_db()
     assert m.full_db and m.stats()["full_db_patterns"] == 3
     assert [[x.record_id for x in r] for r in m.match_lines(lines)] == before == [[SEED_ID], ["other"], ["anch"], [], []]
-    store = Store.open(db_path)
-    store.ingest([SEED_FILE])
-    Matcher.from_store(store, full_db=True)
-    assert Matcher.from_store(store).full_db  # the cached index carries the compiled stage
-    store.close()
+    path = db_path.with_name("full.idx")
+    m.save(path)
+    assert Matcher.load(path).full_db  # a saved index carries the compiled stage
 
 
 def test_unknown_engine_is_a_clear_error():

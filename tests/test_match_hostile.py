@@ -124,7 +124,9 @@ def test_pattern_that_became_invalid_in_the_store_is_skipped(db_path, seed_recor
     force_stored_record(store.con, bad, like_id=seed_record["id"])
     [stored] = store.records()
     assert stored["messagePattern"].endswith("(?P<x>unterminated 'mnnvl' backend instead\\.")
-    m = Matcher.from_store(store)
+    from errkb.kb import KnowledgeBase
+
+    m = KnowledgeBase.from_store(store).matcher
     store.close()
     assert [s["id"] for s in m.skipped] == [seed_record["id"]]
     assert m.skipped[0]["reason"].startswith("does not compile: ")

@@ -86,7 +86,7 @@ def test_index_is_cached_and_follows_the_store(tmp_path, seed_record):
     with Store.open(path) as store:
         store.ingest([REPO / "data"])
     assert search(path, "zebrafish").exit_code == 1
-    cached = list((tmp_path / "s.duckdb.cache").glob("search-v2-*.idx"))
+    cached = list((tmp_path / "s.duckdb.cache").glob("kb-v*/search.idx"))
     assert len(cached) == 1
     rec = copy.deepcopy(seed_record)
     rec.update(id="00000000000000aa", slug="zebrafish-record", documentation="Only zebrafish trigger this.")
@@ -94,7 +94,8 @@ def test_index_is_cached_and_follows_the_store(tmp_path, seed_record):
         assert store.ingest([write_jsonl(tmp_path / "z.jsonl", [rec])]).new == 1
     hits = json.loads(search(path, "--json", "zebrafish").stdout)
     assert [h["id"] for h in hits] == ["00000000000000aa"]
-    assert list((tmp_path / "s.duckdb.cache").glob("search-v2-*.idx")) != cached  # old index replaced
+    now = list((tmp_path / "s.duckdb.cache").glob("kb-v*/search.idx"))
+    assert len(now) == 1 and now != cached  # old index replaced
 
 
 def test_save_load_roundtrip(tmp_path):
@@ -115,7 +116,7 @@ def test_damaged_cache_is_rebuilt(tmp_path):
     with Store.open(path) as store:
         store.ingest([REPO / "data"])
     first = json.loads(search(path, "--json", "allreduce").stdout)
-    (cached,) = (tmp_path / "s.duckdb.cache").glob("search-v2-*.idx")
+    (cached,) = (tmp_path / "s.duckdb.cache").glob("kb-v*/search.idx")
     cached.write_bytes(cached.read_bytes()[:-7])
     with pytest.raises(ValueError, match="damaged search index"):
         SearchIndex.load(cached)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from errkb.enrich.lines import errkb_object
+from errkb.errors import ErrkbError
 
 BATCH_ROWS = 65536
 MESSAGE_COLUMN = "__errkb_message"
@@ -51,7 +52,7 @@ _OUTPUT_FORMATS = {
 }
 
 
-class ArchiveError(Exception):
+class ArchiveError(ErrkbError):
     """Bad archive input or usage; the message is one line naming file and reason."""
 
 
@@ -305,8 +306,8 @@ def enrich_archive(
     Rows keep every column and their order; an ``errkb`` struct column (null when
     the row matched nothing) is added, replacing one the input already had.
     ``resolve_many(ids) -> {id: record}`` supplies matched records' solutions and
-    slugs in bulk (``Store.get_many``); without it, the matcher's own per-record
-    look-up is used.
+    slugs in bulk (``KnowledgeBase.get_many``); without it, the matcher's own
+    per-record look-up (``Matcher.record``) is used.
     """
     _require_pyarrow()
     import duckdb
@@ -348,9 +349,7 @@ def enrich_archive(
         raise ArchiveError(f"{', '.join(inputs)}: {_duck_error(e)}") from e
     in_schema = reader.schema
     out_schema = in_schema.remove(in_schema.get_field_index(MESSAGE_COLUMN)).append(pa.field("errkb", errkb_struct_type()))
-    # Match has no public record look-up by id; the matcher's resolver is what
-    # Match.record itself uses.
-    records = _RecordColumns(resolve_many, getattr(matcher, "_resolve", None), site_url)
+    records = _RecordColumns(resolve_many, matcher.record, site_url)
     failure: list[BaseException] = []
 
     def enriched(batch, rows, ids, scores):

@@ -42,6 +42,7 @@ from itertools import compress
 from operator import methodcaller
 from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
+from errkb.errors import ErrkbError
 from errkb.records.urls import fix_page_path, fix_page_url
 
 DEFAULT_FIELDS = ("message",)
@@ -96,7 +97,7 @@ def _reject_constant(name: str):
 _decode_json = json.JSONDecoder(parse_constant=_reject_constant).decode
 
 
-class EnrichError(Exception):
+class EnrichError(ErrkbError):
     """Bad usage or input of ``errkb enrich``; the message is one line for the user."""
 
 
@@ -679,40 +680,6 @@ def enrich_records(
 
 
 # -- the command's entry point -------------------------------------------------------
-
-
-_RECORD_FIELDS = ("slug", "repo", "errorClass", "severity")
-
-
-def store_records(store: Any) -> Callable[[list[str]], dict[str, dict]]:
-    """A ``resolve_many`` over a store, holding what an ``errkb`` object needs of a record
-    (slug, repo, class, severity, first solution). The first call reads it for every
-    record in one scan; later calls are dict look-ups. (Fetching each batch's new
-    records instead costs a scan per batch, and a pipe delivers small batches.)"""
-    table: dict[str, dict] | None = None
-
-    def resolve_many(ids: list[str]) -> dict[str, dict]:
-        nonlocal table
-        if table is None:
-            paths = [f"$.{k}" for k in _RECORD_FIELDS] + ["$.solutions[0]"]
-            table = {}
-            for rid, values in store.record_fields(*paths).items():
-                record = dict(zip(_RECORD_FIELDS, values[:-1]))
-                record["solutions"] = [values[-1]] if values[-1] is not None else []
-                table[rid] = record
-        return {rid: table[rid] for rid in ids if rid in table}
-
-    return resolve_many
-
-
-def load_matcher(store: Any):
-    """The store's compiled matcher (cached on disk by dataset hash)."""
-    from errkb.match.matcher import Matcher, MatcherError
-
-    try:
-        return Matcher.from_store(store)
-    except MatcherError as e:
-        raise EnrichError(str(e)) from e
 
 
 def _open_inputs(files: Sequence[str], stdin: IO) -> Iterator[Any]:

@@ -38,6 +38,10 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from errkb.errors import ErrkbError
+from errkb.store.cache import atomic_write
+from errkb.store.db import cache_root
+
 if TYPE_CHECKING:  # pyspark is an optional extra: `pip install 'errkb[spark]'`
     from pyspark.sql import DataFrame, SparkSession
 
@@ -56,7 +60,7 @@ MESSAGE_COLUMN = "__errkb_message"
 _SHIPPED_KEYS = ("id", "slug", "repo", "errorClass", "severity", "messagePattern", "filePath")
 
 
-class SparkEnrichError(Exception):
+class SparkEnrichError(ErrkbError):
     """Bad input or setup for a Spark enrichment; the message is one line for the user."""
 
 
@@ -109,27 +113,28 @@ def shipped_record(record: dict) -> dict:
 def build_index(db: str | os.PathLike | None = None, folder: str | os.PathLike | None = None) -> IndexFile:
     """Compile the store's records into an index file for executors, once per dataset version.
 
-    The file lands in ``folder`` (default: the store's cache folder) as
+    The file lands in ``folder`` (default: the store's knowledge-base cache) as
     ``errkb-index-<sha256>.idx``; a later call for the same dataset finds it again.
+    Executors have no store, so this index carries the few record fields an ``errkb``
+    column needs (``shipped_record``).
     """
+    from errkb.kb import KnowledgeBase
     from errkb.match.matcher import INDEX_FORMAT, Matcher, MatcherError
-    from errkb.store.db import Store
 
-    with Store.open(db, read_only=db is not None) as store:
-        dataset_hash = store.dataset_hash()
-        dataset_version = store.dataset_version()
-        out_dir = Path(folder) if folder is not None else store.cache_dir
-        out_dir.mkdir(parents=True, exist_ok=True)
-        # The pointer maps a dataset hash (and the index format, which changes with
-        # errkb) to the content-named file compiled from it.
-        pointer = out_dir / f"spark-index-v{INDEX_FORMAT}-{dataset_hash}.txt"
-        if pointer.is_file():
-            known = out_dir / pointer.read_text(encoding="utf-8").strip()
-            if known.is_file():
-                sha = _file_sha256(known)
-                if known.name == _content_named(sha):
-                    return IndexFile(known, sha, dataset_hash, dataset_version)
-        records = [shipped_record(r) for r in store.records()]
+    kb = KnowledgeBase.open(db)
+    dataset_hash = kb.dataset_hash
+    out_dir = Path(folder) if folder is not None else kb.folder.path if kb.folder is not None else cache_root() / "spark"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # The pointer maps a dataset hash (and the index format, which changes with
+    # errkb) to the content-named file compiled from it.
+    pointer = out_dir / f"spark-index-v{INDEX_FORMAT}-{dataset_hash}.txt"
+    if pointer.is_file():
+        known = out_dir / pointer.read_text(encoding="utf-8").strip()
+        if known.is_file():
+            sha = _file_sha256(known)
+            if known.name == _content_named(sha):
+                return IndexFile(known, sha, dataset_hash, _dataset_version(kb))
+    records = [shipped_record(r) for r in kb.records()]
     if not records:
         raise SparkEnrichError(f"{db or 'the default store'}: no records to match against (ingest some with `errkb ingest`)")
     try:
@@ -147,8 +152,17 @@ def build_index(db: str | os.PathLike | None = None, folder: str | os.PathLike |
         os.replace(tmp_path, final)
     finally:
         tmp_path.unlink(missing_ok=True)
-    pointer.write_text(final.name + "\n", encoding="utf-8")
-    return IndexFile(final, sha, dataset_hash, dataset_version)
+    with atomic_write(pointer, "w", encoding="utf-8") as f:
+        f.write(final.name + "\n")
+    return IndexFile(final, sha, dataset_hash, _dataset_version(kb))
+
+
+def _dataset_version(kb) -> str | None:
+    """The newest datasetVersion among the store's records (what the store reports)."""
+    from errkb.store.db import Store
+
+    with Store.open(kb.db_path, read_only=True) as store:
+        return store.dataset_version()
 
 
 def index_file(path: str | os.PathLike) -> IndexFile:
@@ -164,8 +178,6 @@ def index_file(path: str | os.PathLike) -> IndexFile:
         # Spark registers shipped files by name; a content name means two different
         # indexes can never collide in one session. The copy lives in errkb's cache,
         # where the next job with the same index finds it.
-        from errkb.store.db import cache_root
-
         target = cache_root() / "spark" / wanted
         if not target.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)

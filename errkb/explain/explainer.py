@@ -7,26 +7,21 @@ a log, read as a stream in bounded memory, and every distinct known error is rep
 with its count and its first and last line. When nothing matches, the closest records
 are offered as near matches (``errkb.match.near``), never as matches.
 
-A CLI call must answer fast from a cold start, so what it needs is kept as a
-*bundle* next to the store, keyed by the dataset hash: the compiled matcher index,
-the records (one JSON line each, read by offset) and the near-match index. While the
-store file is unchanged since the bundle was checked, a call loads the bundle without
-opening DuckDB at all.
+Records, the matcher and near matches come from the store's
+:class:`errkb.kb.KnowledgeBase`, which a cold CLI call loads without opening DuckDB.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO, Iterator
 
-from errkb.store.cache import atomic_write
+from errkb.errors import ErrkbError
+from errkb.kb import KnowledgeBase
 
-BUNDLE_FORMAT = 1
 # A short input is matched as one text: at most this many lines and bytes.
 TEXT_MAX_LINES = 50
 TEXT_MAX_BYTES = 1 << 20
@@ -47,8 +42,8 @@ LOG_BATCH_BYTES = 4 << 20
 LOG_EXPLAINED = 5
 
 
-class ExplainError(Exception):
-    """Input or store problem; the message is one line naming the file, position and reason."""
+class ExplainError(ErrkbError):
+    """Input problem; the message is one line naming the file, position and reason."""
 
 
 class EmptyInput(ExplainError):
@@ -120,257 +115,6 @@ def _finish_line(head: bytearray, tail: bytes, long: bool, number: int, stats: I
     if len(stats.long_lines) < 10:
         stats.long_lines.append(number)
     return bytes(head) + " … ".encode() + tail
-
-
-# -- the bundle: what a CLI call loads -------------------------------------------------
-
-
-class RecordFile:
-    """Records as JSON lines, looked up by id through an offset table (no DuckDB)."""
-
-    def __init__(self, folder: Path) -> None:
-        self.offsets: dict[str, list[int]] = json.loads((folder / "records.offsets.json").read_text(encoding="utf-8"))
-        # Opened now: the bundle may be replaced later and the handle keeps this one.
-        self._fh = open(folder / "records.jsonl", "rb")
-
-    def get(self, record_id: str) -> dict | None:
-        where = self.offsets.get(record_id)
-        if where is None:
-            return None
-        self._fh.seek(where[0])
-        return json.loads(self._fh.read(where[1]))
-
-    def all(self) -> Iterator[dict]:
-        self._fh.seek(0)
-        for line in self._fh:
-            if line.strip():
-                yield json.loads(line)
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    @staticmethod
-    def write(folder: Path, records: Iterable[dict]) -> int:
-        offsets: dict[str, list[int]] = {}
-        pos = 0
-        with open(folder / "records.jsonl", "wb") as f:
-            for r in records:
-                data = json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-                offsets[str(r.get("id"))] = [pos, len(data)]
-                f.write(data + b"\n")
-                pos += len(data) + 1
-        (folder / "records.offsets.json").write_text(json.dumps(offsets), encoding="utf-8")
-        return len(offsets)
-
-
-class RecordMap:
-    """Records held in memory: what a call serves from when the cache cannot be written."""
-
-    def __init__(self, records: Iterable[dict]) -> None:
-        self._by_id = {str(r.get("id")): r for r in records}
-
-    def get(self, record_id: str) -> dict | None:
-        return self._by_id.get(record_id)
-
-    def all(self) -> Iterator[dict]:
-        return iter(self._by_id.values())
-
-    def __len__(self) -> int:
-        return len(self._by_id)
-
-
-class KnowledgeBundle:
-    """The compiled matcher, the records and the near-match index of one dataset version.
-
-    ``folder`` is None for a bundle served from memory (an unwritable cache folder).
-    """
-
-    def __init__(self, folder: Path | None, matcher, records: RecordFile | RecordMap, dataset_hash: str) -> None:
-        self.folder = folder
-        self.matcher = matcher
-        self.records = records
-        self.dataset_hash = dataset_hash
-        self._similar = None
-
-    @property
-    def skipped(self) -> list[dict]:
-        """Records the matcher cannot run (a pattern that stopped compiling, ...)."""
-        return list(self.matcher.skipped)
-
-    def similar(self):
-        from errkb.match.near import SimilarIndex
-
-        if self._similar is None and self.folder is None:
-            self._similar = SimilarIndex.from_records(self.records.all())
-        if self._similar is None:
-            path = self.folder / "similar.json"
-            try:
-                self._similar = SimilarIndex.load(path)
-            except (ValueError, KeyError, TypeError):
-                self._similar = SimilarIndex.from_records(self.records.all())
-                try:
-                    self._similar.save(path)
-                except OSError:
-                    pass  # a read-only cache costs speed, not correctness
-        return self._similar
-
-    # -- opening -----------------------------------------------------------------
-    @classmethod
-    def open(cls, db_path: str | os.PathLike | None = None) -> "KnowledgeBundle":
-        """The bundle of the store at ``db_path`` (``$ERRKB_DB``, else the bundled-data cache).
-
-        Opens DuckDB only when the store changed since its bundle was last checked.
-        """
-        from errkb.store.db import StoreError, ensure_bundled_store, resolve_db_path
-
-        db, is_cache = resolve_db_path(db_path)
-        try:
-            if is_cache:
-                ensure_bundled_store(db)
-            elif not db.exists():
-                raise ExplainError(f"{db}: no such store (create it with `errkb ingest --db {db} PATH`)")
-        except StoreError as e:
-            raise ExplainError(str(e)) from e
-        cache = db.with_name(db.name + ".cache")
-        fresh = _fresh_hash(db, cache)
-        if fresh is not None:
-            bundle = cls._load(cache / _bundle_name(fresh), fresh)
-            if bundle is not None:
-                return bundle
-        return cls._check_and_build(db, cache)
-
-    @classmethod
-    def _load(cls, folder: Path, dataset_hash: str) -> "KnowledgeBundle | None":
-        from errkb.match.matcher import Matcher, MatcherError
-
-        if not (folder / "complete").is_file():
-            return None
-        try:
-            matcher = Matcher.load(folder / "matcher.idx")
-            records = RecordFile(folder)
-        except (MatcherError, OSError, ValueError):
-            return None
-        return cls(folder, matcher, records, dataset_hash)
-
-    @classmethod
-    def _check_and_build(cls, db: Path, cache: Path) -> "KnowledgeBundle":
-        from errkb.match.matcher import Matcher, MatcherError
-        from errkb.store.db import Store, StoreError
-
-        try:
-            with Store.open(db, read_only=True) as store:
-                dataset_hash = store.dataset_hash()
-                folder = cache / _bundle_name(dataset_hash)
-                bundle = cls._load(folder, dataset_hash)
-                if bundle is None:
-                    import shutil
-
-                    shutil.rmtree(folder, ignore_errors=True)  # unreadable or incomplete: rebuild
-                    records = store.records()
-                    matcher = Matcher.from_store(store)
-                    _write_bundle(cache, folder, matcher, records)
-        except StoreError as e:
-            raise ExplainError(str(e)) from e
-        except MatcherError as e:
-            raise ExplainError(f"{db}: cannot build the matcher index: {e}") from e
-        _mark_fresh(db, cache, dataset_hash)
-        if bundle is None:
-            bundle = cls._load(folder, dataset_hash)
-            if bundle is None:  # an unwritable cache folder: slower, still right
-                bundle = cls(None, matcher, RecordMap(records), dataset_hash)
-        return bundle
-
-
-def _bundle_name(dataset_hash: str) -> str:
-    # The matcher's index format is part of the name: an errkb upgrade that changes it
-    # must not find an old, unloadable index.
-    from errkb.match.matcher import INDEX_FORMAT
-
-    return f"explain-v{BUNDLE_FORMAT}-m{INDEX_FORMAT}-{dataset_hash}"
-
-
-def _db_signature(db: Path) -> list | None:
-    from errkb.store.db import LAYOUT_VERSION
-
-    try:
-        st = db.stat()
-    except OSError:
-        return None
-    # A write-ahead log means a writer is (or was) at work: the file alone says nothing.
-    if db.with_name(db.name + ".wal").exists():
-        return None
-    # The layout this errkb reads: after an upgrade the store is checked again (and
-    # refused if it is of another layout) rather than served from an old bundle.
-    return [str(db.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, LAYOUT_VERSION]
-
-
-def _fresh_hash(db: Path, cache: Path) -> str | None:
-    """The dataset hash recorded when the store was last checked, if it is unchanged since."""
-    signature = _db_signature(db)
-    if signature is None:
-        return None
-    try:
-        marker = json.loads((cache / "explain-fresh.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(marker, dict) or marker.get("db") != signature:
-        return None
-    value = marker.get("dataset_hash")
-    return value if isinstance(value, str) else None
-
-
-def _mark_fresh(db: Path, cache: Path, dataset_hash: str) -> None:
-    signature = _db_signature(db)
-    if signature is None:
-        return
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        with atomic_write(cache / "explain-fresh.json", "w", encoding="utf-8") as f:
-            json.dump({"db": signature, "dataset_hash": dataset_hash}, f)
-    except OSError:
-        pass  # the next call checks the store again
-
-
-def _link_or_save(matcher, target: Path) -> None:
-    """The matcher's own cache file, hard-linked (one copy on disk, and the link keeps
-    this version's bytes even when the matcher's cache moves on); written when it
-    cannot be linked."""
-    source = getattr(matcher, "cache_path", None)
-    if source is not None:
-        try:
-            os.link(source, target)
-            return
-        except OSError:
-            pass
-    matcher.save(target, include_records=False)
-
-
-def _write_bundle(cache: Path, folder: Path, matcher, records: list[dict]) -> None:
-    """Write a bundle into a temporary folder and rename it into place (atomic)."""
-    import shutil
-    import tempfile
-
-    from errkb.match.near import SimilarIndex
-
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".explain-build-"))
-    except OSError:
-        return
-    try:
-        _link_or_save(matcher, tmp / "matcher.idx")
-        RecordFile.write(tmp, records)
-        SimilarIndex.from_records(records).save(tmp / "similar.json")
-        (tmp / "complete").write_text(json.dumps({"records": len(records)}), encoding="utf-8")
-        try:
-            os.rename(tmp, folder)
-        except OSError:
-            pass  # another process put the same bundle in place first
-        for old in cache.glob("explain-v*-*"):
-            if old != folder:
-                shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # -- explaining ------------------------------------------------------------------------
@@ -454,7 +198,7 @@ class Explanation:
         }
 
 
-def explain(bundle: KnowledgeBundle, source: str | BinaryIO, all_matches: bool = False) -> Explanation:
+def explain(kb: KnowledgeBase, source: str | BinaryIO, all_matches: bool = False) -> Explanation:
     """Explain a text (``str``) or a stream of bytes (stdin, a file).
 
     Raises :class:`ExplainError` for an input with nothing in it.
@@ -474,10 +218,10 @@ def explain(bundle: KnowledgeBundle, source: str | BinaryIO, all_matches: bool =
         raise EmptyInput("empty input: nothing to explain")
     notes: list[str] = []
     if short:
-        result = _explain_short(bundle, head, all_matches)
+        result = _explain_short(kb, head, all_matches)
         n_lines = len(head)
     else:
-        result = _explain_log(bundle, itertools.chain(head, lines), all_matches)
+        result = _explain_log(kb, itertools.chain(head, lines), all_matches)
         n_lines = stats.lines if counted else result.lines
     result.lines = n_lines
     if stats.binary:
@@ -493,8 +237,8 @@ def explain(bundle: KnowledgeBundle, source: str | BinaryIO, all_matches: bool =
 
 
 def explain_source(db_path: str | os.PathLike | None, source: str | BinaryIO, all_matches: bool = False) -> Explanation:
-    """Open the store's bundle (see :class:`KnowledgeBundle`) and explain ``source``."""
-    return explain(KnowledgeBundle.open(db_path), source, all_matches=all_matches)
+    """Open the store's knowledge base and explain ``source``."""
+    return explain(KnowledgeBase.open(db_path), source, all_matches=all_matches)
 
 
 def _decode(line: bytes | str) -> str:
@@ -503,7 +247,7 @@ def _decode(line: bytes | str) -> str:
     return to_text(line)
 
 
-def _explain_short(bundle: KnowledgeBundle, head: list, all_matches: bool) -> Explanation:
+def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanation:
     from errkb.match.normalize import iter_messages, text_messages
 
     lines = [_decode(line).rstrip("\r") for line in head]
@@ -512,23 +256,23 @@ def _explain_short(bundle: KnowledgeBundle, head: list, all_matches: bool) -> Ex
     if len(messages) > 1:
         # Several messages: a short log. Count them as a log would; if none matches
         # alone, the lines may be one message wrapped, so try the whole text too.
-        logged = _explain_log(bundle, iter(lines), all_matches)
+        logged = _explain_log(kb, iter(lines), all_matches)
         if logged.found:
             return logged
-    found = [Found.from_match(m, bundle.records.get(m.record_id)) for m in bundle.matcher.match(text)]
+    found = [Found.from_match(m, kb.get(m.record_id)) for m in kb.matcher.match(text)]
     near = []
     if not found:
-        near = _near(bundle, [m.text for m in text_messages(text)])
-    return Explanation("text", found, near, len(lines), bundle.skipped, [], bundle.dataset_hash)
+        near = _near(kb, [m.text for m in text_messages(text)])
+    return Explanation("text", found, near, len(lines), kb.skipped, [], kb.dataset_hash)
 
 
-def _explain_log(bundle: KnowledgeBundle, lines: Iterator, all_matches: bool) -> Explanation:
+def _explain_log(kb: KnowledgeBase, lines: Iterator, all_matches: bool) -> Explanation:
     """Every distinct known error of a log with its count and first/last line (streamed)."""
     firsts: dict[str, object] = {}  # record id -> its first Match
     counts: dict[str, Occurrences] = {}
     unmatched: dict[str, list[str]] = {}  # a few error-looking messages, for near matches
     last_line = 0
-    for message, matches in _match_log(bundle.matcher, lines):
+    for message, matches in _match_log(kb.matcher, lines):
         last_line = message.last_line
         if not matches:
             if len(unmatched) < NEAR_CANDIDATES_FROM_LOG:
@@ -544,13 +288,13 @@ def _explain_log(bundle: KnowledgeBundle, lines: Iterator, all_matches: bool) ->
                 occ.last_line = message.last_line
     found = []
     for record_id in sorted(counts, key=lambda rid: (counts[rid].first_line, -firsts[rid].score)):
-        f = Found.from_match(firsts[record_id], bundle.records.get(record_id))
+        f = Found.from_match(firsts[record_id], kb.get(record_id))
         f.occurrences = counts[record_id]
         found.append(f)
     near = []
     if not found and unmatched:
-        near = _near(bundle, [t for forms in unmatched.values() for t in forms])
-    return Explanation("log", found, near, last_line, bundle.skipped, [], bundle.dataset_hash)
+        near = _near(kb, [t for forms in unmatched.values() for t in forms])
+    return Explanation("log", found, near, last_line, kb.skipped, [], kb.dataset_hash)
 
 
 def _keep_unmatched(message, unmatched: dict[str, list[str]]) -> None:
@@ -637,11 +381,8 @@ def _match_batch(matcher, messages: list) -> Iterator[tuple]:
         yield message, (matches if matches is not None else matcher.match_message(message))
 
 
-def _near(bundle: KnowledgeBundle, texts: list[str]) -> list:
-    near = bundle.similar().near(texts)
-    for n in near:
-        n.record = bundle.records.get(n.record_id)
-    return near
+def _near(kb: KnowledgeBase, texts: list[str]) -> list:
+    return kb.near(texts)
 
 
 # -- rendering ------------------------------------------------------------------------

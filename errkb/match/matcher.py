@@ -18,9 +18,8 @@ How a text is matched:
 4. **Rank**: the text's error class equals the record's ``errorClass``, the pattern's
    specificity, repo hints in the text (``site-packages/vllm/``, ``vllm/x.py``).
 
-The compiled index is cached under ``store.cache_dir`` keyed by the dataset hash. The
-cache file is our own plain format (a JSON header and Hyperscan's serialised
-database), never a pickle.
+The compiled index is saved in our own plain format (a JSON header and Hyperscan's
+serialised database), never a pickle; ``errkb.kb`` caches it per dataset version.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ import struct
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from errkb.errors import ErrkbError
 from errkb.match import normalize
 from errkb.match.patterns import analyze, gap_match
 from errkb.store.cache import atomic_write
@@ -82,7 +82,7 @@ PREFILTERS = ("hyperscan", "ahocorasick", "python")
 CONFIRMS = ("re2", "re")
 
 
-class MatcherError(Exception):
+class MatcherError(ErrkbError):
     """The index cannot be built or loaded (named engine missing, bad index file)."""
 
 
@@ -242,7 +242,6 @@ class Matcher:
         self.prefilter = "python"
         self.confirm = "re"
         self.dataset_hash: str | None = None
-        self.cache_path: Path | None = None  # the file from_store cached this index in
         self.build_seconds: float | None = None
         self.literals: list[str] = []
         self.literal_entries: list[tuple[int, ...]] = []
@@ -335,49 +334,14 @@ class Matcher:
         m.build_seconds = time.perf_counter() - started
         return m
 
-    @classmethod
-    def from_store(cls, store, prefilter: str = "auto", confirm: str = "auto", full_db: bool = False) -> Matcher:
-        """The store's index, loaded from ``store.cache_dir`` when this dataset version
-        was compiled before, else built from the store's records and cached."""
-        dataset_hash = store.dataset_hash()
-        chosen_prefilter, chosen_confirm = _resolve_engines(prefilter, confirm)
-        cache_dir = Path(store.cache_dir)
-        path = cache_dir / f"matcher-v{INDEX_FORMAT}-{chosen_prefilter}-{chosen_confirm}-{dataset_hash}.idx"
-        m = None
-        if path.is_file():
-            try:
-                m = cls.load(path, prefilter=chosen_prefilter, confirm=chosen_confirm)
-                m._resolve = store.get
-            except MatcherError:
-                m = None  # a damaged cache is rebuilt below
-        if m is not None:
-            if full_db and not m.full_db and hyperscan is not None and m.confirm == "re2":
-                m.build_full_db()
-                m._save_quietly(path)
-            m.cache_path = path
-            return m
-        m = cls.from_records(store.records(), prefilter=chosen_prefilter, confirm=chosen_confirm)
-        m.dataset_hash = dataset_hash
-        m._records = None  # records are fetched from the store on demand
-        m._resolve = store.get
-        if full_db:
-            m.build_full_db()
-        try:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            for old in cache_dir.glob(f"matcher-v{INDEX_FORMAT}-{chosen_prefilter}-{chosen_confirm}-*.idx"):
-                old.unlink(missing_ok=True)
-        except OSError:
-            pass
-        m._save_quietly(path)
-        m.cache_path = path if path.is_file() else None
-        return m
+    def record(self, record_id: str) -> dict | None:
+        """The record behind a match, from whoever serves records for this matcher (the
+        records saved in the index, or a knowledge base); None when nobody does."""
+        return self._resolve(record_id) if self._resolve is not None else None
 
-    def _save_quietly(self, path: Path) -> None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.save(path, include_records=False)
-        except OSError:
-            pass  # a read-only cache folder costs speed, not correctness
+    def serve_records_from(self, resolve: Callable[[str], dict | None]) -> None:
+        """Have ``Match.record`` and :meth:`record` look records up with ``resolve``."""
+        self._resolve = resolve
 
     def _choose_engines(self, prefilter: str, confirm: str) -> None:
         self.prefilter, self.confirm = _resolve_engines(prefilter, confirm)
@@ -419,7 +383,7 @@ class Matcher:
     def build_full_db(self) -> None:
         """Compile the translated patterns into Hyperscan databases (the fast confirm
         stage of ``match_lines``). Costly once (about 2 s per 1,000 patterns), cached
-        by ``from_store(full_db=True)``; patterns Hyperscan rejects keep using RE2."""
+        on request (``bench/bench_match.py``); patterns Hyperscan rejects keep using RE2."""
         import time
 
         if hyperscan is None or self.full_db:

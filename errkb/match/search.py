@@ -205,24 +205,6 @@ class SearchIndex:
         index._mask = body[n * 8:].cast("H")
         return index
 
-    @classmethod
-    def from_store(cls, store) -> "SearchIndex":
-        """The store's index, from its cache folder when this dataset version was indexed before."""
-        path = Path(store.cache_dir) / f"search-v{INDEX_FORMAT}-{store.dataset_hash()}.idx"
-        if path.is_file():
-            try:
-                return cls.load(path)
-            except ValueError:
-                pass  # a damaged cache is rebuilt
-        index = cls.from_records(store.records())
-        try:
-            for old in path.parent.glob("search-v*"):
-                old.unlink(missing_ok=True)
-            index.save(path)
-        except OSError:
-            pass  # a read-only cache folder costs speed, not correctness
-        return index
-
     # -- querying ------------------------------------------------------------------
     def _expand(self, word: str) -> list[tuple[str, float]]:
         """The index terms a query word stands for: itself, and the terms it prefixes."""
@@ -274,8 +256,3 @@ class SearchIndex:
             fields = [names[b] for b in range(len(names)) if masks[doc] >> b & 1]
             hits.append(SearchHit(rid, slug, repo, error_class, message, scores[doc], list(matched[doc]), fields))
         return hits
-
-
-def search(store, query: str, limit: int = 10) -> list[SearchHit]:
-    """Records ranked for a keyword query (BM25F over messages, docs and fixes)."""
-    return SearchIndex.from_store(store).search(query, limit=limit)

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TextIO
 
+from errkb.errors import ErrkbError
 from errkb.mine.raise_sites import (
     Provenance,
     RaiseSite,
@@ -59,8 +60,11 @@ _ERROR_TYPES = {
 }
 
 
-class MineError(Exception):
+class MineError(ErrkbError):
     """Mining cannot start: unknown repo or commit, bad flag, missing path."""
+
+    def __init__(self, message: str, where: str | None = "errkb mine"):
+        super().__init__(message, where)
 
 
 @dataclass

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from errkb.errors import ErrkbError
 from errkb.mine.drafts import _timestamp, github_url
 from errkb.mine.raise_sites import (
     CONTEXT_LINES,
@@ -47,8 +48,11 @@ _WORD = re.compile(r"[A-Za-z0-9]{4,}")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
-class DriftError(Exception):
+class DriftError(ErrkbError):
     """Drift cannot run: unreadable path, no records, --fix without a commit."""
+
+    def __init__(self, message: str, where: str | None = "errkb drift"):
+        super().__init__(message, where)
 
 
 @dataclass

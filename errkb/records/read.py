@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from errkb.errors import ErrkbError
+
 CHUNK_SIZE = 1 << 20
 # One JSON value larger than this is refused rather than buffered without bound.
 MAX_VALUE_BYTES = 64 << 20
@@ -34,7 +36,7 @@ _WS = " \t\r\n\ufeff"
 _SURROGATE = re.compile("[\udc80-\udcff]")
 
 
-class InputError(Exception):
+class InputError(ErrkbError):
     """A path that cannot be read at all (missing, a device, no permission)."""
 
 

@@ -26,6 +26,7 @@ from urllib.parse import unquote
 
 from markupsafe import Markup
 
+from errkb.errors import ErrkbError
 from errkb.match.patterns import analyze
 from errkb.records.urls import fix_page_path
 from errkb.resources import templates_dir
@@ -52,7 +53,7 @@ PARALLEL_MIN_RECORDS = 1000
 PARALLEL_CHUNK = 100
 
 
-class SiteError(Exception):
+class SiteError(ErrkbError):
     """A build that cannot proceed; the message is one line for the user."""
 
 

@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from errkb.errors import ErrkbError
 from errkb.resources import templates_dir
 
 INDENT = "    "
 
 
-class SnippetError(Exception):
+class SnippetError(ErrkbError):
     """Bad snippet request (unknown id, unusable folder); one line for the user."""
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from errkb import __version__
-from errkb.errors import signals_held
+from errkb.errors import ErrkbError, signals_held
 from errkb.records.read import (
     SourcedRecord,
     canonical_json,
@@ -79,7 +79,7 @@ RUN_FIELDS = (
 )
 
 
-class StoreError(Exception):
+class StoreError(ErrkbError):
     """A store that cannot be opened or used; the message is one line for the user."""
 
 
@@ -176,9 +176,18 @@ def resolve_db_path(path: str | os.PathLike | None) -> tuple[Path, bool]:
     return Path(path), False
 
 
+# errkb's own files kept next to the bundled records (proof runs, findings): not records.
+BUNDLED_SIDECARS = ("proofs", "findings")
+
+
+def bundled_record_paths(root: Path) -> list[Path]:
+    """The bundled data's top-level entries that hold records (its sidecar folders left out)."""
+    return sorted(p for p in root.iterdir() if not p.name.startswith(".") and p.name not in BUNDLED_SIDECARS)
+
+
 def _bundled_manifest(root: Path) -> list[list]:
     out = []
-    for f in iter_files([root]):
+    for f in iter_files(bundled_record_paths(root)):
         st = f.stat()
         out.append([str(f.relative_to(root)), st.st_size, st.st_mtime_ns])
     return out
@@ -229,7 +238,7 @@ def ensure_bundled_store(db_path: Path | None = None) -> Path:
                 p.unlink(missing_ok=True)
         store = Store(db_path, read_only=False)
         try:
-            store.ingest([root])
+            store.ingest(bundled_record_paths(root))
         finally:
             store.close()
         _write_stamp(db_path, bundled_manifest=manifest, bundled_hash=digest)

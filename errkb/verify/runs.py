@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from errkb import __version__
+from errkb.errors import ErrkbError
 from errkb.records.read import content_hash
 from errkb.verify import sandbox
 from errkb.verify.reproducers import (
@@ -58,7 +59,7 @@ REPRODUCER_LIMITS = sandbox.Limits(
 ENV_MARKER = "\0ERRKB-ENV-FOLLOWS\0"
 
 
-class VerifyError(Exception):
+class VerifyError(ErrkbError):
     """Bad input to verify (unknown record, unknown tier); one line for the user."""
 
 

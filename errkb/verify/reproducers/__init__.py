@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from errkb.errors import ErrkbError
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -157,7 +159,7 @@ def cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "errkb"
 
 
-class VenvError(RuntimeError):
+class VenvError(ErrkbError):
     """A reproducer's environment could not be built (the message says which step)."""
 
 

@@ -1,0 +1,342 @@
+"""KnowledgeBase: the compiled, cached view of one store.
+
+Every consumer that reads the dataset to answer something — explain, enrich, the
+archive path, Spark, search, near matches — gets it from here, built one way:
+
+* the **records** by id (a JSON-lines file read by offset, each record checked by its
+  CRC, so no DuckDB is needed to serve them),
+* the **matcher** (``errkb.match.Matcher``, its compiled index),
+* **near matches** (``errkb.match.near``) and keyword **search** (``errkb.match.search``),
+  indexed on first use.
+
+They live in one cache folder per dataset version next to the store
+(``<store>.cache/kb-v…-<dataset hash>/``), through ``errkb.store.cache``: written
+atomically, checked on load, rebuilt on any damage, old versions dropped, and an
+unwritable folder tolerated (the view is then kept in memory for the process).
+
+A CLI call must answer fast from a cold start: while the store file is unchanged since
+its view was last checked (``kb-fresh.json`` records the store's size, mtime and
+inode), :meth:`KnowledgeBase.open` loads the view without importing DuckDB at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+from errkb.errors import ErrkbError
+from errkb.store.cache import KeyedFolder, atomic_write
+
+if TYPE_CHECKING:
+    from errkb.match.matcher import Matcher
+    from errkb.match.near import NearMatch, SimilarIndex
+    from errkb.match.search import SearchHit, SearchIndex
+    from errkb.store.db import Store
+
+KB_FORMAT = 2
+FRESH_MARKER = "kb-fresh.json"
+
+
+class KnowledgeBaseError(ErrkbError):
+    """The store cannot be opened or compiled; the message names the store file."""
+
+
+class _Damaged(Exception):
+    """A cache file failed its check while in use."""
+
+
+class RecordFile:
+    """Records as JSON lines, looked up by id through an offset table (no DuckDB).
+
+    Each entry of the table is ``[offset, length, crc32]``: a record whose bytes do not
+    match is reported as damage instead of being served.
+    """
+
+    def __init__(self, records_path: Path, offsets_path: Path) -> None:
+        self.offsets: dict[str, list[int]] = json.loads(offsets_path.read_text(encoding="utf-8"))
+        # Opened now: the folder may be replaced later and the handle keeps this one.
+        self._fh = open(records_path, "rb")
+
+    def get(self, record_id: str) -> dict | None:
+        where = self.offsets.get(record_id)
+        if where is None:
+            return None
+        self._fh.seek(where[0])
+        data = self._fh.read(where[1])
+        if len(data) != where[1] or zlib.crc32(data) != where[2]:
+            raise _Damaged(f"record {record_id} does not match its checksum")
+        return json.loads(data)
+
+    def all(self) -> Iterator[dict]:
+        for record_id in self.offsets:
+            record = self.get(record_id)
+            if record is not None:
+                yield record
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @staticmethod
+    def write(records: Iterable[dict], records_path: Path) -> dict[str, list[int]]:
+        offsets: dict[str, list[int]] = {}
+        pos = 0
+        with open(records_path, "wb") as f:
+            for r in records:
+                data = json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+                offsets[str(r.get("id"))] = [pos, len(data), zlib.crc32(data)]
+                f.write(data + b"\n")
+                pos += len(data) + 1
+        return offsets
+
+
+class RecordMap:
+    """Records held in memory: what a call serves from when the cache cannot be written."""
+
+    def __init__(self, records: Iterable[dict]) -> None:
+        self._by_id = {str(r.get("id")): r for r in records}
+        self.offsets = self._by_id  # the ids, as RecordFile has them
+
+    def get(self, record_id: str) -> dict | None:
+        return self._by_id.get(record_id)
+
+    def all(self) -> Iterator[dict]:
+        return iter(self._by_id.values())
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+
+class KnowledgeBase:
+    """The records, matcher, near matches and search of one dataset version.
+
+    Open it with :meth:`open` (a store path, or the default store) or
+    :meth:`from_store` (a store already open, e.g. for ingest-then-match in one
+    process)."""
+
+    def __init__(self, db_path: Path | None, folder: KeyedFolder | None, dataset_hash: str,
+                 matcher: "Matcher", records: RecordFile | RecordMap) -> None:
+        self.db_path = db_path
+        self.folder = folder
+        self.dataset_hash = dataset_hash
+        self.matcher = matcher
+        self._records = records
+        self._similar: "SimilarIndex | None" = None
+        self._search: "SearchIndex | None" = None
+        matcher.serve_records_from(self.get)
+
+    # -- opening -----------------------------------------------------------------------
+    @classmethod
+    def open(cls, db: str | os.PathLike | None = None) -> "KnowledgeBase":
+        """The view of the store at ``db`` (``$ERRKB_DB``, else the bundled-data store).
+
+        Opens DuckDB only when the store changed since its view was last checked.
+        """
+        from errkb.store.db import StoreError, ensure_bundled_store, resolve_db_path
+
+        path, is_cache = resolve_db_path(db)
+        try:
+            if is_cache:
+                ensure_bundled_store(path)
+            elif not path.exists():
+                raise KnowledgeBaseError(f"no such store (create it with `errkb ingest --db {path} PATH`)", str(path))
+        except StoreError as e:
+            raise KnowledgeBaseError(str(e)) from e
+        root = _cache_root(path)
+        fresh = _fresh_hash(path, root)
+        if fresh is not None:
+            kb = cls._load(path, KeyedFolder(root, _prefix(), fresh), fresh)
+            if kb is not None:
+                return kb
+        from errkb.store.db import Store
+
+        try:
+            with Store.open(path, read_only=True) as store:
+                kb = cls.from_store(store)
+        except StoreError as e:
+            raise KnowledgeBaseError(str(e)) from e
+        _mark_fresh(path, root, kb.dataset_hash)
+        return kb
+
+    @classmethod
+    def from_store(cls, store: "Store") -> "KnowledgeBase":
+        """The view of an open store: loaded from its cache, else compiled and cached."""
+        from errkb.match.matcher import Matcher, MatcherError
+
+        dataset_hash = store.dataset_hash()
+        folder = KeyedFolder(_cache_root(store.path) if store.path else store.cache_dir, _prefix(), dataset_hash)
+        kb = cls._load(store.path, folder, dataset_hash)
+        if kb is not None:
+            return kb
+        records = store.records()
+        try:
+            matcher = Matcher.from_records(records)
+        except MatcherError as e:
+            raise KnowledgeBaseError(f"cannot build the matcher index: {e}", str(store.path or "store")) from e
+        matcher.dataset_hash = dataset_hash
+        matcher._records = None  # records are served by the knowledge base
+        offsets_holder: dict = {}
+        wrote = (
+            folder.put("matcher.idx", lambda p: matcher.save(p, include_records=False))
+            and folder.put("records.jsonl", lambda p: offsets_holder.update(RecordFile.write(records, p)))
+            and folder.put("records.offsets.json", lambda p: p.write_text(json.dumps(offsets_holder), encoding="utf-8"))
+        )
+        if wrote:
+            # The matcher just built serves this process; the files serve the next.
+            return cls(store.path, folder, dataset_hash, matcher,
+                       RecordFile(folder.file("records.jsonl"), folder.file("records.offsets.json")))
+        return cls(store.path, None, dataset_hash, matcher, RecordMap(records))
+
+    @classmethod
+    def _load(cls, db_path: Path | None, folder: KeyedFolder, dataset_hash: str) -> "KnowledgeBase | None":
+        from errkb.match.matcher import Matcher, MatcherError
+
+        index = folder.intact("matcher.idx")
+        records = folder.file("records.jsonl")
+        offsets = folder.intact("records.offsets.json")
+        if index is None or offsets is None or not records.is_file():
+            return None
+        try:
+            matcher = Matcher.load(index)
+            record_file = RecordFile(records, offsets)
+        except (MatcherError, OSError, ValueError):
+            return None
+        return cls(db_path, folder, dataset_hash, matcher, record_file)
+
+    # -- records -----------------------------------------------------------------------
+    def get(self, record_id: str) -> dict | None:
+        """The record with this id, as ingested (None when there is none)."""
+        try:
+            return self._records.get(record_id)
+        except (_Damaged, ValueError, OSError):
+            return self._recover().get(record_id)
+
+    def get_many(self, ids: Iterable[str]) -> dict[str, dict]:
+        found = {}
+        for record_id in ids:
+            record = self.get(record_id)
+            if record is not None:
+                found[record_id] = record
+        return found
+
+    def records(self) -> Iterator[dict]:
+        try:
+            yield from list(self._records.all())
+        except (_Damaged, ValueError, OSError):
+            yield from self._recover().all()
+
+    def ids(self) -> list[str]:
+        return list(self._records.offsets)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def _recover(self) -> RecordMap:
+        """A records file damaged under us: serve this call from the store and have the
+        next call rebuild the folder."""
+        from errkb.store.db import Store
+
+        if self.folder is not None:
+            self.folder.file("records.offsets.json.sum").unlink(missing_ok=True)
+        with Store.open(self.db_path, read_only=True) as store:
+            self._records = RecordMap(store.records())
+        return self._records
+
+    @property
+    def skipped(self) -> list[dict]:
+        """Records the matcher cannot run (a pattern that stopped compiling, ...)."""
+        return list(self.matcher.skipped)
+
+    # -- near matches and search ---------------------------------------------------------
+    def similar(self) -> "SimilarIndex":
+        from errkb.match.near import SimilarIndex
+
+        if self._similar is None:
+            self._similar = self._index("similar.json", SimilarIndex)
+        return self._similar
+
+    def near(self, texts: str | list[str], **options) -> list["NearMatch"]:
+        """Records close to texts that no pattern matched, each with ``.record`` set."""
+        found = self.similar().near(texts, **options)
+        for n in found:
+            n.record = self.get(n.record_id)
+        return found
+
+    def search_index(self) -> "SearchIndex":
+        from errkb.match.search import SearchIndex
+
+        if self._search is None:
+            self._search = self._index("search.idx", SearchIndex)
+        return self._search
+
+    def search(self, query: str, limit: int = 10) -> list["SearchHit"]:
+        return self.search_index().search(query, limit=limit)
+
+    def _index(self, name: str, kind):
+        if self.folder is not None:
+            path = self.folder.intact(name)
+            if path is not None:
+                try:
+                    return kind.load(path)
+                except ValueError:
+                    pass  # damaged in a way the checksum cannot see: rebuilt below
+        index = kind.from_records(self.records())
+        if self.folder is not None:
+            self.folder.put(name, index.save)
+        return index
+
+
+def _prefix() -> str:
+    # The matcher's index format is part of the name: an errkb upgrade that changes it
+    # must not find an old, unloadable index.
+    from errkb.match.matcher import INDEX_FORMAT
+
+    return f"kb-v{KB_FORMAT}-m{INDEX_FORMAT}-"
+
+
+def _cache_root(db: Path) -> Path:
+    return db.with_name(db.name + ".cache")
+
+
+def _db_signature(db: Path) -> list | None:
+    from errkb.store.db import LAYOUT_VERSION
+
+    try:
+        st = db.stat()
+    except OSError:
+        return None
+    # A write-ahead log means a writer is (or was) at work: the file alone says nothing.
+    if db.with_name(db.name + ".wal").exists():
+        return None
+    # The layout this errkb reads: after an upgrade the store is checked again (and
+    # refused if it is of another layout) rather than served from an old view.
+    return [str(db.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, LAYOUT_VERSION]
+
+
+def _fresh_hash(db: Path, root: Path) -> str | None:
+    """The dataset hash recorded when the store was last checked, if it is unchanged since."""
+    signature = _db_signature(db)
+    if signature is None:
+        return None
+    try:
+        marker = json.loads((root / FRESH_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or marker.get("db") != signature:
+        return None
+    value = marker.get("dataset_hash")
+    return value if isinstance(value, str) and value.isalnum() else None
+
+
+def _mark_fresh(db: Path, root: Path, dataset_hash: str) -> None:
+    signature = _db_signature(db)
+    if signature is None:
+        return
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with atomic_write(root / FRESH_MARKER, "w", encoding="utf-8") as f:
+            json.dump({"db": signature, "dataset_hash": dataset_hash}, f)
+    except OSError:
+        pass  # the next call checks the store again
