@@ -198,6 +198,9 @@ class Counters:
     invalid_utf8: int = 0
     json_lines: int = 0
     matcher_errors: int = 0
+    # what the matcher's time bound cut short (Matcher.bounded_report): lines given up
+    # on, lines not run, records no longer run
+    bounded: dict = field(default_factory=lambda: {"timeouts": 0, "skipped": 0, "disabled": []})
     by_record: Counter = field(default_factory=Counter)
     labels: dict[str, str] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
@@ -213,6 +216,7 @@ class Counters:
             "json_lines": self.json_lines,
             "invalid_utf8": self.invalid_utf8,
             "matcher_errors": self.matcher_errors,
+            "bounded": self.bounded,
             "bytes": self.bytes_in,
             "seconds": round(elapsed, 3),
             "lines_per_s": round(self.lines / elapsed) if elapsed > 0 else None,
@@ -230,6 +234,10 @@ class Counters:
             out.append(f"  {self.invalid_utf8:,} lines were not valid UTF-8 (passed through with message_b64)")
         if self.matcher_errors:
             out.append(f"  {self.matcher_errors:,} lines could not be matched (matcher error; passed through unmatched)")
+        cut = self.bounded
+        if cut["timeouts"] or cut["skipped"]:
+            out.append(f"  {cut['timeouts']:,} pattern runs hit the time bound and {cut['skipped']:,} were not run "
+                       f"(counted as no match); records no longer run: {', '.join(cut['disabled']) or 'none'}")
         for top in d["top"]:
             out.append(f"  {top['lines']:>10,}  {top['id']}  {top['record']}")
         return "\n".join(out)
@@ -272,6 +280,10 @@ class LineEnricher:
                     self.counters.matcher_errors += 1
                     out.append([])
             return out
+        finally:
+            report = getattr(self.matcher, "bounded_report", None)
+            if report is not None:
+                self.counters.bounded = report()
 
     def enrich(self, raw_lines: list[bytes]) -> bytes:
         """NDJSON for ``raw_lines`` (one output line each, unless only_matched), each

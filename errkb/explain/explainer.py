@@ -217,6 +217,7 @@ def explain(kb: KnowledgeBase, source: str | BinaryIO, all_matches: bool = False
     if short and not any(_decode(line).strip() for line in head):
         raise EmptyInput("empty input: nothing to explain")
     notes: list[str] = []
+    cut_before = _bounded_report(kb)
     if short:
         result = _explain_short(kb, head, all_matches)
         n_lines = len(head)
@@ -232,8 +233,26 @@ def explain(kb: KnowledgeBase, source: str | BinaryIO, all_matches: bool = False
             f"{stats.long_line_count} line(s) longer than {MAX_LINE_BYTES >> 20} MiB (line {where}): "
             f"only their first {(MAX_LINE_BYTES - LINE_TAIL_BYTES) >> 10} KiB and last {LINE_TAIL_BYTES >> 10} KiB were read"
         )
+    cut = _bounded_report(kb)
+    timeouts, skipped = cut["timeouts"] - cut_before["timeouts"], cut["skipped"] - cut_before["skipped"]
+    if timeouts or skipped:
+        disabled = [rid for rid in cut["disabled"] if rid not in cut_before["disabled"]]
+        notes.append(
+            f"{timeouts} pattern run(s) hit the {BOUNDED_TIMEOUT_MS} ms time bound and {skipped} were not run, "
+            "so a backtracking record may have been missed"
+            + (f"; records no longer run: {', '.join(disabled)}" if disabled else "")
+        )
     result.notes = notes + result.notes
     return result
+
+
+BOUNDED_TIMEOUT_MS = 50  # errkb.match.matcher.BOUNDED_TIMEOUT_S, for the note
+
+
+def _bounded_report(kb: KnowledgeBase) -> dict:
+    """What the matcher's time bound has cut short so far (counts only grow)."""
+    report = getattr(kb.matcher, "bounded_report", None)
+    return report() if report is not None else {"timeouts": 0, "skipped": 0, "disabled": []}
 
 
 def explain_source(db_path: str | os.PathLike | None, source: str | BinaryIO, all_matches: bool = False) -> Explanation:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from errkb.errors import ErrkbError
 from errkb.match import normalize
-from errkb.match.patterns import analyze, gap_match
+from errkb.match.patterns import analyze, bounded_translation, gap_match
 from errkb.store.cache import atomic_write
 
 try:
@@ -64,9 +64,10 @@ _MAGIC = b"ERRKB-MATCHER\n"
 # are counted in `bounded_timeouts` / `bounded_skipped`.
 BOUNDED_MAX_CHARS = 1_000_000
 BOUNDED_TIMEOUT_S = 0.05
-# Where `re` stands in for RE2 on a linear-safe pattern (Unicode \b on non-ASCII text),
-# only texts up to this long: `re` is not linear-time, this bounds its worst case.
-RE_FALLBACK_MAX_CHARS = 4096
+# A pattern that runs out of time this many times is not run again by this matcher
+# (its record is listed in `bounded_disabled`): ten hostile records over a long log
+# would otherwise cost 50 ms per record per line.
+BOUNDED_STRIKES = 3
 # A pasted text longer than this is matched on its head and its tail (where a
 # traceback's final exception line is): no real message is megabytes long.
 MAX_TEXT_CHARS = 1 << 20
@@ -138,7 +139,8 @@ class Match:
 
     @property
     def engine(self) -> str:
-        """The engine that decided the match: "re2", "re" (pure-Python path) or "regex-bounded"."""
+        """The engine that decided the match: "re2", "re" (the pure-Python path: the
+        pattern's exact translation on the `regex` module, time-bounded) or "regex-bounded"."""
         entry = self._entry
         if entry.bounded or (self._matcher.confirm == "re" and entry.exponential and _regex is not None):
             return "regex-bounded"
@@ -248,6 +250,8 @@ class Matcher:
         self.always: list[int] = []  # entries without a usable literal: confirmed on every text
         self.bounded_timeouts = 0
         self.bounded_skipped = 0
+        self.bounded_disabled: list[str] = []  # record ids that ran out of time BOUNDED_STRIKES times
+        self._strikes: dict[int, int] = {}
         self._hs_db = None
         self._hs_bytes: bytes | None = None
         # Optional second stage for batches: the translated patterns themselves in
@@ -802,21 +806,22 @@ class Matcher:
             if entry.re2_pattern.endswith("(?:\\x{a}?\\z)") and text[char_start:char_end].endswith("\n") and char_end == len(text):
                 char_end -= 1  # re's $ sits before the final newline; report re's span
             return char_start, char_end
-        # `re` decides where RE2 cannot: the pure-Python path, and RE2-translated patterns
-        # with a Unicode \b on non-ASCII text (RE2's \b is ASCII-only), there only on
-        # texts up to RE_FALLBACK_MAX_CHARS. Patterns exponential in a backtracking
-        # engine, and everything needing backtracking, take the bounded path.
-        use_re = not entry.bounded and not (entry.exponential and _regex is not None) and (
-            self.confirm == "re" or len(text) <= RE_FALLBACK_MAX_CHARS)
-        if not use_re:
-            return self._bounded_search(ei, text)
-        m = self._python_re(ei).search(text)
-        return m.span() if m else None
+        # Where RE2 cannot decide (the pure-Python path; a Unicode \b on non-ASCII text,
+        # RE2's \b being ASCII-only; patterns needing backtracking) the bounded path
+        # does, never plain `re`: `re` has no time bound and holds off signal handlers.
+        return self._bounded_search(ei, text)
 
     def _bounded_search(self, ei: int, text: str) -> tuple[int, int] | None:
         compiled = self._compiled_bounded.get(ei)
         if compiled is None:
-            compiled = self._compiled_bounded[ei] = _regex.compile(self.entries[ei].pattern, flags=_regex.VERSION0)
+            if _regex is None or ei in self._strikes and self._strikes[ei] >= BOUNDED_STRIKES:
+                self.bounded_skipped += 1
+                return None
+            entry = self.entries[ei]
+            # linear-safe patterns run as their exact translation (re's \w, \s, \b);
+            # the rest as written
+            source = None if entry.bounded else bounded_translation(entry.pattern)
+            compiled = self._compiled_bounded[ei] = _regex.compile(source or entry.pattern, flags=_regex.VERSION0)
         if len(text) > BOUNDED_MAX_CHARS:
             self.bounded_skipped += 1
             return None
@@ -824,8 +829,18 @@ class Matcher:
             m = compiled.search(text, timeout=BOUNDED_TIMEOUT_S)
         except TimeoutError:
             self.bounded_timeouts += 1
+            strikes = self._strikes[ei] = self._strikes.get(ei, 0) + 1
+            if strikes >= BOUNDED_STRIKES:
+                del self._compiled_bounded[ei]
+                self.bounded_disabled.append(self.entries[ei].record_id)
             return None
         return m.span() if m else None
+
+    def bounded_report(self) -> dict:
+        """What the time bound cut short so far: texts given up on, texts too long to
+        run, and the records no longer run (ids)."""
+        return {"timeouts": self.bounded_timeouts, "skipped": self.bounded_skipped,
+                "disabled": list(self.bounded_disabled)}
 
     def _python_re(self, ei: int):
         compiled = self._compiled_re.get(ei)

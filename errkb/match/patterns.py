@@ -206,6 +206,30 @@ def analyze(pattern: str, translate: bool = True) -> PatternAnalysis:
     return result
 
 
+_RE2_ESCAPE = re.compile(r"\\x\{([0-9a-f]+)\}")
+
+
+@functools.lru_cache(maxsize=4096)
+def bounded_translation(pattern: str) -> str | None:
+    """``pattern`` for the ``regex`` module with exactly ``re``'s meaning, or None when
+    it needs backtracking constructs (then it runs as written, under the same bound).
+
+    The bounded path runs linear-safe patterns where RE2 cannot (a Unicode ``\\b`` on
+    non-ASCII text, or no RE2 installed). ``regex`` itself differs from ``re`` in what
+    ``\\w``, ``\\s`` and ``\\b`` mean on some characters; the RE2 translation's explicit
+    classes (built from Python's own tables) and lookaround word boundaries do not."""
+    try:
+        parsed = sre_parse.parse(pattern)
+    except (re.error, RecursionError, OverflowError, ValueError, TypeError):
+        return None
+    try:
+        out = _RE2Translator(dialect="regex").translate(parsed, int(parsed.state.flags))
+    except (Untranslatable, RecursionError):
+        return None
+    # every \x{..} in the output is one _cp wrote: a literal backslash is \x{5c}
+    return _RE2_ESCAPE.sub(lambda m: "\\U%08x" % int(m.group(1), 16), out)
+
+
 # ---------------------------------------------------------------------------------
 # Feature walk: backtracking-only constructs, nested repetition, assertions.
 
@@ -484,8 +508,12 @@ def _class_body(ranges) -> str:
 
 
 class _RE2Translator:
-    def __init__(self) -> None:
+    def __init__(self, dialect: str = "re2") -> None:
         self.ascii_only = False
+        # "regex": the same explicit classes for the `regex` module (the bounded path),
+        # with \b / \B spelled as lookarounds over `re`'s own word class (see
+        # bounded_translation).
+        self.dialect = dialect
 
     def translate(self, parsed, flags: int) -> str:
         return self.sequence(list(parsed), flags, tail=True)
@@ -548,17 +576,26 @@ class _RE2Translator:
             return "(?m:^)" if flags & _M else "\\A"
         if code is C.AT_BEGINNING_STRING:
             return "\\A"
+        end = "\\Z" if self.dialect == "regex" else "\\z"  # absolute end in each dialect
         if code is C.AT_END_STRING:
-            return "\\z"
+            return end
         if code is C.AT_END:
             if flags & _M:
                 return "(?m:$)"
+            if self.dialect == "regex":
+                return "(?=\\x{a}?\\Z)"  # exactly re's $, anywhere in the pattern
             # `re`'s $ also matches just before a final newline. At the very end of a
             # pattern, consuming that optional newline decides the same texts.
             if tail:
-                return "(?:\\x{a}?\\z)"
+                return "(?:\\x{a}?" + end + ")"
             raise Untranslatable("'$' before more pattern (re also matches it before a final newline)")
         if code in (C.AT_BOUNDARY, C.AT_NON_BOUNDARY):
+            if self.dialect == "regex":
+                ranges = _ascii_category_ranges(C.CATEGORY_WORD) if flags & _A else _category_ranges(C.CATEGORY_WORD)
+                w = "[" + _class_body(ranges) + "]"
+                if code is C.AT_BOUNDARY:
+                    return f"(?:(?<={w})(?!{w})|(?<!{w})(?={w}))"
+                return f"(?:(?<={w})(?={w})|(?<!{w})(?!{w}))"
             if not flags & _A:
                 # RE2's \b is ASCII-only; on ASCII text the two agree exactly.
                 self.ascii_only = True

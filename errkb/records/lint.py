@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from errkb.match import patterns
+from errkb.match import bounded, patterns
 from errkb.records.read import Origin, SourcedRecord, content_hash
 from errkb.records.schema import validate
 
@@ -163,18 +163,9 @@ def _self_match(analysis: patterns.PatternAnalysis, message: str) -> bool | None
     if analysis.gap_plan is not None and "\n" not in message:
         # Literals and placeholders only: decided by str.find, exactly and linearly.
         return patterns.gap_match(message, analysis.gap_plan)
-    if not analysis.exponential_in_re and analysis.unbounded_repeats <= 1 and len(message) <= MAX_SELF_MATCH_MESSAGE:
-        # At most one unbounded repeat: quadratic at worst in `re` on a bounded
-        # text, with `re`'s exact semantics. Anything else gets a time bound.
-        return re.search(analysis.pattern, message) is not None
-    try:
-        import regex
-    except ImportError:
+    if len(message) > MAX_SELF_MATCH_MESSAGE:
         return None
-    try:
-        return regex.search(analysis.pattern, message, timeout=SELF_MATCH_TIMEOUT_S) is not None
-    except TimeoutError:
-        return None
+    return bounded.search(analysis.pattern, message, SELF_MATCH_TIMEOUT_S)
 
 
 class Linter:
