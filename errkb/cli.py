@@ -72,6 +72,20 @@ class ErrkbGroup(click.Group):
         except Stopped as e:
             click.echo(f"errkb: stopped by {e}", err=True)
             ctx.exit(e.exit_code)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as e:
+            # A failure inside errkb (an engine refusing a pattern, say) is exit 2 and one
+            # line, never a traceback with exit 1, which would read as "no match".
+            import os
+            import traceback
+
+            if os.environ.get("ERRKB_DEBUG"):
+                raise
+            # the innermost frame of our own code, not of the standard library or a package
+            frames = [f for f in traceback.extract_tb(e.__traceback__) if "/lib/python" not in f.filename]
+            where = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "errkb"
+            raise UsageError(f"internal error at {where}: {type(e).__name__}: {e} (ERRKB_DEBUG=1 shows the traceback)") from e
 
 
 @click.group(cls=ErrkbGroup, context_settings={"help_option_names": ["-h", "--help"]})

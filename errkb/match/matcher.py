@@ -75,6 +75,7 @@ TAIL_CHARS = 64 * 1024
 # Literals shorter than this are not worth a prefilter key: such patterns are
 # confirmed on every text.
 MIN_PREFILTER_BYTES = 2
+MAX_PREFILTER_CHARS = 256
 
 # Patterns per Hyperscan database of the confirm stage: bounds compile memory.
 FULL_DB_CHUNK = 5000
@@ -357,14 +358,12 @@ class Matcher:
                 self._hs_db = hyperscan.loadb(self._hs_bytes, hyperscan.HS_MODE_BLOCK)
                 self._hs_db.scratch = hyperscan.Scratch(self._hs_db)
                 return
-            db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            db = None
             if self.literals:
-                encoded = [lit.encode("utf-8") for lit in self.literals]
-                db.compile(expressions=encoded, ids=list(range(len(encoded))), elements=len(encoded), flags=0, literal=True)
+                db = self._literal_db(list(range(len(self.literals))))
+            if db is not None:
                 self._hs_bytes = hyperscan.dumpb(db)
-                self._hs_db = db
-            else:
-                self._hs_db = None
+            self._hs_db = db
         elif self.prefilter == "ahocorasick":
             automaton = ahocorasick.Automaton()
             for lid, lit in enumerate(self.literals):
@@ -374,6 +373,27 @@ class Matcher:
                 self._aho = automaton
             else:
                 self._aho = None
+
+    def _literal_db(self, lids: list[int]):
+        """A Hyperscan literal database over ``lids``. Literals Hyperscan refuses are
+        found by halving (the binding does not say which one failed) and left out;
+        their patterns are then confirmed on every text instead (``always``), so one
+        record Hyperscan cannot take never takes the index down."""
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        try:
+            db.compile(expressions=[self.literals[i].encode("utf-8") for i in lids], ids=lids,
+                       elements=len(lids), flags=0, literal=True)
+            return db
+        except hyperscan.error:
+            if len(lids) == 1:
+                self.always.extend(self.literal_entries[lids[0]])
+                self.literal_entries[lids[0]] = ()
+                return None
+        half = len(lids) // 2
+        for part in (lids[:half], lids[half:]):
+            self._literal_db(part)
+        kept = [i for i in lids if self.literal_entries[i]]
+        return self._literal_db(kept) if kept else None
 
     def _compile_re2(self, entry: _Entry):
         options = _re2_module.Options()
@@ -821,7 +841,14 @@ class Matcher:
             # linear-safe patterns run as their exact translation (re's \w, \s, \b);
             # the rest as written
             source = None if entry.bounded else bounded_translation(entry.pattern)
-            compiled = self._compiled_bounded[ei] = _regex.compile(source or entry.pattern, flags=_regex.VERSION0)
+            try:
+                compiled = self._compiled_bounded[ei] = _regex.compile(source or entry.pattern, flags=_regex.VERSION0)
+            except (_regex.error, OverflowError, RecursionError, MemoryError, ValueError):
+                # `re` took it, `regex` does not: this one record cannot run, the rest can
+                self._strikes[ei] = BOUNDED_STRIKES
+                self.bounded_disabled.append(entry.record_id)
+                self.bounded_skipped += 1
+                return None
         if len(text) > BOUNDED_MAX_CHARS:
             self.bounded_skipped += 1
             return None
@@ -957,9 +984,14 @@ def _by_score(m: Match) -> tuple[float, int]:
 
 def _prefilter_pieces(required_literals: list[str]) -> list[str]:
     """Required literals usable as prefilter keys: cut at NUL (Hyperscan's binding ends
-    literals there), at least MIN_PREFILTER_BYTES long."""
-    pieces = [p for lit in required_literals for p in lit.split("\x00") if p]
+    literals there) and at lone surrogates (no UTF-8 form), at most
+    MAX_PREFILTER_CHARS long (a piece of a required literal is required too; a 16 KB
+    literal made Hyperscan refuse the whole database), at least MIN_PREFILTER_BYTES."""
+    pieces = [p[:MAX_PREFILTER_CHARS] for lit in required_literals for p in _UNKEYABLE.split(lit) if p]
     return [p for p in pieces if len(p.encode("utf-8")) >= MIN_PREFILTER_BYTES]
+
+
+_UNKEYABLE = _re.compile("[\x00\ud800-\udfff]")
 
 
 def _choose_key(pieces: list[str], usage: dict[str, int]) -> str | None:

@@ -28,6 +28,10 @@ class Rule:
     fix: str
 
 
+# Longer patterns are warned about (W206): the longest real one is far shorter, and
+# engines have limits (Hyperscan refuses literals of about 16 KB).
+MAX_PATTERN_CHARS = 4096
+
 RULES = {
     r.code: r
     for r in [
@@ -37,6 +41,7 @@ RULES = {
         Rule("E202", "pattern-self-match", "error", "make messagePattern match errorMessage (escape literal text, use (.+?) for values)"),
         Rule("E203", "pattern-too-generic", "error", "pin down more of the message's literal text in messagePattern"),
         Rule("W204", "pattern-needs-backtracking", "warning", "avoid backreferences and lookarounds so the pattern runs on a linear-time engine"),
+        Rule("W206", "pattern-too-long", "warning", f"keep messagePattern under {MAX_PATTERN_CHARS} characters (placeholders for long values)"),
         Rule("E301", "line-outside-window", "error", "set lineNumber within sourceCodeStart..sourceCodeEnd"),
         Rule("E302", "window-line-count", "error", "make sourceCode exactly sourceCodeEnd - sourceCodeStart + 1 lines"),
         Rule("E303", "raise-line-lacks-message", "error", "point lineNumber at the raise that builds this message"),
@@ -113,6 +118,9 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
         else:
             if analysis.needs_backtracking:
                 add("W204", "messagePattern needs a backtracking engine (" + ", ".join(analysis.backtracking_reasons) + "); it runs on the bounded path")
+            if len(pattern) > MAX_PATTERN_CHARS:
+                add("W206", f"messagePattern is {len(pattern):,} characters (over {MAX_PATTERN_CHARS:,}); the matcher keys it on "
+                            "a piece of its literal text, and engines may refuse it (then only this record is skipped)")
             if analysis.matches_empty:
                 add("E203", "messagePattern matches the empty string, so it matches every line")
             elif analysis.too_generic:
