@@ -93,7 +93,9 @@ def test_catastrophic_pattern_does_not_stall_self_match(seed_record):
 def test_source_window_rules(seed_record):
     assert codes({**seed_record, "lineNumber": 300}) == ["E301"]
     assert codes({**seed_record, "sourceCodeEnd": 240, "githubUrl": seed_record["githubUrl"].replace("L239", "L240")}) == ["E302"]
-    assert codes({**seed_record, "lineNumber": 206}) == ["E303"]
+    # The raise line lacking the message's words is a warning: upstream records whose
+    # message is a module constant far above the raise (pip's urllib3) are right.
+    assert codes({**seed_record, "lineNumber": 206}) == ["W303"]
 
 
 def test_github_url_must_agree(seed_record):
@@ -125,7 +127,7 @@ def test_lint_line_names_file_position_record_and_fix(tmp_path, seed_record):
 
 
 def test_every_rule_has_a_unique_stable_code():
-    assert sorted(RULES) == ["E100", "E101", "E201", "E202", "E203", "E301", "E302", "E303", "E304", "E401", "E402", "W204", "W206"]
+    assert sorted(RULES) == ["E100", "E101", "E201", "E202", "E203", "E301", "E302", "E304", "E401", "E402", "W204", "W205", "W206", "W303"]
 
 
 @pytest.mark.parametrize("repo", ["../..", "owner/..", "owner/.", ".hidden/name"])
