@@ -14,12 +14,16 @@ from pathlib import Path
 import click
 
 from errkb import __version__
+from errkb.terminal import visible
 
 
 class UsageError(click.ClickException):
     """Bad input or usage: exit code 2, one line naming what and where."""
 
     exit_code = 2
+
+    def format_message(self) -> str:
+        return visible(self.message)  # messages quote file names and record text
 
 
 def db_option(fn):
@@ -70,7 +74,7 @@ class ErrkbGroup(click.Group):
         except ErrkbError as e:
             raise UsageError(str(e)) from e
         except Stopped as e:
-            click.echo(f"errkb: stopped by {e}", err=True)
+            echo(f"errkb: stopped by {e}", err=True)
             ctx.exit(e.exit_code)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
@@ -101,8 +105,14 @@ def cli():
 # -- foundation: schema, lint, ingest, rejects, show, list, stats ----------------
 
 
+def echo(message=None, err: bool = False, nl: bool = True) -> None:
+    """click.echo for human output: record text and run output are untrusted, so
+    control characters and bidi overrides are shown, not emitted (errkb.terminal)."""
+    click.echo(visible(message) if isinstance(message, str) else message, err=err, nl=nl)
+
+
 def _echo_err(line: str) -> None:
-    click.echo(line, err=True)
+    echo(line, err=True)
 
 
 @cli.command()
@@ -110,7 +120,7 @@ def schema():
     """Print the JSON Schema (draft 2020-12) of a v2 record."""
     from errkb.records.schema import schema_text
 
-    click.echo(schema_text(), nl=False)
+    echo(schema_text(), nl=False)
 
 
 @cli.command()
@@ -129,7 +139,7 @@ def lint(paths, as_json):
         print_json([f.as_dict() for f in findings])
     else:
         for f in findings:
-            click.echo(str(f))
+            echo(str(f))
         errors = sum(f.level == "error" for f in findings)
         _echo_err(f"{errors} error(s), {len(findings) - errors} warning(s)")
     sys.exit(1 if has_errors(findings) else 0)
@@ -160,7 +170,7 @@ def ingest(paths, db_path, as_json):
     if as_json:
         print_json(report.as_dict())
     else:
-        click.echo(report.summary())
+        echo(report.summary())
         for w in report.warnings:
             _echo_err(f"warning: {w}")
         for r in report.rejects[:20]:
@@ -186,9 +196,9 @@ def rejects(run_id, db_path, as_json):
         return
     for r in rows:
         where = f"{r['file']}:{r['line']}:{r['column']}" + (f" (array item {r['index']})" if r["index"] is not None else "")
-        click.echo(f"#{r['reject_id']} run {r['run_id']} {where}" + (f" id {r['record_id']}" if r["record_id"] else ""))
+        echo(f"#{r['reject_id']} run {r['run_id']} {where}" + (f" id {r['record_id']}" if r["record_id"] else ""))
         for reason in r["reasons"]:
-            click.echo(f"  {reason}")
+            echo(f"  {reason}")
     _echo_err(f"{len(rows)} reject(s)")
 
 
@@ -222,9 +232,9 @@ def show(key, history, db_path, as_json):
         print_json(versions if history else record)
     elif history:
         for v in versions:
-            click.echo(f"{v['ingested_at']}  run {v['run_id']}  datasetVersion {v['dataset_version']}  {v['content_hash'][:12]}  {v['file']}")
+            echo(f"{v['ingested_at']}  run {v['run_id']}  datasetVersion {v['dataset_version']}  {v['content_hash'][:12]}  {v['file']}")
     else:
-        click.echo(_record_text(record))
+        echo(_record_text(record))
 
 
 @cli.command("list")
@@ -242,7 +252,7 @@ def list_(repo, tag, error_class, severity, db_path, as_json):
         print_json(records)
         return
     for r in records:
-        click.echo(f"{r['id']}  {r['repo']}  {r['errorClass']}  {r['slug']}")
+        echo(f"{r['id']}  {r['repo']}  {r['errorClass']}  {r['slug']}")
     _echo_err(f"{len(records)} record(s)")
 
 
@@ -257,11 +267,11 @@ def stats(db_path, as_json):
         print_json(data)
         return
     for key in ("records", "versions", "rejects", "ingest_runs", "verification_runs", "dataset_version"):
-        click.echo(f"{key}: {data[key]}")
+        echo(f"{key}: {data[key]}")
     for key in ("by_repo", "by_class", "by_type", "by_severity", "by_lint_status"):
-        click.echo(f"{key}:")
+        echo(f"{key}:")
         for name, count in data[key].items():
-            click.echo(f"  {count:6d}  {name}")
+            echo(f"  {count:6d}  {name}")
 
 
 # -- verify / runs (errkb.verify.runs, errkb.verify.sandbox) ------------------------------
@@ -289,7 +299,7 @@ def verify(keys, all_records, tier, db_path, as_json):
 
     progress = None
     if not as_json and sys.stderr.isatty():
-        progress = lambda r: click.echo(_run_line(r.to_dict()), err=True)  # noqa: E731
+        progress = lambda r: echo(_run_line(r.to_dict()), err=True)  # noqa: E731
     with open_store(db_path) as store:
         report = run_verify(store, list(keys), all_records=all_records, tier=tier, progress=progress,
                             note=lambda line: _echo_err(f"errkb verify: {line}"))
@@ -298,10 +308,82 @@ def verify(keys, all_records, tier, db_path, as_json):
     else:
         if progress is None:
             for r in report.results:
-                click.echo(_run_line(r.to_dict()))
+                echo(_run_line(r.to_dict()))
         counts = ", ".join(f"{n} {k}" for k, n in report.counts.items() if n)
-        click.echo(f"{len(report.results)} checks: {counts or 'none'}")
+        echo(f"{len(report.results)} checks: {counts or 'none'}")
     sys.exit(0 if report.ok else 1)
+
+
+@cli.command()
+@click.argument("keys", nargs=-1)
+@click.option("--all", "all_records", is_flag=True, help="Prove every record that has reproducers of the tier.")
+@click.option("--tier", type=click.Choice(["cpu-real", "gpu"]), default="cpu-real", show_default=True)
+@click.option("--write", "write_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Write each proven record's proof to DIR/<record-id>.json (the bundled one: data/proofs).")
+@click.option("--check", "check_only", is_flag=True,
+              help="Re-run the committed CPU-tier proofs; exit 1 when one no longer holds.")
+@click.option("--proofs", "proofs_dir_opt", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder of committed proofs for --check (default: the bundled data/proofs).")
+@db_option
+@json_option
+def prove(keys, all_records, tier, write_dir, check_only, proofs_dir_opt, db_path, as_json):
+    """Run records' real reproducers and judge each record proven, failed, skipped or unproven.
+
+    Exit status: 0 every named record proven or skipped (e.g. needs CUDA), 1 one failed or
+    is unproven (or, with --check, a committed proof no longer holds), 2 bad input.
+    """
+    from errkb.verify import proofs as P
+    from errkb.verify.reproducers import REGISTRY
+
+    progress = None
+    if not as_json and sys.stderr.isatty():
+        progress = lambda r: echo(_run_line(r.to_dict()), err=True)  # noqa: E731
+    note = lambda line: _echo_err(f"errkb prove: {line}")  # noqa: E731
+    with open_store(db_path, read_only=True) as store:
+        if check_only:
+            if keys or all_records:
+                raise P.ProofError("--check re-runs every committed CPU proof; give no record ids and no --all")
+            records = {r["id"]: r for r in store.records()}
+            broken = P.check_committed(records, proofs_dir_opt, progress, note)
+            held = len([p for p in P.all_proofs(proofs_dir_opt).values() if p.get("tier") == "cpu-real" and p.get("status") == "proven"])
+            if as_json:
+                print_json({"checked": held, "broken": [{"record_id": r, "reason": why} for r, why in broken]})
+            else:
+                for rid, why in broken:
+                    echo(f"NO LONGER HOLDS {rid}: {why}")
+                echo(f"{held - len(broken)}/{held} committed CPU proofs hold")
+            sys.exit(1 if broken else 0)
+        if all_records and keys:
+            raise P.ProofError("give record ids/slugs or --all, not both")
+        if all_records:
+            wanted = {r.record_id for r in REGISTRY if r.tier == tier}
+            records = [r for r in store.records() if r["id"] in wanted]
+        elif keys:
+            records = []
+            for key in keys:
+                record = store.get(key)
+                if record is None:
+                    raise P.ProofError(f"no record with id or slug {key!r} in {store.path}")
+                records.append(record)
+        else:
+            raise P.ProofError("name at least one record (id or slug), or use --all or --check")
+    results = []
+    for record in records:
+        proof = P.prove_record(record, tier, progress, note)
+        path = P.write_proof(proof, write_dir) if write_dir and proof.status == "proven" else None
+        results.append((proof, path))
+        if not as_json:
+            lib = proof.library or {}
+            echo(f"{proof.status.upper():9} {proof.record_id}  {tier:8} {lib.get('name', '-')} {lib.get('version', '')}  "
+                       f"{proof.reason}" + (f"  -> {path}" if path else ""))
+    if as_json:
+        print_json([dict(p.to_dict(), written=str(path) if path else None) for p, path in results])
+    else:
+        counts = {}
+        for p, _ in results:
+            counts[p.status] = counts.get(p.status, 0) + 1
+        echo(f"{len(results)} record(s): " + (", ".join(f"{n} {k}" for k, n in counts.items()) or "none"))
+    sys.exit(0 if all(p.status in ("proven", "skipped") for p, _ in results) else 1)
 
 
 @cli.command()
@@ -322,9 +404,9 @@ def runs(key, db_path, as_json):
     else:
         for r in found:
             runner = r.get("runner") or {}
-            click.echo(f"#{r['run_id']:<5} {r['started_at'][:19]}  {runner.get('hostname', '?')}  " + _run_line(r))
+            echo(f"#{r['run_id']:<5} {r['started_at'][:19]}  {runner.get('hostname', '?')}  " + _run_line(r))
         if not found:
-            click.echo("no runs" + (f" for {key}" if key else "") + " (run `errkb verify`)", err=True)
+            echo("no runs" + (f" for {key}" if key else "") + " (run `errkb verify`)", err=True)
     sys.exit(0 if found else 1)
 
 
@@ -364,7 +446,8 @@ def mine_command(path, package, repo, sha, path_prefix, out, as_json):
     if as_json:
         print_json(summary)
     else:
-        _echo_err(f"{summary['source']}; filePath relative to {result.root} (use --path-prefix for a src/ layout)")
+        hint = "" if path_prefix else " (use --path-prefix for a src/ layout)"
+        _echo_err(f"{summary['source']}; filePath relative to {result.root}{hint}")
         _echo_err(
             f"{summary['files']} files, {summary['sites']} raise sites, {summary['templated']} templated "
             f"({summary['templated_share']:.0%}), {summary['records']} drafts written"
@@ -429,7 +512,7 @@ def drift_command(path, repo, sha, fix, db_path, as_json):
         for note in report.notes:
             _echo_err(f"note: {note}")
         for line in _drift_lines(report):
-            click.echo(line)
+            echo(line)
         counts = report.counts()
         scan = report.scan
         _echo_err(
@@ -534,7 +617,7 @@ def spark_enrich(input_path, output_path, master, column, input_format, index_pa
     if as_json:
         print_json(report.as_dict())
     else:
-        click.echo(report.summary())
+        echo(report.summary())
 
 
 # -- site and snippets (errkb/site.py, errkb/snippets.py) --------------------------
@@ -572,11 +655,11 @@ def site_build(out, check, base_url, workers, db_path, as_json):
         if not as_json:
             for kind in ("stale", "missing", "extra"):
                 for rel in getattr(report, kind):
-                    click.echo(f"{kind}: {out / rel}")
+                    echo(f"{kind}: {out / rel}")
             _echo_err(f"{out}: {'up to date' if report.fresh else 'stale; rebuild with `errkb site build`'} ({report.files} files)")
         sys.exit(0 if report.fresh else 1)
     if not as_json:
-        click.echo(f"{out}: {report.pages} files ({report.records} fix pages), {len(report.written)} written, {len(report.removed)} removed")
+        echo(f"{out}: {report.pages} files ({report.records} fix pages), {len(report.written)} written, {len(report.removed)} removed")
 
 
 def _build_with_progress(build_site, store, out, base_url, workers):
@@ -617,7 +700,7 @@ def snippets(ids, out, db_path, as_json):
         print_json(report.as_dict())
         return
     for name in report.written:
-        click.echo(str(out / name))
+        echo(str(out / name))
     for why in report.skipped:
         _echo_err(f"skipped {why}")
     _echo_err(f"{len(report.written)} written, {len(report.unchanged)} unchanged, {len(report.skipped)} skipped")
@@ -648,14 +731,14 @@ def query(archives, since, until, time_column, by, sql, as_json):
     if as_json:
         print_json(data)
     elif sql:
-        click.echo("\t".join(names))
+        echo("\t".join(names))
         for r in rows:
-            click.echo("\t".join("" if v is None else str(v) for v in r))
+            echo("\t".join("" if v is None else str(v) for v in r))
     else:
         for r in data:
             where = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in r.items() if isinstance(v, list))
             seen = f"  {r['first_seen']} .. {r['last_seen']}" if "first_seen" in r else ""
-            click.echo(f"{r['lines']:>8}  {r['id']}  {r['repo']}/{r['slug']}  {r['error_class']}{seen}" + (f"  [{where}]" if where else ""))
+            echo(f"{r['lines']:>8}  {r['id']}  {r['repo']}/{r['slug']}  {r['error_class']}{seen}" + (f"  [{where}]" if where else ""))
         _echo_err(f"{len(data)} known error(s)")
     sys.exit(0 if data else 1)
 
@@ -739,10 +822,10 @@ def search(words, limit, db_path, as_json):
         print_json([h.as_dict() for h in hits])
     else:
         for h in hits:
-            click.echo(f"{h.score:6.2f}  {h.error_class or 'Error'}  {h.repo}/{h.slug}  {h.record_id}")
+            echo(f"{h.score:6.2f}  {h.error_class or 'Error'}  {h.repo}/{h.slug}  {h.record_id}")
             message = " ".join(h.message.split())
-            click.echo("        " + (message if len(message) <= 72 else message[:71] + "…"))
-            click.echo(f"        matched {', '.join(h.matched)} in {', '.join(h.fields[:4])}")
+            echo("        " + (message if len(message) <= 72 else message[:71] + "…"))
+            echo(f"        matched {', '.join(h.matched)} in {', '.join(h.fields[:4])}")
         _echo_err(f"{len(hits)} record(s)")
     sys.exit(0 if hits else 1)
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from errkb.cli import cli
 from errkb.mine.drafts import MineError, mine, slugify
-from errkb.mine.raise_sites import package_path
+from errkb.mine.raise_sites import SourceTree, package_path
 from errkb.records.lint import lint_record
 from errkb.records.schema import validate
 
@@ -158,7 +158,8 @@ def test_cli_errors_are_one_line_with_exit_2(tmp_path):
     assert no_sha.exit_code == 2
     assert no_sha.stderr.strip().splitlines()[-1] == (
         f"Error: errkb mine: {package_path('click')}: installed package; click {_version('click')}; "
-        f"version of click {_version('click')} is known but no commit sha: pass --sha with the release's commit"
+        f"version of click {_version('click')} is known but no commit sha: pass --sha with the release's commit; "
+        "`git ls-remote --tags https://github.com/pallets/click` lists each release tag with its commit"
     )
     bad_sha = runner.invoke(cli, ["mine", "--package", "click", "--sha", "abc123"])
     assert bad_sha.exit_code == 2
@@ -196,3 +197,66 @@ def _version(dist: str) -> str:
     from importlib.metadata import version
 
     return version(dist)
+
+
+def _fake_install(site, name: str, version_module: tuple[str, str]) -> None:
+    """An installed distribution as pip lays it out: the package and its dist-info."""
+    pkg = site / name
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core.py").write_text('def f():\n    raise ValueError("the engine could not be started")\n')
+    (pkg / version_module[0]).write_text(version_module[1])
+    info = site / f"{name}-1.2.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.2.3\nProject-URL: Source, https://github.com/org/{name}\n")
+    (info / "top_level.txt").write_text(name + "\n")
+
+
+@pytest.mark.parametrize("module", [
+    # vLLM wheels (setuptools-scm / vcs-versioning) and PyTorch's torch/version.py
+    ("_version.py", f"__version__ = version = '1.2.3'\n__commit_id__ = commit_id = 'g{SHA}'\n"),
+    ("version.py", f"__version__ = '1.2.3'\ngit_version = '{SHA}'\n"),
+])
+def test_package_without_sha_takes_the_commit_its_version_module_records(tmp_path, monkeypatch, module):
+    _fake_install(tmp_path / "site", "enginepkg", module)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    out = tmp_path / "d.jsonl"
+    result = CliRunner().invoke(cli, ["mine", "--package", "enginepkg", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0] == (
+        f"installed package; enginepkg 1.2.3; commit {SHA}; commit from enginepkg's version module; "
+        f"filePath relative to {tmp_path / 'site'} (use --path-prefix for a src/ layout)"
+    )
+    [wrapper] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert wrapper["record"]["analyzedSha"] == SHA
+    assert wrapper["record"]["githubUrl"].startswith(f"https://github.com/org/enginepkg/blob/{SHA}/enginepkg/core.py#L")
+
+
+def test_a_short_commit_in_the_version_module_is_named_in_the_error(tmp_path, monkeypatch):
+    _fake_install(tmp_path / "site", "shortpkg", ("_version.py", "__commit_id__ = commit_id = 'g5d3a0d3c'\n"))
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    result = CliRunner().invoke(cli, ["mine", "--package", "shortpkg"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"Error: errkb mine: {tmp_path / 'site' / 'shortpkg'}: installed package; shortpkg 1.2.3; version of shortpkg 1.2.3 "
+        "is known but no commit sha: pass --sha with the release's commit (shortpkg/_version.py names only the short "
+        "commit 5d3a0d3c); `git ls-remote --tags https://github.com/org/shortpkg` lists each release tag with its commit"
+    )
+
+
+def test_installed_torch_names_its_commit(heavy_cache):
+    torch = next(iter(sorted(heavy_cache.glob("venvs/*/lib/python3*/site-packages/torch"))), None)
+    if torch is None:
+        pytest.skip("no torch venv in the heavy cache (built by the cpu-real tests)")
+    version = (torch / "version.py").read_text()
+    sha = re.search(r"git_version = '([0-9a-f]{40})'", version).group(1)
+    assert SourceTree.open(torch).provenance().sha == sha
+
+
+def test_path_prefix_hint_only_when_no_prefix_was_given(tmp_path):
+    repo, _ = _checkout(tmp_path)
+    with_prefix = CliRunner().invoke(cli, ["mine", str(repo), "--path-prefix", "src", "--out", str(tmp_path / "a.jsonl")])
+    assert with_prefix.exit_code == 0, with_prefix.output
+    assert "--path-prefix" not in with_prefix.stderr
+    without = CliRunner().invoke(cli, ["mine", str(repo), "--out", str(tmp_path / "b.jsonl")])
+    assert "(use --path-prefix for a src/ layout)" in without.stderr.splitlines()[0]

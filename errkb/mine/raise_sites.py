@@ -947,6 +947,57 @@ def repo_from_urls(urls: list[str]) -> str | None:
     return min(ranked)[1] if ranked else None
 
 
+# Where distributions record the commit they were built from, without importing them:
+# (module, names). vLLM: _version.py's __commit_id__ (setuptools-scm / vcs-versioning)
+# and the older commit_id.py's __commit__; PyTorch: torch/version.py's git_version.
+_COMMIT_MODULES = (
+    ("_version.py", ("__commit_id__", "commit_id")),
+    ("commit_id.py", ("__commit__", "commit_id")),
+    ("version.py", ("git_version", "__commit__", "__commit_id__", "commit_id")),
+    ("__init__.py", ("__commit__", "__commit_id__", "__git_version__")),
+)
+_COMMIT_VALUE = re.compile(r"^g?([0-9a-f]{7,40})$")
+
+
+def commit_from_version_module(top: str, read: Callable[[str], str | None]) -> tuple[str | None, str]:
+    """(full sha, "") from a package's version module, or (None, what was found instead);
+    ``read(rel)`` returns a file's text under the package folder ``top``, or None."""
+    short = ""
+    for module, names in _COMMIT_MODULES:
+        text = read(f"{top}/{module}")
+        if not text:
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+            value = getattr(node, "value", None)
+            while isinstance(value, ast.NamedExpr):
+                value = value.value
+            if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
+                continue
+            if any(isinstance(t, ast.Name) and t.id in names for t in targets):
+                m = _COMMIT_VALUE.match(value.value.strip().lower())
+                if m and len(m.group(1)) == 40:
+                    return m.group(1), ""
+                if m:
+                    short = f"{top}/{module} names only the short commit {m.group(1)}"
+    return None, short
+
+
+def _no_commit_note(prov: Provenance, found: str = "") -> str:
+    """Why there is no sha, and how a user finds the release's commit."""
+    what = f"{prov.distribution} {prov.version}" if prov.distribution else "this tree"
+    note = f"version of {what} is known but no commit sha: pass --sha with the release's commit"
+    if found:
+        note += f" ({found})"
+    if prov.repo:
+        note += f"; `git ls-remote --tags https://github.com/{prov.repo}` lists each release tag with its commit"
+    return note
+
+
 def _metadata_provenance(kind: str, metadata_text: str | None, direct_url: str | None) -> Provenance:
     prov = Provenance(kind=kind)
     if metadata_text:
@@ -971,8 +1022,22 @@ def _metadata_provenance(kind: str, metadata_text: str | None, direct_url: str |
         if m and prov.repo is None:
             prov.repo = f"{m.group(1)}/{m.group(2)}"
     if prov.sha is None:
-        what = f"{prov.distribution} {prov.version}" if prov.distribution else "this tree"
-        prov.note = f"version of {what} is known but no commit sha: pass --sha with the release's commit"
+        prov.note = _no_commit_note(prov)
+    return prov
+
+
+def _with_version_module_commit(prov: Provenance, tops: list[str], read: Callable[[str], str | None]) -> Provenance:
+    """Fill the sha from the distribution's version module when its metadata has none."""
+    if prov.sha is not None:
+        return prov
+    found = ""
+    for top in tops:
+        sha, seen = commit_from_version_module(top, read)
+        if sha:
+            prov.sha, prov.note = sha, f"commit from {top}'s version module"
+            return prov
+        found = found or seen
+    prov.note = _no_commit_note(prov, found)
     return prov
 
 
@@ -982,11 +1047,18 @@ def _archive_provenance(path: Path) -> Provenance:
             names = zf.namelist()
             meta = next((n for n in names if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
             direct = next((n for n in names if n.count("/") == 1 and n.endswith(".dist-info/direct_url.json")), None)
-            return _metadata_provenance(
+            prov = _metadata_provenance(
                 "wheel",
                 zf.read(meta).decode("utf-8", "replace") if meta else None,
                 zf.read(direct).decode("utf-8", "replace") if direct else None,
             )
+            tops = sorted({n.split("/")[0] for n in names if n.count("/") == 1 and n.endswith("/__init__.py")})
+            members = set(names)
+
+            def read(rel: str) -> str | None:
+                return zf.read(rel).decode("utf-8", "replace") if rel in members else None
+
+            return _with_version_module_commit(prov, tops, read)
     with tarfile.open(path) as tar:
         pkg_info = next((m for m in tar.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")), None)
         text = tar.extractfile(pkg_info).read().decode("utf-8", "replace") if pkg_info else None
@@ -1006,11 +1078,17 @@ def _installed_provenance(path: Path) -> Provenance:
         if top in tops or f"\n{top}/__init__.py," in "\n" + record:
             meta = info / "METADATA"
             direct = info / "direct_url.json"
-            return _metadata_provenance(
+            prov = _metadata_provenance(
                 "installed package",
                 meta.read_text(errors="replace") if meta.is_file() else None,
                 direct.read_text(errors="replace") if direct.is_file() else None,
             )
+
+            def read(rel: str) -> str | None:
+                p = site / rel
+                return p.read_text(errors="replace") if p.is_file() else None
+
+            return _with_version_module_commit(prov, [top], read)
     return Provenance(kind="directory", note="no git commit or package metadata found: pass --repo and --sha")
 
 
