@@ -233,15 +233,19 @@ def text_messages(text: str | bytes, _depth: int = 0) -> list[Message]:
             out.append(Message(lines[0], None, "line"))
         _add_line_forms(lines[0], out, _depth)
         return _dedupe(out)
-    for msg in iter_messages(lines):
-        out.extend(msg.candidates)
+    # The matcher tries forms from the last to the first and reports the first that
+    # matches as the message: the lines joined together are the least specific form
+    # (a whole traceback glued into one line), so they go before each line's and each
+    # exception's own message and are reported only when nothing narrower matches.
     if len(lines) <= MAX_WRAP_LINES:
         bodies = [strip_prefixes(line).strip() for line in lines]
-        for joined in (" ".join(b for b in bodies if b), "".join(bodies)):
+        for joined in ("".join(bodies), " ".join(b for b in bodies if b)):
             out.append(Message(joined, None, "wrapped"))
             error_class, rest = split_error_class(joined)
             if error_class is not None:
                 out.append(Message(rest, error_class, "wrapped"))
+    for msg in iter_messages(lines):
+        out.extend(msg.candidates)
     return _dedupe(out)
 
 
