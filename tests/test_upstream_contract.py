@@ -108,7 +108,7 @@ def test_message_raised_from_cpp_with_a_leading_newline_and_an_anchored_pattern(
 
     # and the matcher finds it where the traceback shows the message on its own line
     (match,) = Matcher.from_records([record]).match("torch.OutOfMemoryError: \nCUDA error: out of memory\nCUDA kernel errors")
-    assert match.record_id == record["id"]
+    assert (match.record_id, match.message) == (record["id"], "CUDA error: out of memory")
 
 
 def test_a_pattern_whose_value_slot_must_be_empty_gets_a_warning_naming_the_slot(tmp_path):
