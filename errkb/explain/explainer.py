@@ -22,6 +22,7 @@ from typing import BinaryIO, Iterator
 
 from errkb.errors import ErrkbError
 from errkb.kb import KnowledgeBase
+from errkb.terminal import visible
 
 # A short input is matched as one text: at most this many lines and bytes.
 TEXT_MAX_LINES = 50
@@ -470,15 +471,18 @@ def _environment(color: bool, width: int):
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         autoescape=False,
+        # record text is untrusted: every {{ }} is made terminal-safe (errkb.terminal)
+        finalize=_finalize,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
         extensions=["jinja2.ext.do"],
     )
-    env.filters["wrap"] = lambda text, indent=2, hang=None: wrap(text, width, indent, hang)
-    env.filters["code"] = lambda text, indent=4: fold_code(text, width, indent)
-    env.filters["style"] = (lambda text, name: _style(text, name)) if color else (lambda text, name: text)
+    # made visible before wrapping, so an escape's width counts
+    env.filters["wrap"] = lambda text, indent=2, hang=None: wrap(visible(text), width, indent, hang)
+    env.filters["code"] = lambda text, indent=4: fold_code(visible(text), width, indent)
+    env.filters["style"] = (lambda text, name: _Styled(_style(visible(text), name))) if color else (lambda text, name: text)
     env.globals["width"] = width
     return env
 
@@ -493,6 +497,14 @@ _STYLES = {
     "removed": {"fg": "red"},
     "added": {"fg": "green"},
 }
+
+
+class _Styled(str):
+    """Text the style filter made visible and then coloured: its escapes are ours."""
+
+
+def _finalize(value):
+    return value if isinstance(value, _Styled) else visible(value)
 
 
 def _style(text, name: str) -> str:
