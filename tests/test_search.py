@@ -41,8 +41,8 @@ def test_message_words_rank_the_seed_first(db):
     assert hits[0]["matched"] == ["quantization", "fusion", "allreduce"]
     assert hits[0]["fields"][0] == "errorMessage"
     assert set(hits[0]) == {"id", "slug", "repo", "errorClass", "errorMessage", "score", "matched", "fields"}
-    # records holding more of the words come first, then by score
-    assert all(len(a["matched"]) >= len(b["matched"]) for a, b in zip(hits, hits[1:]))
+    # in the order of the scores shown
+    assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
 
 
 def test_words_from_documentation_and_solutions_are_found(db):
@@ -122,3 +122,13 @@ def test_damaged_cache_is_rebuilt(tmp_path):
         SearchIndex.load(cached)
     assert json.loads(search(path, "--json", "allreduce").stdout) == first
     SearchIndex.load(cached)  # rewritten whole
+
+
+def test_results_are_in_the_order_of_their_shown_scores(db):
+    # issue 18: `search cuda out of memory` showed 4.84, 4.62, 4.80
+    r = search(db, "-n", "20", "cuda", "out", "of", "memory")
+    assert r.exit_code == 0
+    shown = [float(line.split()[0]) for line in r.stdout.splitlines() if not line.startswith(" " * 8)]
+    assert len(shown) >= 5
+    assert shown == sorted(shown, reverse=True)
+    assert r.stdout.split()[2].startswith("pytorch/pytorch/cuda-out-of-memory")

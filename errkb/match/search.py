@@ -229,7 +229,8 @@ class SearchIndex:
         scores: dict[int, float] = {}
         matched: dict[int, dict[str, None]] = {}
         masks: dict[int, int] = {}
-        for word in dict.fromkeys(tokens(query)):
+        words = list(dict.fromkeys(tokens(query)))
+        for word in words:
             best_for_doc: dict[int, tuple[float, int]] = {}
             for term, factor in self._expand(word):
                 start, count = self.terms[term]
@@ -247,8 +248,12 @@ class SearchIndex:
                 scores[doc] = scores.get(doc, 0.0) + value
                 matched.setdefault(doc, {})[word] = None
                 masks[doc] = masks.get(doc, 0) | mask
-        # Records holding more of the query words first, then by score.
-        ranked = sorted(scores, key=lambda d: (-len(matched[d]), -scores[d], self.docs[d][2], self.docs[d][1]))
+        # The score shown is the sort key: BM25F times the share of the query's words the
+        # record holds (Lucene's coordination factor), so records holding more of the words
+        # rise without a separate key that would leave the shown scores out of order.
+        for doc in scores:
+            scores[doc] *= len(matched[doc]) / len(words)
+        ranked = sorted(scores, key=lambda d: (-scores[d], self.docs[d][2], self.docs[d][1]))
         names = list(FIELDS)
         hits = []
         for doc in ranked[:limit]:
