@@ -251,8 +251,18 @@ def list_(repo, tag, error_class, severity, db_path, as_json):
     if as_json:
         print_json(records)
         return
-    for r in records:
-        echo(f"{r['id']}  {r['repo']}  {r['errorClass']}  {r['slug']}")
+    if sys.stdout.isatty():
+        # A table for people: a header and aligned columns (the slug, longest, last).
+        # Piped, one record a line as before, for grep and cut.
+        rows = [("ID", "REPO", "CLASS", "SEVERITY", "SLUG")]
+        rows += [(r["id"], r["repo"], r["errorClass"], r["severity"], r["slug"]) for r in records]
+        rows = [tuple(visible(str(v)) for v in row) for row in rows]
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        for row in rows:
+            echo("  ".join(v.ljust(w) for v, w in zip(row, widths)) + "  " + row[4])
+    else:
+        for r in records:
+            echo(f"{r['id']}  {r['repo']}  {r['errorClass']}  {r['slug']}")
     _echo_err(f"{len(records)} record(s)")
 
 

@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
-from tests.conftest import SEED_FILE, SEED_ID, SEED_MESSAGE
+from tests.conftest import REPO, SEED_FILE, SEED_ID, SEED_MESSAGE
 
 TRACEBACK = f"""Traceback (most recent call last):
   File "/usr/lib/python3/dist-packages/vllm/v1/engine/core.py", line 701, in run_engine_core
@@ -48,3 +52,58 @@ def test_message_wrapped_over_lines_is_still_found_joined(seed_db):
     result = CliRunner().invoke(cli, ["explain", "--json", "--db", seed_db, wrapped])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["matches"][0]["message"] == SEED_MESSAGE
+
+
+def on_tty(args: list[str], env: dict | None = None) -> tuple[str, str]:
+    """Run errkb with its stdout and stderr on a terminal; (what the terminal showed, stderr)."""
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "errkb", *args], stdout=follower, stderr=follower,
+                                stdin=subprocess.DEVNULL, env=env or dict(os.environ), cwd=REPO)
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # EIO: the other side closed
+                break
+            if not data:
+                break
+            chunks.append(data)
+        assert proc.wait(timeout=120) == 0
+    finally:
+        os.close(leader)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+@pytest.fixture(scope="module")
+def data_db(tmp_path_factory):
+    db = tmp_path_factory.mktemp("data") / "store.duckdb"
+    result = CliRunner().invoke(cli, ["ingest", "--db", str(db), str(REPO / "data")])
+    assert result.exit_code == 0, result.output
+    return str(db)
+
+
+def test_list_on_a_tty_has_a_header_and_aligned_columns(data_db):
+    shown = on_tty(["list", "--db", data_db])
+    lines = shown.rstrip("\n").split("\n")
+    records = json.loads(CliRunner().invoke(cli, ["list", "--json", "--db", data_db]).stdout)
+    assert lines[-1] == f"{len(records)} record(s)"
+    header, rows = lines[0], lines[1:-1]
+    assert header.split() == ["ID", "REPO", "CLASS", "SEVERITY", "SLUG"]
+    assert len(rows) == len(records) >= 20
+    # every column starts where its header does
+    starts = [header.index(name) for name in ("REPO", "CLASS", "SEVERITY", "SLUG")]
+    for row, record in zip(rows, records):
+        assert [row[s - 1] for s in starts] == [" "] * 4 and " " not in [row[s] for s in starts]
+        assert row.split() == [record["id"], record["repo"], record["errorClass"], record["severity"], record["slug"]]
+
+
+def test_list_piped_is_one_record_a_line_and_json_unchanged(data_db):
+    result = CliRunner().invoke(cli, ["list", "--db", data_db, "--repo", "vllm-project/vllm"])
+    assert result.exit_code == 0
+    assert f"{SEED_ID}  vllm-project/vllm  ValueError  flashinfer-allreduce-quantization-fusion-is-not-su" \
+        in result.stdout.splitlines()
+    assert not result.stdout.startswith("ID")
+    records = json.loads(CliRunner().invoke(cli, ["list", "--json", "--db", data_db]).stdout)
+    assert SEED_ID in [r["id"] for r in records] and "errorMessage" in records[0]
