@@ -198,6 +198,7 @@ class Counters:
     invalid_utf8: int = 0
     json_lines: int = 0
     matcher_errors: int = 0
+    already_enriched: int = 0  # JSON lines that had an "errkb" member: written unchanged
     # what the matcher's time bound cut short (Matcher.bounded_report): lines given up
     # on, lines not run, records no longer run
     bounded: dict = field(default_factory=lambda: {"timeouts": 0, "skipped": 0, "disabled": []})
@@ -216,6 +217,7 @@ class Counters:
             "json_lines": self.json_lines,
             "invalid_utf8": self.invalid_utf8,
             "matcher_errors": self.matcher_errors,
+            "already_enriched": self.already_enriched,
             "bounded": self.bounded,
             "bytes": self.bytes_in,
             "seconds": round(elapsed, 3),
@@ -234,6 +236,8 @@ class Counters:
             out.append(f"  {self.invalid_utf8:,} lines were not valid UTF-8 (passed through with message_b64)")
         if self.matcher_errors:
             out.append(f"  {self.matcher_errors:,} lines could not be matched (matcher error; passed through unmatched)")
+        if self.already_enriched:
+            out.append(f"  {self.already_enriched:,} matched JSON lines already had an errkb member (written unchanged)")
         cut = self.bounded
         if cut["timeouts"] or cut["skipped"]:
             out.append(f"  {cut['timeouts']:,} pattern runs hit the time bound and {cut['skipped']:,} were not run "
@@ -292,16 +296,17 @@ class LineEnricher:
             return b""
         return self.enrich_block(b"\n".join(raw_lines))
 
-    def enrich_block(self, block: bytes) -> bytes:
+    def enrich_block(self, block: bytes, final: bool = False) -> bytes:
         """Like :meth:`enrich` for lines already joined by ``\\n`` (as read: no copy
-        per line). An empty block is one empty line."""
+        per line). An empty block is one empty line. ``final``: the block's last line
+        ended the input without a newline (so a "\\r" ending it is its own)."""
         counters = self.counters
         counters.bytes_in += len(block) + 1
         # Whole-block operations (CRLF fold, decode, split, find, escape) run in C;
         # Python-level work per line is kept to the few lines that need it.
         if b"\r" in block:  # CRLF line endings: the "\r" is not part of the line
             block = block.replace(b"\r\n", b"\n")
-            if block.endswith(b"\r"):
+            if block.endswith(b"\r") and not final:
                 block = block[:-1]
         b64: dict[int, bytes] = {}
         try:
@@ -346,7 +351,9 @@ class LineEnricher:
         if self.only_matched:
             if not matched:
                 return b""
-            out = [self._matched_line(lines[i], results[i][0], objects.get(i), b64.get(i)) for i in matched]
+            out = [lines[i] if i in objects and "errkb" in objects[i] else
+                   self._matched_line(lines[i], results[i][0], objects.get(i), b64.get(i)) for i in matched]
+            counters.already_enriched += sum(1 for i in matched if i in objects and "errkb" in objects[i])
             out.append("")
             return "\n".join(out).encode("utf-8")
         # Every line as {"message": ...}, then the few other lines (JSON objects,
@@ -362,6 +369,9 @@ class LineEnricher:
         for i, code in b64.items():
             out[i] = out[i][:-1] + b', "message_b64": "' + code + b'"}'
         for i in matched:
+            if i in objects and "errkb" in objects[i]:
+                counters.already_enriched += 1  # written as read (docs/enrich.md)
+                continue
             out[i] = self._matched_line(lines[i], results[i][0], objects.get(i), b64.get(i)).encode("utf-8")
         return b"\n".join(out)
 
@@ -374,11 +384,11 @@ class LineEnricher:
             counters.labels[rid] = f"{best.repo}/{best.slug}"
         text = self.fragments.text(best)
         if obj is not None:
-            if "errkb" in obj:
-                # Re-enriching an enriched line: replace, never duplicate, the key.
-                obj["errkb"] = json.loads(text)
-                return json.dumps(obj)
+            # The input's members byte for byte, errkb's spliced in as text: re-encoding
+            # would turn 1e999 into Infinity, escape non-ASCII, drop duplicate keys.
             body = line.rstrip()
+            if not obj:
+                return f'{body[:-1]}"errkb": {text}}}'
             return f'{body[:-1]}, "errkb": {text}}}'
         if code is not None:
             return f'{{"message": {_escape(line)}, "message_b64": "{code.decode("ascii")}", "errkb": {text}}}'
@@ -577,10 +587,10 @@ def stream(
     result = StreamResult(counters)
     on_report = report or (lambda c: None)
 
-    def emit(block: bytes) -> None:
+    def emit(block: bytes, final: bool = False) -> None:
         """Enrich and write complete lines joined by "\\n" (at most ``batch`` per write)."""
         if block.count(b"\n") < batch:
-            data = enricher.enrich_block(block)
+            data = enricher.enrich_block(block, final)
             if data:
                 out.write(data)
             return
@@ -620,7 +630,7 @@ def stream(
                     result.stopped_by = signals.stop
                 finally:
                     if pending:  # a final line without "\n" is still a line
-                        emit(b"".join(pending))
+                        emit(b"".join(pending), final=True)
                 if result.stopped_by:
                     break
             if signals.stop and not result.stopped_by:
