@@ -167,6 +167,7 @@ class Found:
             "engine": self.engine,
             "bounded": self.bounded,
             "occurrences": self.occurrences.as_dict() if self.occurrences else None,
+            "proof": _proof(self.record_id),
             "record": self.record,
         }
 
@@ -444,7 +445,18 @@ def _view(f: Found) -> dict:
         "line_url": line_url,
         "solutions": [s for s in (r.get("solutions") or []) if isinstance(s, str) and s.strip()],
         "tips": [s for s in (r.get("preventionTips") or []) if isinstance(s, str) and s.strip()],
+        "proof": _proof(f.record_id),
     }
+
+
+def _proof(record_id: str) -> dict:
+    """The record's committed proof, in one line ("Reproduced with torch 2.13.0+cpu on ...")."""
+    from errkb.verify.proofs import ProofError, proof_summary
+
+    try:
+        return proof_summary(record_id)
+    except ProofError as e:
+        return {"status": "unproven", "line": f"Not reproduced yet ({e})", "library": None, "date": None}
 
 
 def _near_view(n) -> dict:
