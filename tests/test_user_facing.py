@@ -107,3 +107,39 @@ def test_list_piped_is_one_record_a_line_and_json_unchanged(data_db):
     assert not result.stdout.startswith("ID")
     records = json.loads(CliRunner().invoke(cli, ["list", "--json", "--db", data_db]).stdout)
     assert SEED_ID in [r["id"] for r in records] and "errorMessage" in records[0]
+
+
+def test_near_match_diff_keeps_contractions_whole(tmp_path, seed_record):
+    record = {**seed_record, "id": "00000000000000c1", "slug": "the-cache-isn-t-ready",
+              "errorMessage": "The KV cache isn't ready for rank 3: call initialize_cache() first",
+              "messagePattern": r"The KV cache isn't ready for rank (.+?): call initialize_cache\(\) first",
+              "sourceCode": "x", "sourceCodeStart": 1, "sourceCodeEnd": 1, "lineNumber": 1}
+    from errkb.match.near import SimilarIndex
+
+    [near] = SimilarIndex.from_records([record]).near(
+        "The KV cache wasn't ready for rank 3: call initialize_cache() first")
+    assert {"op": "changed", "record": "isn't", "text": "wasn't"} in [d.as_dict() for d in near.diff]
+
+
+@pytest.mark.parametrize("line, message", [
+    ("2025-08-02T18:07:14.645Z ERROR worker-3 ValueError: bad block size", "ValueError: bad block size"),
+    ("2025-08-02 18:07:14,645 ERROR vllm.engine.core: Engine core failed", "Engine core failed"),
+    ("2025-08-02T18:07:14Z [ERROR] [gpu:1] CUDA error: misaligned address", "CUDA error: misaligned address"),
+    ("2025-08-02T18:07:14Z ERROR rank_0 RuntimeError: NCCL error", "RuntimeError: NCCL error"),
+    # the message itself is never eaten: prose words, exception classes, no level
+    ("2025-08-02T18:07:14Z ERROR non-zero exit status 1", "non-zero exit status 1"),
+    ("2025-08-02T18:07:14Z ERROR torch.cuda.OutOfMemoryError: CUDA out of memory",
+     "torch.cuda.OutOfMemoryError: CUDA out of memory"),
+    ("2025-08-02T18:07:14Z worker-3 started", "worker-3 started"),
+])
+def test_generic_log_prefix_timestamp_level_logger_is_stripped(line, message):
+    from errkb.match.normalize import strip_prefixes
+
+    assert strip_prefixes(line) == message
+
+
+def test_explain_headline_drops_the_worker_name(seed_db):
+    line = f"2025-08-02T18:07:14.645Z ERROR worker-3 ValueError: {SEED_MESSAGE}"
+    result = CliRunner().invoke(cli, ["explain", "--json", "--db", seed_db, line])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["matches"][0]["message"] == SEED_MESSAGE

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from errkb.store.cache import atomic_write
 
-INDEX_FORMAT = 3
+INDEX_FORMAT = 4  # 4: contractions are one word
 # Below this a record is too far from the text to be worth showing.
 MIN_SIMILARITY = 0.6
 DEFAULT_LIMIT = 3
@@ -45,7 +45,9 @@ MAX_VALUE_WORDS = 6
 # Fewer literal words in common than this is not a resemblance worth showing.
 MIN_SHARED_WORDS = 3
 
-_WORD = re.compile(r"\w+")
+# A contraction is one word ("isn't", "don’t"): split at the apostrophe, a diff would
+# show "isn t".
+_WORD = re.compile(r"\w+(?:['’]\w+)*")
 _SLOT = None  # a wildcard position in a record's word sequence
 _NUL = "\0"  # a slot in the saved form
 

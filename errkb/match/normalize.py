@@ -58,6 +58,17 @@ _PREFIX = re.compile(
     r"|(?P<level>" + _LEVEL + r"(?: - | \| | {1,16}(?=\S)))"
     r")"
 )
+# `<timestamp> <LEVEL> <logger-or-worker>`: the name after a timestamp and a level
+# (worker-3, vllm.engine.core, [gpu:1], uvicorn.error:). Only a name that cannot be
+# an English word (it holds '.', '-', '/' or '_<n>', or is bracketed) and is followed
+# by a capital or ends in a digit, so "ERROR non-zero exit status" keeps its words;
+# the raw line stays a candidate whatever is taken off.
+_LOGGER = re.compile(
+    r"(?:\[[^\]\s]{1,100}\]|[A-Za-z_]\w{0,100}(?:[.\-/]\w{1,100}){1,12}|[A-Za-z]{1,100}_\d{1,10})"
+    r"(?::? | - )(?=\S)"
+)
+_LOGGER_AFTER = frozenset({"level", "blevel"})
+
 # After these the message starts: nothing after them is a prefix any more.
 _TERMINAL_PREFIXES = frozenset({"syslog", "glog", "file", "pylog", "loguru", "loguru2"})
 _LEVEL_PREFIXES = frozenset({"vllm", "pylog", "loguru", "loguru2", "blevel", "level"})
@@ -132,6 +143,8 @@ def prefix_length(line: str) -> int:
     for _ in range(12):
         m = _PREFIX.match(line, pos)
         if m is None or m.end() == pos:
+            if "ts" in seen and seen & _LOGGER_AFTER:
+                pos = _logger_end(line, pos)
             break
         family = m.lastgroup
         # one level word per line: a second one belongs to the message
@@ -141,6 +154,17 @@ def prefix_length(line: str) -> int:
         pos = m.end()
         if family in _TERMINAL_PREFIXES:
             break
+    return pos
+
+
+def _logger_end(line: str, pos: int) -> int:
+    """Where the message starts after a logger or worker name at ``pos`` (``pos`` when none)."""
+    m = _LOGGER.match(line, pos)
+    if m is None or _ERROR_LINE.match(line, pos):  # "torch.cuda.OutOfMemoryError: ..." is the message
+        return pos
+    name = m.group(0).rstrip(": -")
+    if name[-1:].isdigit() or name.endswith("]") or line[m.end():m.end() + 1].isupper():
+        return m.end()
     return pos
 
 
