@@ -31,6 +31,13 @@ from errkb.errors import ErrkbError
 CHUNK_SIZE = 1 << 20
 # One JSON value larger than this is refused rather than buffered without bound.
 MAX_VALUE_BYTES = 64 << 20
+# Limits on one record (docs/records.md): larger or deeper ones are rejects with the
+# reason, so one of them cannot exhaust the store's memory (DuckDB) or Python's stack.
+MAX_RECORD_BYTES = 16 << 20
+MAX_DEPTH = 64
+# A reject is kept verbatim up to this size; of a larger one, its head (and the reason
+# says so): a reject's bytes go into the store within the same memory budget.
+MAX_REJECT_RAW_BYTES = 1 << 20
 
 _WS = " \t\r\n\ufeff"
 _SURROGATE = re.compile("[\udc80-\udcff]")
@@ -127,6 +134,22 @@ def read_file(path: Path) -> Iterator[SourcedRecord]:
         yield from _ValueStream(handle, str(path)).values()
 
 
+def _deeper_than(value, limit: int) -> bool:
+    """Whether ``value`` nests more than ``limit`` containers deep (walked without
+    recursion: the point is not to depend on Python's stack)."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict):
+            v = v.values()
+        elif not isinstance(v, list):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in v if isinstance(c, (dict, list)))
+    return False
+
+
 def _type_name(value) -> str:
     if value is None:
         return "null"
@@ -218,6 +241,8 @@ class _ValueStream:
         while True:
             try:
                 return self.json.raw_decode(self.buf, pos)
+            except RecursionError:
+                raise ValueError(f"JSON nested too deeply to parse (over {MAX_DEPTH} levels is refused)", pos) from None
             except json.JSONDecodeError as e:
                 # An error close to the end of the buffer may only mean the value
                 # continues in the next chunk (a literal like `true` cut in two).
@@ -236,6 +261,12 @@ class _ValueStream:
     def _emit(self, value, start: int, end: int, index: int | None) -> SourcedRecord:
         text = self.buf[start:end]
         origin = self._where(start, index)
+        if len(text) > MAX_RECORD_BYTES:
+            return SourcedRecord(None, self._kept(text), origin,
+                                 error=f"record is {len(text) / (1 << 20):.0f} MiB, over the {MAX_RECORD_BYTES >> 20} MiB limit"
+                                 f" (the reject keeps its first {MAX_REJECT_RAW_BYTES >> 20} MiB)")
+        if _deeper_than(value, MAX_DEPTH):
+            return SourcedRecord(None, self._kept(text), origin, error=f"JSON nested deeper than {MAX_DEPTH} levels")
         bad = _SURROGATE.search(text)
         if bad:
             where = self._where(start + bad.start(), index)
@@ -246,7 +277,12 @@ class _ValueStream:
     def _error(self, start: int, stop: int, reason: str, error_pos: int, index: int | None) -> SourcedRecord:
         where = self._where(min(error_pos, len(self.buf)), index)
         text = self.buf[start:stop]
-        return SourcedRecord(None, self._raw(text), self._where(start, index), error=f"invalid JSON: {reason}", error_at=where)
+        if len(text) > MAX_REJECT_RAW_BYTES:
+            reason += f" (the reject keeps the first {MAX_REJECT_RAW_BYTES >> 20} MiB of {len(text) / (1 << 20):.0f} MiB)"
+        return SourcedRecord(None, self._kept(text), self._where(start, index), error=f"invalid JSON: {reason}", error_at=where)
+
+    def _kept(self, text: str) -> bytes:
+        return self._raw(text[:MAX_REJECT_RAW_BYTES])
 
     def values(self) -> Iterator[SourcedRecord]:
         pos = self._skip_ws(0)

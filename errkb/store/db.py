@@ -359,8 +359,13 @@ class Store:
             with signals_held() as stop_if_asked:
                 stop_if_asked()
                 con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
+        except BaseException as e:
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:
+                pass  # DuckDB aborted it already (out of memory): report the first error
+            if isinstance(e, duckdb.Error):
+                raise StoreError(f"{self.path}: ingest failed and was rolled back, nothing stored: {str(e).splitlines()[0]}") from e
             raise
         finally:
             con.execute("RESET memory_limit")
