@@ -500,6 +500,51 @@ def _drift_lines(report) -> list[str]:
     return lines
 
 
+@cli.command("new")
+@click.argument("location", metavar="FILE:LINE")
+@click.option("--repo", default=None, help="owner/name on GitHub (default: git remote or package metadata).")
+@click.option("--sha", default=None, help="40-hex commit of the code (default: git HEAD, or what the install records).")
+@click.option("--path-prefix", default="", help="Folder the package sits under in the repository (e.g. src).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the record here (default: stdout); an existing file is never overwritten.")
+def new_command(location, repo, sha, path_prefix, out):
+    """Draft one record from the raise at FILE:LINE, ready to fill in.
+
+    FILE is a path in a checkout or an installed package, or a path inside an
+    installed package by its import name (vllm/config.py:221). Everything the code
+    knows is filled in (message, pattern, class, source window, GitHub link, commit);
+    the prose is left empty and the record carries the "draft" tag until written.
+    Exit 0 when the draft lints clean, 1 when lint found an error in it.
+    """
+    from errkb.mine.new import OPTIONAL_FIELDS, new_record
+    from errkb.records.lint import lint_record
+
+    drafted = new_record(location, repo=repo, sha=sha, path_prefix=path_prefix)
+    text = json.dumps(drafted.wrapper(), indent=2, ensure_ascii=False) + "\n"
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        try:
+            with open(out, "x", encoding="utf-8") as f:
+                f.write(text)
+        except FileExistsError:
+            raise UsageError(f"{out}: already exists: choose another --out (a record file is never overwritten)") from None
+        except OSError as e:
+            raise UsageError(f"{out}: cannot write: {e.strerror or e}") from e
+    record = drafted.record
+    _echo_err(f"drafted {record['id']} {record['repo']}/{record['slug']} from {record['filePath']}:{record['lineNumber']}"
+              + (f" to {out}" if out else ""))
+    _echo_err(f"  {record['errorClass']}: {record['errorMessage']}")
+    _echo_err(f"  pattern: {record['messagePattern']}")
+    _echo_err(f"  source: {drafted.provenance.describe()}")
+    _echo_err(f"to write: {', '.join(drafted.to_write)} (and {', '.join(OPTIONAL_FIELDS)} where you can); "
+              "then remove the \"draft\" tag and run `errkb lint`")
+    findings = lint_record(record)
+    for finding in findings:
+        _echo_err(str(finding))
+    sys.exit(1 if any(f.level == "error" for f in findings) else 0)
+
+
 @cli.command("drift")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--repo", required=True, help="owner/name of the records to check.")
