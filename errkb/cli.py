@@ -14,7 +14,11 @@ from pathlib import Path
 import click
 
 from errkb import __version__
+from errkb.progress import Progress, ReadProgress
 from errkb.terminal import visible
+
+# A log this big takes seconds to explain: it gets a progress bar (errkb.progress).
+LARGE_LOG_BYTES = 8 << 20
 
 
 class UsageError(click.ClickException):
@@ -145,11 +149,6 @@ def lint(paths, as_json):
     sys.exit(1 if has_errors(findings) else 0)
 
 
-def _ingest_progress(n: int) -> None:
-    if n % 500 == 0:
-        click.echo(f"\r{n} records read", err=True, nl=False)
-
-
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @db_option
@@ -162,11 +161,8 @@ def ingest(paths, db_path, as_json):
     """
     from errkb.store.db import Store
 
-    progress = _ingest_progress if sys.stderr.isatty() else None
-    with Store.open(db_path) as store:
-        report = store.ingest(paths, progress=progress)
-    if progress:
-        click.echo("\r", err=True, nl=False)
+    with Store.open(db_path) as store, Progress("ingest: records read") as progress:
+        report = store.ingest(paths, progress=progress.set)
     if as_json:
         print_json(report.as_dict())
     else:
@@ -447,7 +443,8 @@ def mine_command(path, package, repo, sha, path_prefix, out, as_json):
 
     if as_json and out is None:
         raise UsageError("--json prints the report on stdout: give --out FILE for the records")
-    result = mine(path, package=package, repo=repo, sha=sha, path_prefix=path_prefix)
+    with Progress("mine: files scanned") as progress:
+        result = mine(path, package=package, repo=repo, sha=sha, path_prefix=path_prefix, progress=progress.set)
     if out is None:
         result.write_jsonl(click.get_text_stream("stdout"))
     else:
@@ -563,7 +560,8 @@ def drift_command(path, repo, sha, fix, db_path, as_json):
     from errkb.mine.drift import drift
 
     with open_store(db_path, read_only=not fix) as store:
-        report = drift(store, path, repo, sha=sha, fix=fix)
+        with Progress("drift: files scanned") as progress:
+            report = drift(store, path, repo, sha=sha, fix=fix, progress=progress.set)
     if as_json:
         print_json(report.as_dict())
     else:
@@ -722,22 +720,12 @@ def site_build(out, check, base_url, workers, db_path, as_json):
 
 
 def _build_with_progress(build_site, store, out, base_url, workers):
-    if not sys.stderr.isatty():
-        return build_site(store, out, base_url=base_url, workers=workers)
-    bar = None
+    with Progress("site: fix pages") as bar:
+        def progress(done, total):
+            bar.set_total(total)
+            bar.update(1)
 
-    def progress(done, total):
-        nonlocal bar
-        if bar is None:
-            bar = click.progressbar(length=total, label="fix pages", file=sys.stderr)
-            bar.__enter__()
-        bar.update(1)
-
-    try:
         return build_site(store, out, base_url=base_url, progress=progress, workers=workers)
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
 
 
 @cli.command()
@@ -832,7 +820,12 @@ def explain(text, file_path, show_all, db_path, as_json):
     try:
         if file_path is not None:
             with open(file_path, "rb") as fh:
-                result = explain_source(db_path, fh, all_matches=show_all)
+                size = os.fstat(fh.fileno()).st_size
+                if size < LARGE_LOG_BYTES:
+                    result = explain_source(db_path, fh, all_matches=show_all)
+                else:
+                    with Progress("explain: log read", size, "bytes") as progress:
+                        result = explain_source(db_path, ReadProgress(fh, progress), all_matches=show_all)
         elif text in (None, "-"):
             if sys.stdin.isatty():
                 _echo_err("errkb explain: reading the text from stdin (end with Ctrl-D)")

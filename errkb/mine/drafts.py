@@ -109,6 +109,7 @@ def mine(
     path_prefix: str = "",
     now: datetime | None = None,
     lint: bool = True,
+    progress=None,
 ) -> MineResult:
     """Draft records for every templatable raise site under ``path`` (or ``package``)."""
     if (path is None) == (package is None):
@@ -141,7 +142,7 @@ def mine(
     prefix = prefix + "/" if prefix else ""
 
     stamp = _timestamp(now)
-    found = scan(tree)
+    found = scan(tree, progress=progress)
     records = draft_records(found.templated, repo=repo, sha=sha, analyzed_at=stamp, path_prefix=prefix)
     refused: Counter = Counter()
     if lint:

@@ -129,7 +129,8 @@ class DriftReport:
         }
 
 
-def drift(store, path: str | Path, repo: str, *, sha: str | None = None, fix: bool = False, now: datetime | None = None) -> DriftReport:
+def drift(store, path: str | Path, repo: str, *, sha: str | None = None, fix: bool = False, now: datetime | None = None,
+          progress=None) -> DriftReport:
     """Check every current record of ``repo`` in ``store`` against the code at ``path``."""
     if sha is not None and not _SHA.match(sha):
         raise DriftError(f"--sha {sha!r}: expected the full 40-hex-digit lowercase commit id")
@@ -149,7 +150,7 @@ def drift(store, path: str | Path, repo: str, *, sha: str | None = None, fix: bo
     if not records:
         raise DriftError(f"no records of {repo} in the store {store.path}")
 
-    found = scan(tree, include=_mentions_any(records))
+    found = scan(tree, include=_mentions_any(records), progress=progress)
     templated = found.templated
     files = {s.file for s in found.sites} | {f for f, _ in found.unparsable}
     prefix = _record_path_prefix(records, tree.file_names())

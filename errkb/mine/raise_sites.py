@@ -298,14 +298,18 @@ def sites_in_source(text: str, file: str, warnings: bool = False) -> list[RaiseS
     return finder.sites
 
 
-def scan(source: SourceTree | str | Path, include: Callable[[str, str], bool] | None = None, warnings: bool = False) -> Scan:
+def scan(source: SourceTree | str | Path, include: Callable[[str, str], bool] | None = None, warnings: bool = False,
+         progress: Callable[[int], None] | None = None) -> Scan:
     """Scan every .py file of ``source``; ``include(file, text)`` may skip files cheaply
     before they are parsed (drift only needs files that mention a record's words).
-    ``warnings`` also collects ``warnings.warn(...)`` calls (the benchmark corpus does)."""
+    ``warnings`` also collects ``warnings.warn(...)`` calls (the benchmark corpus does).
+    ``progress(files_read)`` is called after each file (a large package takes a minute)."""
     tree = source if isinstance(source, SourceTree) else SourceTree.open(source)
     result = Scan(root=str(tree.path))
     for file, text in tree.python_files():
         result.files += 1
+        if progress is not None:
+            progress(result.files)
         if include is not None and not include(file, text):
             continue
         result.parsed += 1
