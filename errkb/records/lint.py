@@ -130,7 +130,10 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
                 add("E203", f"messagePattern pins down only {analysis.literal_chars} literal characters, so it matches almost any line")
             if isinstance(message, str):
                 verdict = _self_match_normalised(analysis, message)
-                empty_slots = _empty_slots(pattern, message) if verdict is False else []
+                # Re-running a pattern per slot is cheap only for a linear one: a hostile
+                # pattern is not searched again (E202 stands for it).
+                linear = not analysis.exponential_in_re and not analysis.needs_backtracking
+                empty_slots = _empty_slots(pattern, message) if verdict is False and linear else []
                 if empty_slots:
                     add("W205", "messagePattern matches errorMessage only if " + " and ".join(empty_slots) + " may be empty; (.+?) needs at least one character")
                 elif verdict is False:
@@ -219,7 +222,7 @@ def _empty_slots(pattern: str, message: str) -> list[str]:
                 slots.append((at, slot))
             at = pattern.find(slot, at + 1)
     slots.sort()
-    if not slots or len(slots) > 16:
+    if not slots or len(slots) > 8:
         return []
 
     def loosened(chosen) -> bool:
