@@ -224,6 +224,7 @@ def show(key, history, db_path, as_json):
         if record is None:
             raise UsageError(f"no record with id or slug {key!r} (try `errkb list` or `errkb search`)")
         versions = store.history(record["id"]) if history else None
+        findings = store.findings(record["id"]) if not (as_json or history) else []
     if as_json:
         print_json(versions if history else record)
     elif history:
@@ -231,6 +232,9 @@ def show(key, history, db_path, as_json):
             echo(f"{v['ingested_at']}  run {v['run_id']}  datasetVersion {v['dataset_version']}  {v['content_hash'][:12]}  {v['file']}")
     else:
         echo(_record_text(record))
+        # Style findings never reject a record; they are stored with it and shown here.
+        for f in findings:
+            _echo_err(f"{f['level']}: {f['code']} {f['name']} {f['message']}")
 
 
 @cli.command("list")

@@ -129,6 +129,11 @@ def test_a_pattern_whose_value_slot_must_be_empty_gets_a_warning_naming_the_slot
     assert CliRunner().invoke(cli, ["ingest", "--db", db, str(path)]).exit_code == 0
     with Store(db, read_only=True) as store:
         assert store.rejects() == []
+    # stored with its warning, which `errkb show` prints beside the record
+    show = CliRunner().invoke(cli, ["show", "--db", db, record["id"]])
+    assert show.exit_code == 0 and show.stdout.startswith(f"id: {record['id']}\n")
+    assert "warning: W205 pattern-slot-needs-a-value messagePattern matches errorMessage only if value slot 1 (.+?) " \
+        "(at character 27) may be empty; (.+?) needs at least one character\n" in show.stderr
 
 
 def test_a_pattern_that_does_not_match_its_message_at_all_is_still_rejected(tmp_path):
