@@ -242,8 +242,8 @@ def _timestamp(now: datetime | None) -> str:
 
 
 def _keep_lint_clean(records: list[dict]) -> tuple[list[dict], Counter]:
-    """Drop drafts that ingest would reject, counting why (e.g. E303: the message
-    is built far from the raise line)."""
+    """Drop drafts that ingest would reject, counting why (e.g. E202: the pattern
+    does not match the rendered message)."""
     from errkb.records.lint import lint_record
 
     kept, refused = [], Counter()
