@@ -265,19 +265,27 @@ def test_writes_outside_the_temp_folder_change_nothing(world_writable_folder):
     target = world_writable_folder / "escaped.txt"
     r = py(f"open({str(target)!r}, 'w').write('escaped')")
     assert r.outcome == "fail"
-    assert "Read-only file system" in r.reason
+    # the folder is in /tmp, which the run has its own of: there is nothing to write to
+    assert "No such file or directory" in r.reason
     assert not target.exists()
+    home = Path(os.path.expanduser("~"))
+    r = py(f"open({str(home / 'escaped.txt')!r}, 'w').write('escaped'); open('/usr/escaped.txt', 'w').write('x')")
+    assert r.outcome == "fail" and "Read-only file system" in r.reason, r
+    assert not (home / "escaped.txt").exists() and not Path("/usr/escaped.txt").exists()
 
 
 @needs_ns
-def test_dataset_code_started_by_root_runs_as_nobody(tmp_path):
+def test_dataset_code_started_by_root_runs_as_nobody(heavy_cache):
     # Without capabilities uid 0 still reads every file whose owner bits allow it;
     # as nobody it reads only what anyone may. Its own folder and HOME stay writable.
+    # (Outside /tmp: the run has a /tmp of its own.)
     assert os.geteuid() == 0
-    secret = tmp_path / "root-only.txt"
+    folder = heavy_cache / f"sandbox-nobody-{os.getpid()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o755)
+    secret = folder / "root-only.txt"
     secret.write_text("root only")
     secret.chmod(0o600)
-    tmp_path.chmod(0o755)
     r = py(
         f"""
         import os
@@ -290,6 +298,8 @@ def test_dataset_code_started_by_root_runs_as_nobody(tmp_path):
     assert r.stdout.splitlines()[0] == "65534 65534 []"
     assert r.reason == f"PermissionError: [Errno 13] Permission denied: {str(secret)!r}"
     assert r.notes == []
+    secret.unlink()
+    folder.rmdir()
 
 
 @needs_ns
@@ -313,22 +323,18 @@ def test_an_interpreter_in_a_closed_folder_is_reachable_and_nothing_else_there(t
 
 
 @needs_ns
-def test_an_interpreter_nobody_cannot_reach_runs_as_root_without_capabilities(tmp_path):
+def test_an_interpreter_nobody_cannot_reach_is_refused_not_run_as_root(tmp_path):
     # A venv that is itself a 0700 folder (mktemp -d makes those): nobody could not start
-    # it, so the run stays root, without capabilities, says so, and can still write its
-    # own folder.
+    # it, and root without capabilities still reads root-only files through the owner
+    # bits, so the run is refused with the reason and nothing runs.
     venv = tmp_path / "venv"
     make_venv(venv)
     venv.chmod(0o700)
-    r = sandbox.run(
-        [str(venv / "bin" / "python"), "-c",
-         "import os; open('here.txt', 'w').write('ok'); "
-         "print(os.getuid(), *sorted({ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('Cap')}))"],
-        limits=FAST,
-    )
-    assert r.outcome == "pass", r
-    assert r.stdout.split() == ["0", "0000000000000000"]  # uid 0; every capability set empty
-    assert r.notes == [f"ran as root without capabilities: {venv} is not reachable by an unprivileged user"]
+    r = sandbox.run([str(venv / "bin" / "python"), "-c", "open('here.txt', 'w').write('ran')"], limits=FAST)
+    assert r.outcome == "error", r
+    assert r.reason.startswith(f"sandbox could not start the code: PermissionError: {venv} is not reachable by an "
+                               "unprivileged user"), r.reason
+    assert "refused rather than run the code as root" in r.reason
 
 
 @needs_ns
@@ -507,21 +513,16 @@ def test_other_processes_of_nobody_on_the_host_do_not_use_up_the_runs_process_li
 
 
 @needs_ns
-def test_a_fallback_run_cannot_redirect_its_output_to_a_root_only_file(tmp_path):
-    # Root without capabilities owns the run's base folder and can swap the names of its
-    # output files for links; the parent reads the files it opened, never the names.
+def test_a_driver_run_cannot_redirect_its_output_to_a_root_only_file(tmp_path):
+    # A reproducer driver keeps root and owns the run's base folder: it can swap the
+    # names of its output files for links; the parent reads the files it opened.
     secret = tmp_path / "secret.txt"
     secret.write_text("ROOT-ONLY-%d" % os.getpid())
     secret.chmod(0o600)
-    venv = tmp_path / "venv"
-    make_venv(venv)
-    venv.chmod(0o700)  # nobody cannot start it: the run stays root without capabilities
     r = sandbox.run(
-        [str(venv / "bin" / "python"), "-c",
-         f"import os; print('mine'); os.unlink('../stdout'); os.symlink({str(secret)!r}, '../stdout')"],
-        limits=FAST,
+        [sys.executable, "-c", f"import os; print('mine'); os.unlink('../stdout'); os.symlink({str(secret)!r}, '../stdout')"],
+        limits=FAST, keep_capabilities=True,
     )
-    assert r.notes and r.notes[0].startswith("ran as root without capabilities")
     assert "ROOT-ONLY" not in r.stdout + r.stderr
     assert r.stdout.strip() == "mine"
 
@@ -539,18 +540,17 @@ def test_a_restrictive_umask_still_runs_as_nobody():
 
 
 @needs_ns
-def test_a_closed_readable_folder_is_not_emptied(tmp_path):
+def test_a_closed_readable_folder_is_not_emptied_and_the_run_is_refused(tmp_path):
     # A folder the run asked to read that is itself 0700, with the interpreter inside it:
-    # hiding it would leave only the venv. It stays as it is, and the run stays root.
+    # hiding it would leave only the venv, and nobody cannot read it: refused, untouched.
     closed = tmp_path / "project"
     closed.mkdir(mode=0o700)
     (closed / "data.txt").write_text("needed")
     make_venv(closed / "venv")
     r = sandbox.run([str(closed / "venv" / "bin" / "python"), "-c", f"print(open({str(closed / 'data.txt')!r}).read())"],
                     readable=[closed], limits=FAST)
-    assert r.outcome == "pass", r
-    assert r.stdout.strip() == "needed"
-    assert r.notes == [f"ran as root without capabilities: {closed} is not reachable by an unprivileged user"]
+    assert r.outcome == "error" and f"{closed} is not reachable by an unprivileged user" in r.reason, r
+    assert (closed / "data.txt").read_text() == "needed"
 
 
 @needs_ns

@@ -58,6 +58,9 @@ class Limits:
     open_files: int | None = 256
     processes: int | None = 64
     output_bytes: int = 1 << 20  # kept of each of stdout and stderr
+    # the run's folder is a tmpfs of this size where the mount namespace allows it (a
+    # disk quota: without it, code filled the host's /tmp at 400 MB/s)
+    disk_bytes: int | None = 256 << 20
 
 
 @dataclass
@@ -217,6 +220,7 @@ def run(
         "private_shm": use_ns and private_shm,
         "loopback_up": use_ns and network == "loopback",
         "hide_home": _real_home(),
+        "hide_files": _store_files(),
         "keep_visible": _paths_to_keep(argv, readable),
         "cgroup": str(cgroup) if cgroup else None,
         "drop_capabilities": not keep_capabilities,
@@ -399,6 +403,31 @@ def _paths_to_keep(argv: list[str], readable) -> list[str]:
     return sorted(keep)
 
 
+def _store_files() -> list[str]:
+    """Files the run must not read though they may be world-readable: every regular
+    file this process holds open (the store verify is reading, its WAL) and the stores
+    errkb would open ($ERRKB_DB, the cache folder's)."""
+    found = set()
+    try:
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("/") and os.path.isfile(target):
+                found.add(target)
+    except OSError:
+        pass
+    for name in ("ERRKB_DB",):
+        if os.environ.get(name):
+            found.update(p for p in (os.environ[name], os.environ[name] + ".wal") if os.path.isfile(p))
+    cache = os.environ.get("ERRKB_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "errkb")
+    if os.path.isdir(cache):
+        found.update(os.path.join(cache, n) for n in os.listdir(cache) if ".duckdb" in n and os.path.isfile(os.path.join(cache, n)))
+    return sorted(found)
+
+
 def _temp_root() -> str:
     """Where runs get their folder: the temp folder, unless it lies inside the real HOME,
     which the run's mount namespace replaces (and its folder with it)."""
@@ -563,9 +592,9 @@ def _mount_points() -> list[str]:
     return points
 
 
-def _remount_all_read_only(libc, writable: str, notes: list[str]) -> None:
+def _remount_all_read_only(libc, writable: str, notes: list[str], private: tuple[str, ...] = ()) -> None:
     for point in _mount_points():
-        if point == writable or point.startswith(writable.rstrip("/") + "/"):
+        if point == writable or point.startswith(writable.rstrip("/") + "/") or point in private:
             continue
         try:
             _mount(libc, None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
@@ -632,6 +661,43 @@ def _hide_folder(libc, folder: str, keep: list[str], base: str) -> None:
             err = ctypes.get_errno()
             raise OSError(err, f"umount {stage}: {os.strerror(err)}")
         os.rmdir(stage)
+
+
+def _private_folder(libc, folder: str, base: str, keep: list[str], options: str) -> None:
+    """An empty tmpfs over ``folder``, with the run's base folder (writable) and the
+    kept paths (read-only) inside it bound back. The sources are held as O_PATH
+    descriptors while the tmpfs covers their paths (a staging folder in /tmp would be
+    covered too)."""
+    prefix = folder.rstrip("/") + "/"
+    inside = sorted({k for k in [base, *keep] if k.startswith(prefix) and os.path.isdir(k)})
+    # a kept path inside another kept one comes back with it
+    inside = [p for p in inside if not any(p.startswith(q.rstrip("/") + "/") for q in inside if q != p)]
+    held = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in inside]
+    try:
+        _mount(libc, "tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, options)
+        for path, fd in held:
+            os.makedirs(path, mode=0o755, exist_ok=True)
+            _mount(libc, f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None)
+            if path != base:
+                try:
+                    _mount(libc, None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
+                except OSError:
+                    pass
+    finally:
+        for _path, fd in held:
+            os.close(fd)
+
+
+def _cap_folder(libc, folder: str, size: int, base: str) -> None:
+    """Put ``folder`` (with what was written into it) on a tmpfs of ``size`` bytes."""
+    stage = tempfile.mkdtemp(prefix="disk-", dir=base)
+    _mount(libc, "tmpfs", stage, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=755")
+    shutil.copytree(folder, stage, symlinks=True, dirs_exist_ok=True)
+    _mount(libc, stage, folder, None, MS_BIND, None)
+    if libc.umount2(stage.encode(), MNT_DETACH) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"umount {stage}: {os.strerror(err)}")
+    os.rmdir(stage)
 
 
 def _hide_closed_folders(libc, keep: list[str], base: str) -> None:
@@ -713,6 +779,61 @@ def drop_capabilities(run_as: tuple[int, int] | None = None) -> None:
     data = (Data * 2)()
     if libc.capset(ctypes.byref(header), data) != 0:
         raise OSError(ctypes.get_errno(), "capset")
+    forbid_user_namespaces(libc)
+
+
+# seccomp: a new user namespace would give the code every capability again inside it
+# (and with them mount, and the kernel surface behind CAP_SYS_ADMIN). x86-64 numbers.
+AUDIT_ARCH_X86_64 = 0xC000003E
+NR_CLONE, NR_UNSHARE, NR_CLONE3 = 56, 272, 435
+CLONE_NEWUSER = 0x10000000
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+EPERM, ENOSYS = 1, 38
+
+
+def forbid_user_namespaces(libc=None) -> bool:
+    """Install a seccomp filter (inherited by every descendant, never removable) that
+    fails unshare/clone with CLONE_NEWUSER (EPERM) and clone3 (ENOSYS: its flags sit in
+    memory a filter cannot read, and libc then falls back to clone). Needs
+    no_new_privs, which drop_capabilities sets first. False where the filter does not
+    apply (not x86-64)."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    libc = libc or ctypes.CDLL(None, use_errno=True)
+
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Filter))]
+
+    LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, JMP|JSET|K, RET|K
+    allow, eperm, enosys = SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM, SECCOMP_RET_ERRNO | ENOSYS
+    # (code, jump if true, jump if false, k); a jump of n goes to the instruction n+1 ahead
+    program = [
+        (LD, 0, 0, 4),                    # 0: arch
+        (JEQ, 1, 0, AUDIT_ARCH_X86_64),   # 1: x86-64 -> 3
+        (RET, 0, 0, eperm),               # 2: another ABI (i386 through int 0x80): refused
+        (LD, 0, 0, 0),                    # 3: syscall number
+        (JGE, 6, 0, 0x40000000),          # 4: the x32 ABI -> 11 (refused)
+        (JEQ, 7, 0, NR_CLONE3),           # 5: clone3 -> 13 (ENOSYS)
+        (JEQ, 2, 0, NR_UNSHARE),          # 6: unshare -> 9
+        (JEQ, 1, 0, NR_CLONE),            # 7: clone -> 9
+        (RET, 0, 0, allow),               # 8
+        (LD, 0, 0, 16),                   # 9: args[0] (flags), low 32 bits
+        (JSET, 0, 1, CLONE_NEWUSER),      # 10: CLONE_NEWUSER set -> 11, else 12
+        (RET, 0, 0, eperm),               # 11
+        (RET, 0, 0, allow),               # 12
+        (RET, 0, 0, enosys),              # 13
+    ]
+    filters = (Filter * len(program))(*[Filter(*ins) for ins in program])
+    prog = Prog(len(program), filters)
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+    return True
 
 
 def _launch(spec_path: str) -> None:
@@ -758,11 +879,24 @@ def _launch(spec_path: str) -> None:
             if spec["run_as"]:
                 _hide_closed_folders(libc, spec["keep_visible"], base)
             _hide_secrets(libc)
+            for path in spec.get("hide_files", []):
+                if os.path.isfile(path):
+                    _mount(libc, "/dev/null", path, None, MS_BIND, None)
+            # Private /tmp and /run: host sockets live there (X11, D-Bus, docker.sock; a
+            # 0777 socket in /tmp took data from a run), and the run's own /tmp is capped.
+            private = []
+            for folder, options in (("/tmp", "size=64m,mode=1777"), ("/var/tmp", "size=64m,mode=1777"),
+                                    ("/run", "size=4m,mode=755")):
+                if os.path.isdir(folder) and not os.path.islink(folder):
+                    _private_folder(libc, folder, base, spec["keep_visible"], options)
+                    private.append(folder)
+            if spec["limits"].get("disk_bytes"):
+                _cap_folder(libc, spec["cwd"], spec["limits"]["disk_bytes"], base)
             # The working folder stays writable; every other mount becomes read-only:
             # not only /, but /sys (the run's own cgroup limits live there) and /proc
             # (host sysctls), which uid 0 could write even without capabilities.
             _mount(libc, base, base, None, MS_BIND | MS_REC, None)
-            _remount_all_read_only(libc, base, notes)
+            _remount_all_read_only(libc, base, notes, tuple(private))
             if spec["private_shm"] and os.path.isdir("/dev/shm"):
                 _mount(libc, "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777")
         if spec["loopback_up"]:
@@ -772,8 +906,11 @@ def _launch(spec_path: str) -> None:
             # The run's folder itself is about to become the user's: only the way to it counts.
             unreachable = [p for p in [os.path.dirname(spec["cwd"]), *spec["keep_visible"]] if not _reachable_by_others(p)]
             if unreachable:
-                spec["run_as"] = None
-                notes.append(f"ran as root without capabilities: {unreachable[0]} is not reachable by an unprivileged user")
+                # Root without capabilities still reads every root-owned file through
+                # the owner bits: refused rather than run that way.
+                raise PermissionError(f"{unreachable[0]} is not reachable by an unprivileged user (a folder on the way "
+                                      "is closed to others); refused rather than run the code as root: make the way "
+                                      "searchable (chmod o+x) or place the interpreter elsewhere")
             else:
                 _hand_over(spec["cwd"], *spec["run_as"])
     except Exception as e:  # noqa: BLE001 - any failure here is reported, never raised
