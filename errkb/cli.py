@@ -563,9 +563,8 @@ def drift_command(path, repo, sha, fix, db_path, as_json):
     """
     from errkb.mine.drift import drift
 
-    with open_store(db_path, read_only=not fix) as store:
-        with Progress("drift: files scanned") as progress:
-            report = drift(store, path, repo, sha=sha, fix=fix, progress=progress.set)
+    with open_store(db_path, read_only=not fix) as store, Progress("drift: files scanned") as progress:
+        report = drift(store, path, repo, sha=sha, fix=fix, progress=progress.set)
     if as_json:
         print_json(report.as_dict())
     else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TextIO
+from typing import Self, TextIO
 
 import click
 
@@ -49,7 +49,7 @@ class Progress:
         self._last_line = 0.0
         self._drawn = False
 
-    def __enter__(self) -> Progress:
+    def __enter__(self) -> Self:
         self._started = self._last_line = self.clock()
         if self.terminal and self.total:
             self._bar = click.progressbar(length=self.total, label=self.label, file=self.stream, show_pos=True)

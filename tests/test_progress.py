@@ -51,11 +51,10 @@ def test_long_work_off_a_terminal_prints_a_line_every_ten_seconds_and_one_at_the
 
 def test_a_failed_phase_prints_no_done_line():
     out, clock = io.StringIO(), Clock()
-    with pytest.raises(KeyboardInterrupt):
-        with Progress("drift: files scanned", stream=out, clock=clock) as p:
-            clock.now += 8
-            p.update()
-            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), Progress("drift: files scanned", stream=out, clock=clock) as p:
+        clock.now += 8
+        p.update()
+        raise KeyboardInterrupt
     assert "done" not in out.getvalue()
 
 
