@@ -241,7 +241,11 @@ def test_pattern_that_cannot_run_exactly_in_the_browser_says_so(browser, server)
 
 # Python `re.search` and the generated JS RegExp must agree on every text.
 EXACTNESS = [
-    (r"Expected (.+?) but got (\d+) items", ["Expected x but got 12 items", "Expected x but got ١٢ items", "Expected  but got 1 items"]),
+    (r"Expected x but got (\d+) items", ["Expected x but got 12 items", "Expected x but got ١٢ items", "Expected x but got  items"]),
+    # literals and (.+?) gaps: decided by site.js gapSpan (indexOf), never a RegExp
+    (r"Expected (.+?) but got (.+?) items", ["Expected x but got 12 items", "Expected  but got 1 items", "Expected 😀 but got 😀 items"]),
+    (r"^got (.+?) items$", ["got 3 items", "got  items", "xgot 3 items", "got 3 items!", "got 😀 items"]),
+    (r"(.+?)ends here(.+?)", ["it ends here.", "ends here.", "it ends here", "😀ends here😀"]),
     (r"^Bad value: \w+$", ["Bad value: héllo", "Bad value: héllo\n", "Bad value: a b", "x Bad value: a", "Bad value: a\n\n"]),
     (r"(?i)cuda error: out of memory", ["CUDA ERROR: Out Of Memory", "cuda error: out of memory", "CUDA error: out of memorY!"]),
     (r"tensor\s+size", ["tensor\u00a0size", "tensor\u2028size", "tensor\x1csize", "tensor\ufeffsize", "tensorsize"]),
@@ -260,8 +264,33 @@ def test_js_translation_agrees_with_python_re(browser, server):
         for text in texts:
             if js.ascii_only and not text.isascii():
                 continue
+            if js.plan is not None:
+                got = browser.execute_script("var s = window.errkbGapSpan(arguments[1], arguments[0]); "
+                                             "return s && [s.start, s.end]", js.plan, text)
+                m = re.search(pattern, text)
+                # spans in UTF-16 units there, code points here
+                want = m and [len(text[:m.start()].encode("utf-16-le")) // 2, len(text[:m.end()].encode("utf-16-le")) // 2]
+                assert got == want, (pattern, text, got, want)
+                continue
             got = browser.execute_script("return new RegExp(arguments[0], 'u').test(arguments[1])", js.source, text)
             assert got == bool(re.search(pattern, text)), (pattern, text)
+
+
+# Shapes that backtrack for minutes in a browser's RegExp engine: none reaches one.
+FREEZERS = [r"Boom: (?:a|aa)*$", r"Boom: (?:\w|é)*!", r"Boom: \w*\w*\w*!", r"Boom: (?:a{1,9}){1,9}!",
+            r"Boom: (.+?)a(.+?)a(.+?)a(.+?)!$"]
+
+
+def test_patterns_that_could_freeze_a_tab_never_become_regexps(browser, server):
+    browser.get(server + "index.html")
+    for pattern in FREEZERS:
+        js = js_pattern(pattern)
+        assert js.source is None, pattern
+        if js.plan is not None:  # decided by indexOf: linear on the worst text
+            text = "Boom: " + "a" * 1999
+            started = time.monotonic()
+            got = browser.execute_script("return window.errkbGapSpan(arguments[1], arguments[0])", js.plan, text)
+            assert got is None and time.monotonic() - started < 5
 
 
 def test_hostile_record_text_never_runs(browser, server, site, tmp_path):

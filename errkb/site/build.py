@@ -106,10 +106,13 @@ class JsPattern:
     literals: list[str]
     ascii_only: bool = False
     reason: str | None = None
+    # Literals and (.+?) gaps only: the browser decides these with str.indexOf (site.js
+    # gapSpan, linear), never a RegExp: k gaps cost O(n**k) in a backtracking engine.
+    plan: list | None = None
 
     @property
     def ok(self) -> bool:
-        return self.source is not None
+        return self.source is not None or self.plan is not None
 
 
 _RE2_TOKEN = re.compile(
@@ -167,11 +170,50 @@ def js_pattern(pattern: str) -> JsPattern:
     if not literals:
         # Without a required literal there is no prefilter to keep the browser safe.
         return JsPattern(None, literals, reason="no required literal text to prefilter on")
+    if a.gap_plan is not None:
+        anchored_start, anchored_end, lead, plan_literals, gaps, tail = a.gap_plan
+        return JsPattern(None, literals, plan=[anchored_start, anchored_end, lead, list(plan_literals), list(gaps), tail])
+    hazard = _backtracking_hazard(pattern)
+    if hazard:
+        return JsPattern(None, literals, reason=f"{hazard}: could backtrack for a long time in the browser")
     try:
         source = re2_to_js(a.re2_pattern)
     except ValueError as e:
         return JsPattern(None, literals, reason=str(e))
     return JsPattern(source, literals, ascii_only=a.re2_ascii_only)
+
+
+def _backtracking_hazard(pattern: str) -> str | None:
+    """Why a backtracking engine (the browser's) could take more than O(n**2) on this
+    pattern, or None: it runs as a RegExp only with at most one unbounded repeat, no
+    repeat inside a repeat and no alternation inside a repeat. Lines are capped at
+    MAX_TEST_LINE characters, so the worst case stays a few million steps."""
+    import re._constants as C
+    import re._parser as sre_parse
+
+    unbounded = 0
+    stack = [(list(sre_parse.parse(pattern)), False)]
+    while stack:
+        items, in_repeat = stack.pop()
+        for op, av in items:
+            if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+                lo, hi, sub = av
+                if in_repeat:
+                    return "a repeat inside a repeat"
+                if hi is C.MAXREPEAT:
+                    unbounded += 1
+                    if unbounded > 1:
+                        return "more than one unbounded repeat"
+                stack.append((list(sub), hi is C.MAXREPEAT or hi > 1))
+            elif op is C.BRANCH:
+                if in_repeat:
+                    return "an alternation inside a repeat"
+                stack.extend((list(alt), in_repeat) for alt in av[1])
+            elif op is C.SUBPATTERN:
+                stack.append((list(av[3]), in_repeat))
+            elif op in (C.ASSERT, C.ASSERT_NOT):
+                stack.append((list(av[1]), in_repeat))
+    return None
 
 
 _CLASS_RE = re.compile(r"\[\^?(?:\\u\{[0-9a-f]+\}|[^\]\\])*\]")
@@ -435,7 +477,7 @@ class _FixPages:
             validation=hl.block(rec["validationCode"], "python") if rec.get("validationCode") else None,
             extra_code=extra_code,
             runs=runs,
-            tester={"source": e.js.source, "literals": e.js.literals, "ascii_only": e.js.ascii_only,
+            tester={"source": e.js.source, "plan": e.js.plan, "literals": e.js.literals, "ascii_only": e.js.ascii_only,
                     "max_input": MAX_TEST_INPUT, "max_line": MAX_TEST_LINE},
             **common,
         ).encode()
@@ -562,7 +604,8 @@ def _render_index(env, entries: list[_Entry], tag_names, repo_names, common) -> 
             "i": i,
             "m": r["errorMessage"],
             "t": text.lower(),
-            "p": classes.compress(e.js.source) if e.js.ok else None,
+            "p": classes.compress(e.js.source) if e.js.source is not None else None,
+            "g": e.js.plan,
             "l": e.js.literals if e.js.ok else [],
             "a": 1 if e.js.ascii_only else 0,
             "r": r["repo"],
@@ -585,6 +628,17 @@ def _render_index(env, entries: list[_Entry], tag_names, repo_names, common) -> 
 
 def _existing_files(out: Path) -> set[str]:
     return {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+def _refuse_links_above(out: Path, target: Path) -> None:
+    """A folder inside --out that is a symbolic link would send a write (or a removal)
+    outside the site folder: refused, naming it."""
+    current = out
+    for part in target.relative_to(out).parts[:-1]:
+        current = current / part
+        if current.is_symlink():
+            raise SiteError(f"{current}: a symbolic link inside the site folder; errkb writes only into real folders "
+                            "there (remove the link, or build into another --out)")
 
 
 def _guard_out(out: Path) -> None:
@@ -611,16 +665,22 @@ def build_site(store, out: Path, base_url: str | None = None,
                 continue
         except OSError:
             pass
+        _refuse_links_above(out, target)
         target.parent.mkdir(parents=True, exist_ok=True)
+        _refuse_links_above(out, target)
         if target.is_symlink():
             target.unlink()
         tmp = target.with_name(target.name + ".tmp")
-        tmp.write_bytes(content)
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()  # a planted link there would be written through
+        with open(tmp, "xb") as f:  # O_EXCL: never through a link
+            f.write(content)
         tmp.replace(target)
         report.written.append(rel)
     report.pages = len(seen)
     report.records = sum(1 for s in seen if s.startswith("errors/"))
     for rel in sorted(before - seen):
+        _refuse_links_above(out, out / rel)
         (out / rel).unlink()
         report.removed.append(rel)
     for d in sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
