@@ -143,3 +143,15 @@ def test_a_pattern_that_does_not_match_its_message_at_all_is_still_rejected(tmp_
     found = {f.code: f for f in lint_record(record)}
     assert found["E202"].message == "messagePattern does not match its own errorMessage"
     assert "W205" not in found
+
+
+@pytest.mark.parametrize("message, pattern", [
+    ("\nCUDA error: out of memory\n", r"^CUDA error: out of memory$"),
+    ("CUDA error: device-side assert triggered\n", r"^CUDA error: device-side assert triggered$"),
+    ("\n\nNCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:42, unhandled system error",
+     r"^NCCL error in: (.+?), unhandled system error$"),
+])
+def test_anchored_patterns_for_messages_with_surrounding_newlines_are_not_rejected(message, pattern):
+    site = _site("click", "No options defined but a name was passed")
+    record = upstream_record(site, "click", message=message, pattern=pattern)
+    assert [f.code for f in lint_record(record) if f.level == "error"] == []
