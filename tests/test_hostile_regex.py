@@ -209,3 +209,15 @@ def test_enrich_over_hostile_records_honours_sigterm_promptly(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert waited < 5, f"enrich took {waited:.1f} s to stop after SIGTERM"
+
+
+def test_explain_says_what_the_time_bound_cut_short(tmp_path):
+    env = _store_with_hostile_records(tmp_path, 2)
+    line = HOSTILE_LINE.decode().strip()
+    done = subprocess.run([sys.executable, "-m", "errkb", "explain", "--json", line], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=120)
+    notes = json.loads(done.stdout)["notes"]
+    assert any("hit the 50 ms time bound" in n for n in notes), notes
+    done = subprocess.run([sys.executable, "-m", "errkb", "explain", line], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=120)
+    assert "hit the 50 ms time bound" in done.stderr, done.stderr
