@@ -549,7 +549,7 @@ def _run_single(record: dict, rep: Reproducer, emit, note: Callable[[str], None]
             env = {"PATH": f"{venv.python.parent}:{sandbox.MINIMAL_PATH}", "PYTHONUNBUFFERED": "1"}
             res = sandbox.run([str(venv.python), "-I", str(rep.driver)], stdin=json.dumps(config), env=env,
                               network="loopback", limits=limits,
-                              readable=[rep.driver.parent, *([venv.path] if venv.path else [])])
+                              readable=[rep.driver.parent, rep.case.parent, *([venv.path] if venv.path else [])])
             result = judge_single(record, rep, scenario, mode, res)
             result.details["venv"] = venv_note
             emit(result)

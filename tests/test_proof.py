@@ -1,0 +1,192 @@
+"""Proofs: the single-process reproducer protocol judged for real (sandbox, subprocesses),
+validation that passes in the broken state reported as a failure, proofs as data, and the
+coverage figure. The cases here use only the standard library, so they run with errkb's own
+interpreter; the real torch/vLLM reproducers are in test_reproducers_cpu.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from errkb.cli import cli
+from errkb.resources import data_dir
+from errkb.store.db import bundled_record_paths
+from errkb.verify import proofs as P
+from errkb.verify import sandbox
+from errkb.verify.reproducers import REGISTRY, Requirements, case
+from errkb.verify.runs import message_matches
+
+needs_ns = pytest.mark.skipif(not sandbox.capabilities().namespaces, reason="needs namespaces (root and util-linux unshare)")
+
+CASE = '''
+STATES = {"before": {"argv": ["--limit", "2"], "env": {}}, "after": {"argv": ["--limit", "5"], "env": {"WIDGET_MODE": "ok"}}}
+
+
+def trigger(state):
+    limit = int(state["argv"][1])
+    if 3 > limit:
+        raise ValueError(f"Widget count 3 exceeds limit {limit}")
+    return "3 widgets fit"
+'''
+
+REAL_VALIDATION = '''import sys
+limit = int(sys.argv[sys.argv.index("--limit") + 1])
+assert limit >= 3, f"limit {limit} is below the 3 widgets"
+'''
+
+
+def _record(seed_record, validation: str) -> dict:
+    rec = dict(seed_record)
+    rec.update(id="feedfacefeedface", slug="widget-count-exceeds-limit", errorMessage="Widget count 3 exceeds limit 2",
+               messagePattern=r"Widget count (.+?) exceeds limit (.+?)", errorClass="ValueError", validationCode=validation)
+    return rec
+
+
+@pytest.fixture
+def widget_case(tmp_path, monkeypatch):
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    folder.chmod(0o755)
+    tmp_path.chmod(0o755)
+    (folder / "widgets.py").write_text(CASE)
+    # errkb's own interpreter stands in for a reproducer venv: the case needs nothing else.
+    monkeypatch.setenv("ERRKB_GPU_PYTHON", sys.executable)
+    rep = case("feedfacefeedface", "widgets.py", Requirements(system_python=True))
+    return rep.__class__(**{**rep.__dict__, "case": folder / "widgets.py"})
+
+
+@needs_ns
+def test_a_real_validation_proves_the_record(seed_record, widget_case):
+    proof = _prove(_record(seed_record, REAL_VALIDATION), widget_case)
+    checks = {c.check: c for c in proof.checks}
+    assert proof.status == "proven", proof.reason
+    before = checks["reproducer:widgets:before"]
+    assert (before.outcome, before.exception_class, before.exception_message) == ("pass", "ValueError", "Widget count 3 exceeds limit 2")
+    assert before.message_matched is True
+    assert checks["reproducer:widgets:after"].reason == "no exception matching messagePattern; 3 widgets fit"
+    assert checks["validationCode:before:in-reproducer"].reason.startswith("rejects the 'before' state, as it must (AssertionError: limit 2")
+    assert checks["validationCode:after:in-reproducer"].outcome == "pass"
+
+
+@needs_ns
+def test_validation_that_passes_in_the_broken_state_is_a_failure(seed_record, widget_case):
+    proof = _prove(_record(seed_record, "assert 1 + 1 == 2\n"), widget_case)
+    checks = {c.check: c for c in proof.checks}
+    assert checks["validationCode:before:in-reproducer"].outcome == "fail"
+    assert checks["validationCode:before:in-reproducer"].reason == "validation does not reject the broken state (it passed in 'before')"
+    assert proof.status == "failed"
+
+
+@needs_ns
+def test_a_message_that_does_not_match_the_records_pattern_fails(seed_record, widget_case):
+    rec = _record(seed_record, REAL_VALIDATION)
+    rec["messagePattern"] = r"Gadget count (.+?) exceeds limit (.+?)"
+    proof = _prove(rec, widget_case)
+    before = {c.check: c for c in proof.checks}["reproducer:widgets:before"]
+    assert before.outcome == "fail"
+    assert before.reason == "expected the record's error; saw ValueError: Widget count 3 exceeds limit 2"
+
+
+@needs_ns
+def test_a_hanging_case_ends_as_timeout(seed_record, widget_case):
+    widget_case.case.write_text(CASE.replace("    limit = int", "    import time\n    time.sleep(600)\n    limit = int"))
+    rep = widget_case.__class__(**{**widget_case.__dict__, "timeout_s": 5.0})
+    proof = _prove(_record(seed_record, REAL_VALIDATION), rep)
+    before = {c.check: c for c in proof.checks}["reproducer:widgets:before"]
+    assert before.outcome == "timeout"
+    assert proof.status == "failed"
+
+
+def _prove(record: dict, rep) -> P.Proof:
+    from errkb.verify.runs import _run_reproducer
+
+    checks = []
+    _run_reproducer(record, rep, None, checks.append)
+    status, reason = P.judge(record, rep.tier, checks)
+    return P.Proof(record["id"], record["slug"], rep.tier, status, reason, checks)
+
+
+def test_a_record_without_reproducer_is_unproven_never_pass(seed_record):
+    assert P.judge(seed_record, "cpu-real", []) == ("unproven", "no cpu-real reproducer registered")
+    assert P.proof_line(None) == "Not reproduced yet"
+    assert P.status_of("0000000000000000", None) == "unproven"
+
+
+def test_gpu_only_records_are_counted_apart():
+    gpu_only = {r.record_id for r in REGISTRY if r.tier == "gpu"} - {r.record_id for r in REGISTRY if r.tier == "cpu-real"}
+    assert gpu_only, "the registry has GPU-tier reproducers"
+    assert all(P.status_of(rid, None) == "GPU-only" for rid in gpu_only)
+
+
+def test_the_bundled_reader_leaves_proofs_and_findings_out():
+    names = {p.name for p in bundled_record_paths(data_dir())}
+    assert "proofs" not in names and "findings" not in names
+    assert (data_dir() / "proofs").is_dir()
+
+
+def test_every_committed_proof_is_a_proven_run_of_a_registered_reproducer_whose_message_matches():
+    records = {}
+    for path in data_dir().rglob("*"):
+        if path.is_file() and path.parts[-2] not in ("proofs", "findings") and path.suffix in (".json", ".txt"):
+            rec = json.loads(path.read_text())["record"]
+            records[rec["id"]] = rec
+    proofs = P.all_proofs()
+    assert len(proofs) >= 13
+    for rid, proof in proofs.items():
+        assert proof["status"] == "proven", rid
+        assert any(r.record_id == rid and r.tier == proof["tier"] for r in REGISTRY), rid
+        matched, why = message_matches(records[rid], proof["observed"]["exception_message"])
+        assert matched, f"{rid}: {why}"
+        outcomes = {c["check"]: c["outcome"] for c in proof["checks"]}
+        assert outcomes["validationCode:before:in-reproducer"] == "pass", rid
+        assert P.proof_line(proof).startswith(f"Reproduced with {proof['library']['name']} ")
+
+
+def test_explain_prints_the_proof_line_and_carries_it_in_json():
+    runner = CliRunner()
+    text = runner.invoke(cli, ["explain", "trying to initialize the default process group twice!"])
+    proof = P.load_proof("3e53cb195b2d7b69")
+    assert f"Reproduced with torch {proof['library']['version']} on {proof['date']}" in text.output
+    out = runner.invoke(cli, ["explain", "--json", "trying to initialize the default process group twice!"])
+    assert json.loads(out.output)["matches"][0]["proof"]["status"] == "proven on CPU"
+
+
+def test_stats_prints_the_coverage_figure():
+    result = CliRunner().invoke(cli, ["stats"])
+    cov = P.coverage([rid for rid in _bundled_ids()])
+    assert P.coverage_line(cov) in result.output
+    assert cov["counts"]["proven on CPU"] == len([p for p in P.all_proofs().values() if p["tier"] == "cpu-real"])
+
+
+def _bundled_ids():
+    for path in data_dir().rglob("*"):
+        if path.is_file() and path.parts[-2] not in ("proofs", "findings") and path.suffix in (".json", ".txt"):
+            yield json.loads(path.read_text())["record"]["id"]
+
+
+def test_prove_without_records_is_a_usage_error():
+    result = CliRunner().invoke(cli, ["prove"])
+    assert result.exit_code == 2
+    assert "Error: name at least one record (id or slug), or use --all or --check" in result.output
+
+
+def test_check_reports_a_proof_whose_record_is_gone(tmp_path):
+    folder = tmp_path / "proofs"
+    folder.mkdir()
+    (folder / "0123456789abcdef.json").write_text(json.dumps({"record_id": "0123456789abcdef", "tier": "cpu-real", "status": "proven"}))
+    result = CliRunner().invoke(cli, ["prove", "--check", "--proofs", str(folder)])
+    assert result.exit_code == 1
+    assert "NO LONGER HOLDS 0123456789abcdef: the proof's record is not in the store" in result.output
+
+
+def test_an_unreadable_proof_file_is_one_clear_error(tmp_path):
+    folder = tmp_path / "proofs"
+    folder.mkdir()
+    (folder / "x.json").write_text("{not json")
+    with pytest.raises(P.ProofError, match=r"x\.json: not a readable proof file"):
+        P.all_proofs(folder)
