@@ -344,6 +344,33 @@ def check_reproducer_nccl(timeout_per_run: float = 75.0) -> dict:
 # -- the report -----------------------------------------------------------------------------
 
 
+def check_gpu_proofs() -> dict:
+    """(c) The GPU-tier single-process reproducers (CUDA OOM, CUDA in a forked child), judged
+    like the CPU proofs: raised before, gone after, validation rejects before and accepts after."""
+    from errkb.resources import data_dir
+    from errkb.verify.proofs import prove_record
+    from errkb.verify.reproducers import REGISTRY
+
+    records = {}
+    for path in data_dir().rglob("*.json"):
+        if path.parts[-2] not in ("proofs", "findings"):
+            rec = json.loads(path.read_text())["record"]
+            records[rec["id"]] = rec
+    proofs = {}
+    for rep in REGISTRY:
+        if rep.tier == "gpu" and rep.protocol == "single" and rep.record_id in records:
+            proofs[rep.record_id] = prove_record(records[rep.record_id], "gpu").to_dict()
+    statuses = sorted({p["status"] for p in proofs.values()})
+    if statuses == ["proven"]:
+        outcome = "pass"
+    elif statuses == ["skipped"]:
+        outcome = "skipped"
+    else:
+        outcome = "fail"
+    reason = "; ".join(f"{rid}: {p['status']} ({p['reason']})" for rid, p in proofs.items())
+    return {"outcome": outcome, "reason": reason, "proofs": proofs}
+
+
 def environment() -> dict:
     info: dict = {"hostname": socket.gethostname(), "os": platform.platform(), "python": platform.python_version()}
     for module in ("torch", "triton", "vllm", "flashinfer"):
@@ -368,15 +395,18 @@ def environment() -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="gpu-check-report.json", help="where to write the JSON report")
-    parser.add_argument("--only", choices=["fused-op", "fused-op-interpreted", "fused-op-compile", "reproducer"], default=None,
+    parser.add_argument("--only", choices=["fused-op", "fused-op-interpreted", "fused-op-compile", "reproducer", "proofs"], default=None,
                         help="one check; fused-op-interpreted runs the kernel in Triton's CPU interpreter and "
                              "fused-op-compile compiles it for sm_90 (neither needs a GPU)")
     args = parser.parse_args(argv)
-    checks = {"fused-allreduce-rmsnorm-fp8": check_fused_op, "fused-workspace-nccl": check_reproducer_nccl}
+    checks = {"fused-allreduce-rmsnorm-fp8": check_fused_op, "fused-workspace-nccl": check_reproducer_nccl,
+              "gpu-proofs": check_gpu_proofs}
     if args.only == "fused-op":
         checks.pop("fused-workspace-nccl")
     elif args.only == "reproducer":
         checks.pop("fused-allreduce-rmsnorm-fp8")
+    elif args.only == "proofs":
+        checks = {"gpu-proofs": check_gpu_proofs}
     elif args.only == "fused-op-interpreted":
         # Before anything imports triton: it reads the setting once.
         os.environ["TRITON_INTERPRET"] = "1"
