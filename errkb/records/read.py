@@ -97,13 +97,20 @@ def canonical_json(record: dict) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
+# errkb's own files kept next to a dataset's records (proof runs, findings on records kept
+# as ingested): folders of these names right under a walked folder hold no records.
+SIDECAR_DIRS = ("proofs", "findings")
+
+
 def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
-    """Expand paths to files: folders recursively, sorted, hidden entries skipped."""
+    """Expand paths to files: folders recursively, sorted, hidden entries skipped, and a
+    walked folder's own ``proofs/`` and ``findings/`` (errkb's sidecars) left out."""
     for p in paths:
         path = Path(p)
         if path.is_dir():
             for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".")
+                                 and not (root == str(path) and d in SIDECAR_DIRS))
                 for name in sorted(files):
                     if not name.startswith("."):
                         yield Path(root) / name

