@@ -62,7 +62,9 @@ class Proof:
                        "errkb": __version__, "gpus": [g["name"] for g in gpu_identity()]},
             "observed": None if trigger is None else {
                 "exception_class": trigger.exception_class, "exception_message": trigger.exception_message,
-                "raise_site": trigger.details.get("raise_site"), "message_matched": trigger.message_matched,
+                # The site without its frames: they carry this machine's paths.
+                "raise_site": {k: v for k, v in (trigger.details.get("raise_site") or {}).items() if k != "frames"} or None,
+                "message_matched": trigger.message_matched,
             },
             "drift": drift,
             "checks": [{"check": c.check, "outcome": c.outcome, "reason": c.reason,

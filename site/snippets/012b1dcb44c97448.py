@@ -22,8 +22,15 @@ ANALYZED_SHA = '6170845ea8a4b7bd51506e31b76f3ad9e2e140b9'
 
 
 def validate() -> None:
+    import os
     import torch.distributed as dist
-    assert dist.is_available() and dist.is_initialized(), "call init_process_group() first"
+
+    # Run where your program starts (before its first torch.distributed call), in its environment.
+    # init_process_group() with its default env:// rendezvous reads these; torchrun sets them.
+    assert dist.is_available(), "this torch build has no torch.distributed"
+    missing = [v for v in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE") if v not in os.environ]
+    assert not missing, ("no process group can be initialised from this environment (missing " + ", ".join(missing)
+                         + "): launch with torchrun, or call init_process_group() with rank, world_size and an init_method")
 
 
 def main() -> int:

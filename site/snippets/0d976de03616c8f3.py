@@ -22,10 +22,14 @@ ANALYZED_SHA = 'eb42ad6eca0ce61e7c581212b4bf32f991425571'
 
 
 def validate() -> None:
+    import sys
+
     import torch
-    needed = 20 * 1024**2  # the 'Tried to allocate' size from the message
+
+    # python validate.py --mib N: the size your next allocation asks for, in MiB (20 in the message).
+    needed = int(sys.argv[sys.argv.index("--mib") + 1]) << 20 if "--mib" in sys.argv else 20 << 20
     free, total = torch.cuda.mem_get_info()
-    assert free >= needed, f"only {free} of {total} bytes free"
+    assert free >= needed, f"only {free >> 20} MiB of {total >> 20} MiB free; {needed >> 20} MiB asked: free memory or shrink the batch"
 
 
 def main() -> int:

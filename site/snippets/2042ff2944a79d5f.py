@@ -22,10 +22,21 @@ ANALYZED_SHA = '0cee3cb158704acb10e04869e8265ad630fe1df4'
 
 
 def validate() -> None:
+    import argparse
+
+    # python validate.py <the flags you pass to the vLLM api_server / engine>
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--quantization", "-q")
+    p.add_argument("--dtype", default="auto")
+    a, _ = p.parse_known_args()
+
     import torch
-    supported = [torch.float16]  # 'Supported dtypes' from the error message
-    dtype = torch.float16  # the dtype passed with --dtype
-    assert dtype in supported
+    from vllm.model_executor.layers.quantization import get_quantization_config
+
+    names = {"half": torch.float16, "float16": torch.float16, "bfloat16": torch.bfloat16, "float": torch.float32, "float32": torch.float32}
+    if a.quantization and a.dtype in names:
+        supported = get_quantization_config(a.quantization).get_supported_act_dtypes()
+        assert names[a.dtype] in supported, f"--dtype {a.dtype} is not supported by {a.quantization} (supported: {supported})"
 
 
 def main() -> int:

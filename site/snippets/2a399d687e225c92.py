@@ -22,9 +22,18 @@ ANALYZED_SHA = '6170845ea8a4b7bd51506e31b76f3ad9e2e140b9'
 
 
 def validate() -> None:
+    import inspect
+    import os
+    import sys
+
     import torch.distributed as dist
-    assert dist.is_initialized()
-    assert dist.get_world_size() == int(__import__("os").environ["WORLD_SIZE"])
+
+    # Run in the job's environment; python validate.py --local-sync when your subgroups are created with
+    # new_group(..., use_local_synchronization=True) on their own ranks only.
+    barrier = os.environ.get("TORCH_DIST_INIT_BARRIER", "0") == "1"
+    local = "--local-sync" in sys.argv[1:] and "use_local_synchronization" in inspect.signature(dist.new_group).parameters
+    assert not barrier or local, ("TORCH_DIST_INIT_BARRIER=1: every new_group() waits for all ranks of the world in a store "
+                                  "barrier; create groups on every rank, or pass use_local_synchronization=True")
 
 
 def main() -> int:

@@ -22,9 +22,15 @@ ANALYZED_SHA = '000d1f4a10e3207891737deb5a8ed33615628866'
 
 
 def validate() -> None:
+    import sys
+
     import torch
-    assert torch.version.cuda is not None, "this torch build has no CUDA support; install a +cu wheel"
-    assert torch.cuda.is_available(), "CUDA build installed but no usable GPU/driver"
+
+    # python validate.py <device>: the device your code moves the model to ("auto": cuda when usable, else cpu).
+    device = sys.argv[1] if len(sys.argv) > 1 else "cuda"
+    if device.startswith("cuda"):
+        assert torch.backends.cuda.is_built(), "this torch build has no CUDA support (a +cpu wheel): install a CUDA wheel or use the cpu device"
+        assert torch.cuda.is_available(), "CUDA build installed but no usable GPU/driver"
 
 
 def main() -> int:

@@ -22,11 +22,22 @@ ANALYZED_SHA = 'c0c2335ce027486d254c31f665ce00d7db427d22'
 
 
 def validate() -> None:
+    import argparse
+
+    # python validate.py <the flags you pass to `vllm serve` / the engine>
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--model", required=True)
+    p.add_argument("--quantization", "-q")
+    a, _ = p.parse_known_args()
+
     from transformers import AutoConfig
-    requested = None  # the value you pass as --quantization
-    config = AutoConfig.from_pretrained("TheBloke/Llama-2-7B-Chat-GPTQ")
-    method = str(config.quantization_config["quant_method"]).lower()
-    assert requested in (None, method), f"checkpoint is {method}, argument is {requested}"
+
+    qc = getattr(AutoConfig.from_pretrained(a.model), "quantization_config", None) or {}
+    method = (qc.get("quant_method") if isinstance(qc, dict) else getattr(qc, "quant_method", None)) or None
+    if a.quantization and method:
+        # vLLM lets a checkpoint's method be served by its faster kernel variant (gptq -> gptq_marlin).
+        assert a.quantization.split("_")[0] == str(method).lower(), (
+            f"--quantization {a.quantization} but the checkpoint is {method}: drop the flag or pass {method}")
 
 
 def main() -> int:

@@ -22,8 +22,19 @@ ANALYZED_SHA = 'c0c2335ce027486d254c31f665ce00d7db427d22'
 
 
 def validate() -> None:
-    pipeline_parallel_size = 1
-    assert pipeline_parallel_size == 1, "this vLLM version supports tensor parallelism only"
+    import argparse
+
+    # python validate.py <the flags you pass to the vLLM api_server / engine>
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    a, _ = p.parse_known_args()
+
+    import vllm
+
+    # Releases of this record's era (before 0.5.1 for online serving) run tensor parallelism only.
+    assert a.pipeline_parallel_size == 1, (
+        f"--pipeline-parallel-size {a.pipeline_parallel_size} with vLLM {vllm.__version__}: "
+        "use --tensor-parallel-size over all GPUs instead, or a release that supports pipeline parallelism")
 
 
 def main() -> int:

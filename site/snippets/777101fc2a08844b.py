@@ -22,8 +22,23 @@ ANALYZED_SHA = 'c0c2335ce027486d254c31f665ce00d7db427d22'
 
 
 def validate() -> None:
-    max_model_len, max_num_batched_tokens = 8192, 8192
-    assert max_num_batched_tokens >= max_model_len, "one prompt of max_model_len must fit in a step"
+    import argparse
+
+    # python validate.py <the flags you pass to `vllm serve` / the engine>
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--model", required=True)
+    p.add_argument("--max-num-batched-tokens", type=int)
+    p.add_argument("--max-model-len", type=int)
+    p.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True)
+    a, _ = p.parse_known_args()
+
+    from transformers import AutoConfig
+
+    max_len = a.max_model_len or AutoConfig.from_pretrained(a.model).max_position_embeddings
+    if not a.enable_chunked_prefill and a.max_num_batched_tokens is not None:
+        assert a.max_num_batched_tokens >= max_len, (
+            f"without chunked prefill a whole prompt must fit one batch: --max-num-batched-tokens "
+            f"{a.max_num_batched_tokens} < max_model_len {max_len}")
 
 
 def main() -> int:

@@ -22,8 +22,17 @@ ANALYZED_SHA = 'c0c2335ce027486d254c31f665ce00d7db427d22'
 
 
 def validate() -> None:
-    max_num_batched_tokens, max_num_seqs = 128, 64
-    assert max_num_batched_tokens >= max_num_seqs, "each scheduled sequence needs a token of the step budget"
+    import argparse
+
+    # python validate.py <the flags you pass to `vllm serve` / the engine>
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--max-num-batched-tokens", type=int)
+    p.add_argument("--max-num-seqs", type=int)
+    a, _ = p.parse_known_args()
+    if a.max_num_batched_tokens is not None and a.max_num_seqs is not None:
+        assert a.max_num_batched_tokens >= a.max_num_seqs, (
+            f"--max-num-batched-tokens {a.max_num_batched_tokens} < --max-num-seqs {a.max_num_seqs}: "
+            "every scheduled sequence needs at least one token of the batch budget")
 
 
 def main() -> int:

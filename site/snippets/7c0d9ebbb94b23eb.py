@@ -22,10 +22,23 @@ ANALYZED_SHA = 'c0c2335ce027486d254c31f665ce00d7db427d22'
 
 
 def validate() -> None:
+    import argparse
+
+    # python validate.py <the flags you pass to `vllm serve` / the engine>
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--model", required=True)
+    p.add_argument("--max-model-len", type=int)
+    a, _ = p.parse_known_args()
+
+    import os
+
     from transformers import AutoConfig
-    max_model_len = 4096
-    config = AutoConfig.from_pretrained("meta-llama/Llama-2-7b-chat-hf")
-    assert max_model_len <= config.max_position_embeddings, "longer than the model's context"
+
+    derived = getattr(AutoConfig.from_pretrained(a.model), "max_position_embeddings", None)
+    if a.max_model_len and derived and os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") != "1":
+        assert a.max_model_len <= derived, (
+            f"--max-model-len {a.max_model_len} > the model's max_position_embeddings {derived} "
+            "(set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 only with RoPE scaling you trust)")
 
 
 def main() -> int:

@@ -22,10 +22,20 @@ ANALYZED_SHA = '0cee3cb158704acb10e04869e8265ad630fe1df4'
 
 
 def validate() -> None:
+    import argparse
+
+    # python validate.py <the flags you pass to `vllm serve` / the engine>
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--model", required=True)
+    a, _ = p.parse_known_args()
+
     from transformers import AutoConfig
-    supported = {"LlamaForCausalLM", "MistralForCausalLM"}  # from the error message's list
-    config = AutoConfig.from_pretrained("meta-llama/Llama-2-7b-chat-hf")
-    assert set(config.architectures) & supported, config.architectures
+    from vllm import ModelRegistry
+
+    archs = AutoConfig.from_pretrained(a.model).architectures or []
+    supported = set(ModelRegistry.get_supported_archs())
+    missing = [x for x in archs if x not in supported]
+    assert not missing, f"this vLLM has no implementation of {missing}: upgrade vLLM or pick a supported model"
 
 
 def main() -> int:

@@ -22,9 +22,14 @@ ANALYZED_SHA = '000d1f4a10e3207891737deb5a8ed33615628866'
 
 
 def validate() -> None:
+    import sys
+
     import torch.multiprocessing as mp
-    ctx = mp.get_context("spawn")  # the context your code starts CUDA workers with
-    assert ctx.get_start_method() in ("spawn", "forkserver"), "CUDA workers must not be forked"
+
+    # python validate.py <start method>: how your code starts its CUDA workers (the platform default when omitted).
+    method = sys.argv[1] if len(sys.argv) > 1 else mp.get_start_method(allow_none=False)
+    assert method in mp.get_all_start_methods(), f"unknown start method {method!r}"
+    assert method in ("spawn", "forkserver"), f"CUDA workers started with {method!r} inherit the parent's CUDA state: use spawn"
 
 
 def main() -> int:

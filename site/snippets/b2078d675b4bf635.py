@@ -22,10 +22,17 @@ ANALYZED_SHA = '181efc29df68b1289788467faf2d6f62e3e3958c'
 
 
 def validate() -> None:
-    import torch
-    needed_bytes = 283115520  # 'with size N' from the error message
-    workspace = torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device="cuda")
-    assert workspace.numel() * workspace.element_size() > needed_bytes
+    import argparse
+
+    # python validate.py --workspace-mib <size of the workspace buffer you give the wrapper> --needed-bytes <'with size N' from the error>
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--workspace-mib", type=int, required=True)
+    p.add_argument("--needed-bytes", type=int, required=True)
+    a, _ = p.parse_known_args()
+    have = a.workspace_mib << 20
+    assert have > a.needed_bytes, (
+        f"a {a.workspace_mib} MiB workspace ({have} bytes) is below the {a.needed_bytes} bytes asked for: "
+        f"use at least {(a.needed_bytes >> 20) + 1} MiB")
 
 
 def main() -> int:

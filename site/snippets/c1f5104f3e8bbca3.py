@@ -22,8 +22,14 @@ ANALYZED_SHA = 'c0c2335ce027486d254c31f665ce00d7db427d22'
 
 
 def validate() -> None:
-    gpu_memory_utilization = 0.9
-    assert 0 < gpu_memory_utilization <= 1.0, "gpu_memory_utilization is a fraction of GPU memory"
+    import argparse
+
+    # python validate.py <the flags you pass to the vLLM api_server / engine>
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    a, _ = p.parse_known_args()
+    assert 0 < a.gpu_memory_utilization <= 1.0, (
+        f"--gpu-memory-utilization {a.gpu_memory_utilization:g} is not a fraction of GPU memory: use e.g. 0.9 for 90%")
 
 
 def main() -> int:

@@ -22,10 +22,17 @@ ANALYZED_SHA = 'ba1f20666a4db947ab4f8ea66537609677918e3b'
 
 
 def validate() -> None:
+    import argparse
+
     import torch
-    q = torch.empty(4, 32, 128, dtype=torch.bfloat16)
-    q_data_type = torch.bfloat16  # the value given to plan()
-    assert q.dtype == q_data_type, f"plan() was told {q_data_type}, run() gets {q.dtype}"
+
+    # python validate.py --q-dtype <dtype of the q passed to run()> --q-data-type <value given to plan()>
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--q-dtype", required=True)
+    p.add_argument("--q-data-type", default="float16")  # plan()'s default
+    a, _ = p.parse_known_args()
+    q, planned = getattr(torch, a.q_dtype), getattr(torch, a.q_data_type)
+    assert q == planned, f"plan() was told q_data_type={planned}, run() gets q of {q}: pass q_data_type={q}"
 
 
 def main() -> int:

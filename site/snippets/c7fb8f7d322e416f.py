@@ -22,11 +22,20 @@ ANALYZED_SHA = 'c0c2335ce027486d254c31f665ce00d7db427d22'
 
 
 def validate() -> None:
+    import argparse
+
+    # python validate.py <the flags you pass to `vllm serve` / the engine>
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--model", required=True)
+    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    a, _ = p.parse_known_args()
+
     from transformers import AutoConfig
-    tensor_parallel_size = 2
-    config = AutoConfig.from_pretrained("meta-llama/Llama-2-70b-chat-hf")
-    assert config.num_attention_heads % tensor_parallel_size == 0, (
-        f"{config.num_attention_heads} heads cannot be split over {tensor_parallel_size} ranks")
+
+    heads = AutoConfig.from_pretrained(a.model).num_attention_heads
+    assert heads % a.tensor_parallel_size == 0, (
+        f"{heads} attention heads do not split over tensor parallel size {a.tensor_parallel_size}: "
+        f"use one of {[n for n in range(1, heads + 1) if heads % n == 0 and n <= 16]}")
 
 
 def main() -> int:

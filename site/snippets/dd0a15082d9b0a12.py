@@ -22,9 +22,16 @@ ANALYZED_SHA = '0140b62d8bab203e4699faeba802b5204fa51d26'
 
 
 def validate() -> None:
+    import sys
     from urllib.parse import urlparse
-    init_method = "tcp://127.0.0.1:29500"
-    assert urlparse(init_method).scheme in ("env", "tcp", "file"), f"no rendezvous handler for {init_method}"
+
+    from torch.distributed.rendezvous import _rendezvous_handlers  # what this torch registered at import
+
+    # python validate.py <init_method>: the init_method your code passes (default env://).
+    init_method = sys.argv[1] if len(sys.argv) > 1 else "env://"
+    scheme = urlparse(init_method).scheme
+    handlers = sorted(_rendezvous_handlers)
+    assert scheme in handlers, f"no rendezvous handler for {scheme}:// (registered: {', '.join(handlers)}); write tcp://host:port"
 
 
 def main() -> int:

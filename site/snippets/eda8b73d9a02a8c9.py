@@ -22,10 +22,17 @@ ANALYZED_SHA = 'ba1f20666a4db947ab4f8ea66537609677918e3b'
 
 
 def validate() -> None:
+    import argparse
+
     import torch
-    kv_cache = torch.empty(1, 2, 16, 8, 128, dtype=torch.float8_e4m3fn)
-    kv_data_type = torch.float8_e4m3fn  # the value given to plan()
-    assert kv_cache.dtype == kv_data_type, f"plan() was told {kv_data_type}, run() gets {kv_cache.dtype}"
+
+    # python validate.py --kv-cache-dtype <dtype of the paged KV cache> --kv-data-type <value given to plan()>
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--kv-cache-dtype", required=True)
+    p.add_argument("--kv-data-type", required=True)
+    a, _ = p.parse_known_args()
+    cache, planned = getattr(torch, a.kv_cache_dtype), getattr(torch, a.kv_data_type)
+    assert cache == planned, f"plan() was told kv_data_type={planned}, run() gets a {cache} cache: pass kv_data_type={cache}"
 
 
 def main() -> int:

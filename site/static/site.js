@@ -1,8 +1,10 @@
 // errkb site: copy buttons, the index search, and the per-page pattern tester.
 // Record text is untrusted: it only ever reaches the page through textContent,
-// never innerHTML. Dataset regexes run in a backtracking engine here, so every
-// pattern is prefiltered by the literal text each match must contain, lines and
-// input are capped, and patterns that could blow up were left out at build time.
+// never innerHTML. Dataset regexes run in a backtracking engine here, so: patterns of
+// literals and (.+?) gaps are decided by indexOf (gapSpan, linear, never a RegExp);
+// a RegExp is built only for patterns with at most one unbounded repeat, no repeat
+// or alternation inside a repeat (errkb/site/build.py: quadratic at worst); every
+// pattern is prefiltered by its literals, and input and lines are capped.
 (function () {
   "use strict";
 
@@ -51,6 +53,61 @@
   }
   function isAscii(text) { return /^[\x00-\x7f]*$/.test(text); }
 
+  // k code points on from UTF-16 index pos (Python counts code points), or -1 past the end.
+  function advance(t, pos, k) {
+    while (k > 0) {
+      if (pos >= t.length) { return -1; }
+      var c = t.charCodeAt(pos);
+      pos += (c >= 0xd800 && c <= 0xdbff && pos + 1 < t.length) ? 2 : 1;
+      k--;
+    }
+    return pos;
+  }
+  // errkb.match.patterns.gap_match for one line, with the span re.search reports
+  // (lazy gaps): plan = [anchoredStart, anchoredEnd, lead, literals, gaps, tail].
+  function gapSpan(t, plan) {
+    var as = plan[0], ae = plan[1], lead = plan[2], lits = plan[3], gaps = plan[4], tail = plan[5];
+    if (!lits.length) { return null; }
+    var atZero = as || lead !== null;
+    var pos = 0, first = -1;
+    for (var i = 0; i < lits.length; i++) {
+      var lit = lits[i];
+      var from = i === 0 ? (lead === null ? 0 : advance(t, 0, lead)) : advance(t, pos, gaps[i - 1]);
+      if (from < 0) { return null; }
+      var s;
+      if (i === lits.length - 1 && ae && tail === null) {
+        s = t.length - lit.length;
+        if (s < from || t.slice(s) !== lit) { return null; }
+        if (i === 0 && as && lead === null && s !== 0) { return null; }
+        return { start: atZero ? 0 : (i === 0 ? s : first), end: t.length };
+      }
+      if (i === 0 && as && lead === null) {
+        if (t.slice(0, lit.length) !== lit) { return null; }
+        s = 0;
+      } else {
+        s = t.indexOf(lit, from);
+      }
+      if (s < 0) { return null; }
+      if (i === 0) { first = s; }
+      pos = s + lit.length;
+    }
+    var end = pos;
+    if (tail !== null) {
+      end = advance(t, pos, tail);
+      if (end < 0) { return null; }
+    }
+    if (ae) { end = t.length; }
+    return { start: atZero ? 0 : first, end: end };
+  }
+  window.errkbGapSpan = gapSpan;  // for tests/test_site_browser.py
+
+  // A matcher for one record: a RegExp, or the gap plan; null when neither.
+  function matcherFor(source, plan, classes) {
+    if (plan) { return { plan: plan }; }
+    var re = compile(source, classes);
+    return re ? { re: re } : null;
+  }
+
   // The texts a pattern is tried on: each line of the input, without colour codes,
   // and the message after an exception class (for patterns anchored with ^).
   function candidates(text, maxInput, maxLine) {
@@ -69,7 +126,7 @@
   }
 
   // A match, or null: literals first (cheap, and they bound what the regex sees).
-  function tryPattern(re, literals, asciiOnly, texts) {
+  function tryPattern(m, literals, asciiOnly, texts) {
     for (var i = 0; i < texts.length; i++) {
       var t = texts[i];
       var all = true;
@@ -78,9 +135,14 @@
       }
       if (!all) { continue; }
       if (asciiOnly && !isAscii(t)) { continue; }
-      re.lastIndex = 0;
-      var m = re.exec(t);
-      if (m) { return { text: t, start: m.index, end: m.index + m[0].length }; }
+      if (m.plan) {
+        var span = gapSpan(t, m.plan);
+        if (span) { return { text: t, start: span.start, end: span.end }; }
+        continue;
+      }
+      m.re.lastIndex = 0;
+      var found = m.re.exec(t);
+      if (found) { return { text: t, start: found.index, end: found.index + found[0].length }; }
     }
     return null;
   }
@@ -102,7 +164,7 @@
     var input = form.querySelector("textarea");
     var result = form.querySelector(".tester-result");
     var button = form.querySelector(".test-button");
-    var re = compile(data.source, []);
+    var re = matcherFor(data.source, data.plan, []);
     if (!re) {
       input.disabled = true;
       button.disabled = true;
@@ -126,7 +188,7 @@
   if (!indexEl) { return; }
   var data = JSON.parse(indexEl.textContent);
   var records = data.records;
-  var regexes = records.map(function (r) { return r.p ? compile(r.p, data.classes) : null; });
+  var regexes = records.map(function (r) { return matcherFor(r.p, r.g, data.classes); });
   var all = document.getElementById("all-records");
   var items = Array.prototype.slice.call(all.children);
   var results = document.getElementById("results");
@@ -140,7 +202,8 @@
     g: document.getElementById("f-tag"),
     c: document.getElementById("f-class"),
     s: document.getElementById("f-severity"),
-    st: document.getElementById("f-status")
+    st: document.getElementById("f-status"),
+    pr: document.getElementById("f-proof")
   };
 
   function passesFilters(r) {
@@ -149,6 +212,7 @@
     if (filters.c.value && r.c !== filters.c.value) { return false; }
     if (filters.s.value && r.s !== filters.s.value) { return false; }
     if (filters.st.value && r.st !== filters.st.value) { return false; }
+    if (filters.pr.value && (filters.pr.value === "proven" ? r.pr.indexOf("proven") !== 0 : r.pr !== filters.pr.value)) { return false; }
     return true;
   }
   function words(query) {
