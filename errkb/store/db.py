@@ -348,6 +348,8 @@ class Store:
     ) -> IngestReport:
         if self.read_only:
             raise StoreError(f"{self.path}: opened read-only, cannot ingest")
+        import duckdb  # lazily, as in __init__: the warm explain path never loads it
+
         con = self.con
         # An ingest is one transaction, whose rows DuckDB keeps in memory until the
         # commit unless a limit makes it spill them to <db>.tmp: 50k records peak at
