@@ -614,7 +614,7 @@ def _render_index(env, entries: list[_Entry], tag_names, repo_names, common) -> 
             "m": r["errorMessage"],
             "t": text.lower(),
             "p": classes.compress(e.js.source) if e.js.source is not None else None,
-            "g": e.js.plan,
+            "gp": e.js.plan,
             "l": e.js.literals if e.js.ok else [],
             "a": 1 if e.js.ascii_only else 0,
             "r": r["repo"],

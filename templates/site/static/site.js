@@ -188,7 +188,7 @@
   if (!indexEl) { return; }
   var data = JSON.parse(indexEl.textContent);
   var records = data.records;
-  var regexes = records.map(function (r) { return matcherFor(r.p, r.g, data.classes); });
+  var regexes = records.map(function (r) { return matcherFor(r.p, r.gp, data.classes); });
   var all = document.getElementById("all-records");
   var items = Array.prototype.slice.call(all.children);
   var results = document.getElementById("results");
