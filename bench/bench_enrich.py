@@ -302,10 +302,8 @@ def latency(db: Path, extra: list[str], n: int = 200) -> dict:
 
 def in_process(db: Path, log: Path, re_sample: int) -> dict:
     from errkb.enrich.lines import LineEnricher, stream
-    from errkb.match.matcher import Matcher
-    from errkb.store.db import Store
-
     from errkb.kb import KnowledgeBase
+    from errkb.store.db import Store
 
     with Store.open(db, read_only=True) as store:
         matcher = KnowledgeBase.from_store(store).matcher

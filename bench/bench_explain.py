@@ -98,7 +98,7 @@ def build_store(folder: Path, records: list[dict]) -> tuple[Path, int]:
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
     db = folder / "store.duckdb"
     with Store.open(db) as store:
-        report = store.ingest([data])
+        store.ingest([data])
         return db, store.count()
 
 

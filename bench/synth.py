@@ -10,8 +10,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from errkb.records.read import read_records
 

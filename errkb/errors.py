@@ -43,7 +43,7 @@ class Stopped(KeyboardInterrupt):
         return 128 + self.signum
 
 
-def _raise_stopped(signum, frame):  # noqa: ARG001 - signal handler signature
+def _raise_stopped(signum, frame):
     raise Stopped(signum)
 
 

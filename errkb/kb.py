@@ -24,8 +24,9 @@ from __future__ import annotations
 import json
 import os
 import zlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from errkb.errors import ErrkbError
 from errkb.store.cache import KeyedFolder, atomic_write
@@ -117,19 +118,19 @@ class KnowledgeBase:
     process)."""
 
     def __init__(self, db_path: Path | None, folder: KeyedFolder | None, dataset_hash: str,
-                 matcher: "Matcher", records: RecordFile | RecordMap) -> None:
+                 matcher: Matcher, records: RecordFile | RecordMap) -> None:
         self.db_path = db_path
         self.folder = folder
         self.dataset_hash = dataset_hash
         self.matcher = matcher
         self._records = records
-        self._similar: "SimilarIndex | None" = None
-        self._search: "SearchIndex | None" = None
+        self._similar: SimilarIndex | None = None
+        self._search: SearchIndex | None = None
         matcher.serve_records_from(self.get)
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
-    def open(cls, db: str | os.PathLike | None = None) -> "KnowledgeBase":
+    def open(cls, db: str | os.PathLike | None = None) -> KnowledgeBase:
         """The view of the store at ``db`` (``$ERRKB_DB``, else the bundled-data store).
 
         Opens DuckDB only when the store changed since its view was last checked.
@@ -161,7 +162,7 @@ class KnowledgeBase:
         return kb
 
     @classmethod
-    def from_store(cls, store: "Store") -> "KnowledgeBase":
+    def from_store(cls, store: Store) -> KnowledgeBase:
         """The view of an open store: loaded from its cache, else compiled and cached."""
         from errkb.match.matcher import Matcher, MatcherError
 
@@ -190,7 +191,7 @@ class KnowledgeBase:
         return cls(store.path, None, dataset_hash, matcher, RecordMap(records))
 
     @classmethod
-    def _load(cls, db_path: Path | None, folder: KeyedFolder, dataset_hash: str) -> "KnowledgeBase | None":
+    def _load(cls, db_path: Path | None, folder: KeyedFolder, dataset_hash: str) -> KnowledgeBase | None:
         from errkb.match.matcher import Matcher, MatcherError
 
         index = folder.intact("matcher.idx")
@@ -250,28 +251,28 @@ class KnowledgeBase:
         return list(self.matcher.skipped)
 
     # -- near matches and search ---------------------------------------------------------
-    def similar(self) -> "SimilarIndex":
+    def similar(self) -> SimilarIndex:
         from errkb.match.near import SimilarIndex
 
         if self._similar is None:
             self._similar = self._index("similar.json", SimilarIndex)
         return self._similar
 
-    def near(self, texts: str | list[str], **options) -> list["NearMatch"]:
+    def near(self, texts: str | list[str], **options) -> list[NearMatch]:
         """Records close to texts that no pattern matched, each with ``.record`` set."""
         found = self.similar().near(texts, **options)
         for n in found:
             n.record = self.get(n.record_id)
         return found
 
-    def search_index(self) -> "SearchIndex":
+    def search_index(self) -> SearchIndex:
         from errkb.match.search import SearchIndex
 
         if self._search is None:
             self._search = self._index("search.idx", SearchIndex)
         return self._search
 
-    def search(self, query: str, limit: int = 10) -> list["SearchHit"]:
+    def search(self, query: str, limit: int = 10) -> list[SearchHit]:
         return self.search_index().search(query, limit=limit)
 
     def _index(self, name: str, kind):

@@ -218,7 +218,8 @@ def check_fused_op_interpreted() -> dict:
         return {"outcome": "skipped", "reason": f"needs {e.name}"}
     if os.environ.get("TRITON_INTERPRET") != "1":
         # Triton picks interpreter or compiler when a kernel is defined, at import.
-        return {"outcome": "error", "reason": "TRITON_INTERPRET=1 must be set before fused_kernel is imported (use --only fused-op-interpreted)"}
+        why = "TRITON_INTERPRET=1 must be set before fused_kernel is imported (use --only fused-op-interpreted)"
+        return {"outcome": "error", "reason": why}
     return _check_kernel(INTERPRETER_SHAPES, "cpu", timed=False)
 
 
@@ -276,7 +277,7 @@ def check_reproducer_nccl(timeout_per_run: float = 75.0) -> dict:
     for module in ("vllm", "flashinfer"):
         try:
             __import__(module)
-        except Exception as e:  # noqa: BLE001 - any import failure means "not usable here"
+        except Exception as e:
             return {"outcome": "skipped", "reason": f"needs {module} ({type(e).__name__}: {e})"}
     if not shutil.which("unshare") or os.geteuid() != 0:
         return {"outcome": "skipped", "reason": "needs mount namespace (root and util-linux unshare)"}
@@ -376,7 +377,7 @@ def environment() -> dict:
     for module in ("torch", "triton", "vllm", "flashinfer"):
         try:
             info[module] = getattr(__import__(module), "__version__", "?")
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             info[module] = f"unavailable ({type(e).__name__})"
     try:
         import torch
@@ -419,7 +420,7 @@ def main(argv=None) -> int:
         t0 = time.monotonic()
         try:
             result = fn()
-        except Exception as e:  # noqa: BLE001 - a crashing check is reported, the others still run
+        except Exception as e:
             result = {"outcome": "error", "reason": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
         result["duration_s"] = round(time.monotonic() - t0, 2)
         report["checks"][name] = result

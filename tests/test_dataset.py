@@ -152,7 +152,7 @@ def test_real_log_is_explained_by_its_record(fixture):
 
 
 def _confusable_lines():
-    for a, b, why in CONFUSABLE_PAIRS:
+    for a, b, _why in CONFUSABLE_PAIRS:
         yield pytest.param(a, b, id=f"{BY_ID[a]['slug'][:30]}-vs-{BY_ID[b]['slug'][:30]}")
         yield pytest.param(b, a, id=f"{BY_ID[b]['slug'][:30]}-vs-{BY_ID[a]['slug'][:30]}")
 

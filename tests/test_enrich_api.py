@@ -9,8 +9,8 @@ import json
 import pytest
 
 from errkb.enrich.lines import enrich_records
-from errkb.match.matcher import Matcher
 from errkb.kb import KnowledgeBase
+from errkb.match.matcher import Matcher
 from errkb.store.db import Store
 from tests.conftest import SEED_ID, SEED_MESSAGE
 from tests.test_enrich import SEED_SLUG, SEED_SOLUTION, build_store, seed_records

@@ -24,7 +24,7 @@ from errkb.match.matcher import Matcher  # noqa: E402
 from tests.conftest import REPO, SEED_ID, SEED_MESSAGE  # noqa: E402
 from tests.test_enrich import SEED_SLUG, SEED_SOLUTION, build_store, seed_records  # noqa: E402
 
-NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
 
 
 def iso(t: dt.datetime) -> str:
@@ -233,11 +233,11 @@ def test_query_refuses_an_archive_that_was_not_enriched(jsonl):
 
 
 def test_parse_since():
-    now = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)
     assert parse_since("7d", now) == now - dt.timedelta(days=7)
     assert parse_since("90m", now) == now - dt.timedelta(minutes=90)
-    assert parse_since("2026-11-01", now) == dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
-    assert parse_since("2026-11-01T10:00:00Z", now) == dt.datetime(2026, 11, 1, 10, tzinfo=dt.timezone.utc)
+    assert parse_since("2026-11-01", now) == dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    assert parse_since("2026-11-01T10:00:00Z", now) == dt.datetime(2026, 11, 1, 10, tzinfo=dt.UTC)
 
 
 def test_without_pyarrow_the_archive_path_says_how_to_install_it(store_db, jsonl, tmp_path, monkeypatch):

@@ -6,7 +6,7 @@ import json
 import re
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ from errkb.records.lint import lint_record
 from errkb.records.schema import validate
 
 SHA = "5d3a0d3cbd8d0a5c0b3e4c2b4f7d8b6f1e2a3c4d"  # a commit id given by the user, as --sha
-NOW = datetime(2026, 8, 15, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 8, 15, 12, 0, tzinfo=UTC)
 
 
 def _pyenv_site_package(name: str) -> Path | None:

@@ -177,7 +177,7 @@ def test_iter_messages_streams_in_constant_memory():
 
     tracemalloc.start()
     count = 0
-    for i, msg in enumerate(iter_messages(endless())):
+    for i, _msg in enumerate(iter_messages(endless())):
         count += 1
         if i == 1000:
             tracemalloc.reset_peak()

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-re2 = pytest.importorskip("re2")
-
 from errkb.match.patterns import analyze
+
+re2 = pytest.importorskip("re2")
 
 SEED_PATTERN = (
     "Flashinfer allreduce quantization fusion is not supported for multi-node allreduce "

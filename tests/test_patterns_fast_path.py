@@ -7,6 +7,8 @@ import gzip
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from errkb.match import patterns
 from tests.conftest import BENCH_CORPUS
@@ -63,8 +65,6 @@ def test_fast_path_equals_full_analysis_on_real_patterns():
 
 # -- the fast path's gap plan decides matches like re.search ----------------------
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 _pieces = st.lists(
     st.one_of(

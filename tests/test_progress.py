@@ -39,7 +39,7 @@ def test_short_work_off_a_terminal_says_nothing():
 def test_long_work_off_a_terminal_prints_a_line_every_ten_seconds_and_one_at_the_end():
     out, clock = io.StringIO(), Clock()
     with Progress("site: fix pages", 3000, stream=out, clock=clock) as p:
-        for i in range(3000):
+        for _ in range(3000):
             clock.now += 0.01
             p.update()
     assert out.getvalue().splitlines() == [

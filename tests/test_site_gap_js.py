@@ -39,7 +39,9 @@ def test_gap_span_is_re_search(cases):
         js = js_pattern(pattern)
         assert js.plan is not None and js.source is None, pattern
         m = re.search(pattern, text)
-        utf16 = lambda i: len(text[:i].encode("utf-16-le")) // 2  # noqa: E731
+        def utf16(i: int, text: str = text) -> int:
+            return len(text[:i].encode("utf-16-le")) // 2
+
         payload.append([pattern, js.plan, text, m and [utf16(m.start()), utf16(m.end())]])
     script = gap_span_source() + "\nconst cases = " + json.dumps(payload) + ";\n" + \
         "const bad = cases.filter(([p, plan, t, want]) => { const s = gapSpan(t, plan); " \

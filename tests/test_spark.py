@@ -399,7 +399,7 @@ def test_an_index_whose_hyperscan_database_cannot_load_here_still_matches_the_sa
         raise hyperscan.error("database was compiled for a different platform")
 
     monkeypatch.setattr(hyperscan, "loadb", foreign)
-    with pytest.raises(Exception):
+    with pytest.raises(hyperscan.error):
         Matcher.load(index.path)
     rebuilt, fell_back = load_matcher(index.path)
     assert fell_back and rebuilt.prefilter != "hyperscan"

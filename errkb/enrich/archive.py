@@ -26,11 +26,12 @@ import re
 import tempfile
 import time
 from collections import Counter, deque
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from errkb.enrich.lines import errkb_object
 from errkb.errors import ErrkbError
@@ -451,7 +452,7 @@ _DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
 
 def parse_since(value: str, now: dt.datetime | None = None) -> dt.datetime:
     """``7d`` / ``24h`` / ``30m`` / ``2w`` ago, or an ISO date or date-time."""
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     m = _DURATION.match(value.strip())
     if m:
         n, unit = int(m.group(1)), m.group(2)
@@ -461,7 +462,7 @@ def parse_since(value: str, now: dt.datetime | None = None) -> dt.datetime:
         t = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError as e:
         raise ArchiveError(f"--since/--until {value!r}: not a duration (7d, 24h, 30m) or an ISO date-time") from e
-    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
 
 
 def _archive_relation_sql(paths: Sequence[str]) -> str:

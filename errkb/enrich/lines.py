@@ -37,10 +37,11 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import methodcaller
-from typing import IO, Any, Callable, Iterable, Iterator, Sequence
+from typing import IO, Any
 
 from errkb.errors import ErrkbError
 from errkb.records.urls import fix_page_path, fix_page_url

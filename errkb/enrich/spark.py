@@ -33,10 +33,11 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from errkb.errors import ErrkbError
 from errkb.store.cache import atomic_write
@@ -68,7 +69,7 @@ def require_pyspark():
     """Import pyspark, or fail with the command that installs it."""
     try:
         import pyarrow  # noqa: F401
-        import pyspark  # noqa: F401
+        import pyspark
     except ImportError as e:
         raise SparkEnrichError(f"errkb spark needs pyspark and pyarrow ({e.name} is missing): {INSTALL_HINT}") from e
     return pyspark
@@ -220,7 +221,7 @@ _cached: dict[str, Any] = {}  # index sha256 -> Matcher; holds the newest only
 _values: dict[tuple[str, str | None], RecordValues] = {}  # (index sha256, site_url) -> values
 
 
-def _values_for(sha: str, site_url: str | None) -> "RecordValues":
+def _values_for(sha: str, site_url: str | None) -> RecordValues:
     """The worker's record values for this index and site URL, kept across tasks."""
     key = (sha, site_url)
     values = _values.get(key)
@@ -388,7 +389,7 @@ class CounterParam:
     def zero(self, value: dict) -> dict:
         return {}
 
-    def addInPlace(self, a: dict, b: dict) -> dict:  # noqa: N802 - Spark's name
+    def addInPlace(self, a: dict, b: dict) -> dict:
         for k, v in b.items():
             a[k] = a.get(k, 0) + v
         return a
@@ -456,7 +457,7 @@ class EnrichStats:
 # -- the driver side -----------------------------------------------------------
 
 
-def output_schema(df: "DataFrame"):
+def output_schema(df: DataFrame):
     """The schema ``mapInArrow`` returns: ``df``'s columns less the message column,
     then the ``errkb`` struct."""
     from pyspark.sql.types import DoubleType, StringType, StructField, StructType
@@ -484,7 +485,7 @@ def _field_type(schema, column: str):
     return typ
 
 
-def _with_message(df: "DataFrame", column: str) -> "DataFrame":
+def _with_message(df: DataFrame, column: str) -> DataFrame:
     """``df`` less any ``errkb`` column it had (replaced, as ``errkb enrich`` does), plus
     the message to match: ``column`` (a column, or a dotted path into a struct column;
     a column whose name has dots wins), read as text unless it is binary."""
@@ -508,7 +509,7 @@ def _with_message(df: "DataFrame", column: str) -> "DataFrame":
     return df.withColumn(MESSAGE_COLUMN, ref)
 
 
-def ship_index(spark: "SparkSession", index: IndexFile) -> None:
+def ship_index(spark: SparkSession, index: IndexFile) -> None:
     """Register the index file with Spark, which copies it to each executor once."""
     sc = spark.sparkContext
     already = {uri.rstrip("/").rsplit("/", 1)[-1] for uri in sc.listFiles}
@@ -517,13 +518,13 @@ def ship_index(spark: "SparkSession", index: IndexFile) -> None:
 
 
 def enrich_with_stats(
-    df: "DataFrame",
+    df: DataFrame,
     column: str = "message",
     db: str | os.PathLike | None = None,
     site_url: str | None = None,
     index: IndexFile | str | os.PathLike | None = None,
     ship: str = "files",
-) -> tuple["DataFrame", EnrichStats]:
+) -> tuple[DataFrame, EnrichStats]:
     """:func:`enrich`, plus the counters its executors fill in (index loads, time split)."""
     require_pyspark()
     df = _with_message(df, column)
@@ -551,13 +552,13 @@ def partition_function(index: IndexFile, ship: str, site_url: str | None, counte
 
 
 def enrich(
-    df: "DataFrame",
+    df: DataFrame,
     column: str = "message",
     db: str | os.PathLike | None = None,
     site_url: str | None = None,
     index: IndexFile | str | os.PathLike | None = None,
     ship: str = "files",
-) -> "DataFrame":
+) -> DataFrame:
     """``df`` with an ``errkb`` struct column appended, row for row: id, slug, repo,
     errorClass, severity, score, solution and fix-page url of the best match, null
     where nothing matched (the column ``errkb enrich --input ... --output`` writes).
@@ -647,7 +648,7 @@ def detect_format(path: str) -> str:
     raise SparkEnrichError(f"{path}: cannot tell the input format from the name; pass --format {'|'.join(INPUT_FORMATS)}")
 
 
-def _read(spark: "SparkSession", path: str, fmt: str, column: str) -> "DataFrame":
+def _read(spark: SparkSession, path: str, fmt: str, column: str) -> DataFrame:
     if fmt == "parquet":
         return spark.read.parquet(path)
     if fmt == "json":
@@ -657,7 +658,7 @@ def _read(spark: "SparkSession", path: str, fmt: str, column: str) -> "DataFrame
     return df.withColumnRenamed("value", column)
 
 
-def _session(master: str | None) -> tuple["SparkSession", bool]:
+def _session(master: str | None) -> tuple[SparkSession, bool]:
     """The active session (a caller's, or spark-submit's), else a new one we must stop."""
     from pyspark.sql import SparkSession
 

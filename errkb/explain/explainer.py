@@ -17,8 +17,9 @@ import functools
 import itertools
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 from errkb.errors import ErrkbError
 from errkb.kb import KnowledgeBase
@@ -150,7 +151,7 @@ class Found:
     occurrences: Occurrences | None = None
 
     @classmethod
-    def from_match(cls, m, record: dict | None) -> "Found":
+    def from_match(cls, m, record: dict | None) -> Found:
         return cls(m.record_id, m.slug, m.repo, m.error_class, m.severity, m.score, tuple(m.span), m.message,
                    m.engine, m.bounded, record)
 

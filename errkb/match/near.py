@@ -168,7 +168,7 @@ class SimilarIndex:
 
     # -- building ----------------------------------------------------------------
     @classmethod
-    def from_records(cls, records) -> "SimilarIndex":
+    def from_records(cls, records) -> SimilarIndex:
         index = cls()
         for r in records:
             if not isinstance(r, dict):
@@ -204,7 +204,7 @@ class SimilarIndex:
             json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "SimilarIndex":
+    def load(cls, path: str | os.PathLike) -> SimilarIndex:
         """Raises ``ValueError`` for a file that is not a readable index."""
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))

@@ -213,7 +213,7 @@ def analyze(pattern: str, translate: bool = True) -> PatternAnalysis:
 _REGEX_PROPS = {C.CATEGORY_WORD: r"[\p{L}\p{N}_]", C.CATEGORY_DIGIT: r"\p{Nd}"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _regex_excess(category) -> str:
     """A class of the code points regex's property for ``category`` holds and re's
     category does not, or "" when there are none."""
@@ -503,7 +503,7 @@ def _without_surrogates(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _category_ranges(category) -> tuple[tuple[int, int], ...]:
     """The exact character set `re` uses for a category, as codepoint ranges.
 

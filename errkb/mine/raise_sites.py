@@ -946,7 +946,10 @@ def repo_from_urls(urls: list[str]) -> str | None:
         if not m:
             continue
         label = label.strip().lower()
-        rank = 0 if label in ("source", "source code", "repository", "code", "github") else 1 if label in ("homepage", "home", "home-page") else 2
+        if label in ("source", "source code", "repository", "code", "github"):
+            rank = 0
+        else:
+            rank = 1 if label in ("homepage", "home", "home-page") else 2
         ranked.append((rank, f"{m.group(1)}/{m.group(2)}"))
     return min(ranked)[1] if ranked else None
 

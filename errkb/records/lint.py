@@ -12,8 +12,8 @@ that sees records one at a time, so ingest can stream.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from errkb.match import bounded, patterns
 from errkb.records.read import Origin, SourcedRecord, content_hash
@@ -40,8 +40,10 @@ RULES = {
         Rule("E201", "pattern-compile", "error", "write messagePattern in Python `re` syntax"),
         Rule("E202", "pattern-self-match", "error", "make messagePattern match errorMessage (escape literal text, use (.+?) for values)"),
         Rule("E203", "pattern-too-generic", "error", "pin down more of the message's literal text in messagePattern"),
-        Rule("W204", "pattern-needs-backtracking", "warning", "avoid backreferences and lookarounds so the pattern runs on a linear-time engine"),
-        Rule("W206", "pattern-too-long", "warning", f"keep messagePattern under {MAX_PATTERN_CHARS} characters (placeholders for long values)"),
+        Rule("W204", "pattern-needs-backtracking", "warning",
+             "avoid backreferences and lookarounds so the pattern runs on a linear-time engine"),
+        Rule("W206", "pattern-too-long", "warning",
+             f"keep messagePattern under {MAX_PATTERN_CHARS} characters (placeholders for long values)"),
         Rule("W205", "pattern-slot-needs-a-value", "warning", "write (.*?) for a value that may be empty"),
         Rule("E301", "line-outside-window", "error", "set lineNumber within sourceCodeStart..sourceCodeEnd"),
         Rule("E302", "window-line-count", "error", "make sourceCode exactly sourceCodeEnd - sourceCodeStart + 1 lines"),
@@ -120,7 +122,8 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
             add("E201", f"messagePattern does not compile: {analysis.compile_error}")
         else:
             if analysis.needs_backtracking:
-                add("W204", "messagePattern needs a backtracking engine (" + ", ".join(analysis.backtracking_reasons) + "); it runs on the bounded path")
+                reasons = ", ".join(analysis.backtracking_reasons)
+                add("W204", f"messagePattern needs a backtracking engine ({reasons}); it runs on the bounded path")
             if len(pattern) > MAX_PATTERN_CHARS:
                 add("W206", f"messagePattern is {len(pattern):,} characters (over {MAX_PATTERN_CHARS:,}); the matcher keys it on "
                             "a piece of its literal text, and engines may refuse it (then only this record is skipped)")
@@ -135,7 +138,8 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
                 linear = not analysis.exponential_in_re and not analysis.needs_backtracking
                 empty_slots = _empty_slots(pattern, message) if verdict is False and linear else []
                 if empty_slots:
-                    add("W205", "messagePattern matches errorMessage only if " + " and ".join(empty_slots) + " may be empty; (.+?) needs at least one character")
+                    slots = " and ".join(empty_slots)
+                    add("W205", f"messagePattern matches errorMessage only if {slots} may be empty; (.+?) needs at least one character")
                 elif verdict is False:
                     add("E202", "messagePattern does not match its own errorMessage")
                 elif verdict is None:
@@ -159,7 +163,8 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
                     area = "\n".join(lines[lo:hi]).lower()
                     missing = [w for w in words if w.lower() not in area]
                     if missing:
-                        add("W303", f"the source around line {line} does not contain the message's first words ({' '.join(words)}); missing: {' '.join(missing)}")
+                        add("W303", f"the source around line {line} does not contain the message's first words "
+                                    f"({' '.join(words)}); missing: {' '.join(missing)}")
 
     url = record.get("githubUrl")
     if isinstance(url, str) and ints and all(isinstance(record.get(k), str) for k in ("repo", "analyzedSha", "filePath")):

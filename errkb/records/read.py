@@ -22,9 +22,9 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from errkb.errors import ErrkbError
 
@@ -262,7 +262,9 @@ class _ValueStream:
                     raise ValueError("unexpected end of file (truncated JSON)", len(self.buf)) from None
                 if len(self.buf) - pos >= MAX_VALUE_BYTES:
                     raise ValueError(f"JSON value larger than {MAX_VALUE_BYTES >> 20} MB", pos) from None
-                reason = "control character inside a string (unterminated string?)" if e.msg.startswith("Invalid control character") else e.msg
+                reason = e.msg
+                if e.msg.startswith("Invalid control character"):
+                    reason = "control character inside a string (unterminated string?)"
                 raise ValueError(reason, e.pos) from None
 
     def _emit(self, value, start: int, end: int, index: int | None) -> SourcedRecord:

@@ -17,9 +17,9 @@ import datetime as dt
 import hashlib
 import json
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from errkb import __version__
 from errkb.errors import ErrkbError, signals_held
@@ -278,7 +278,7 @@ class Store:
                 raise StoreError(f"{path}: store layout {layout} is not this errkb's ({LAYOUT_VERSION}); re-ingest into a new file")
 
     @classmethod
-    def open(cls, path: str | os.PathLike | None = None, read_only: bool = False) -> "Store":
+    def open(cls, path: str | os.PathLike | None = None, read_only: bool = False) -> Store:
         """Open ``path``, else ``$ERRKB_DB``, else the per-user cache built from data/.
 
         ``read_only`` stores may be opened by many processes at once; an explicit
@@ -381,7 +381,7 @@ class Store:
         from errkb.records.lint import Linter
 
         con = self.con
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         run_id = con.execute("SELECT coalesce(max(run_id), 0) + 1 FROM ingest_runs").fetchone()[0]
         report = IngestReport(run_id=run_id)
         current = dict(con.execute("SELECT id, content_hash FROM records").fetchall())
@@ -464,7 +464,7 @@ class Store:
         flush()
         con.execute(
             "INSERT INTO ingest_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [run_id, now, dt.datetime.now(dt.timezone.utc), source, __version__,
+            [run_id, now, dt.datetime.now(dt.UTC), source, __version__,
              report.new, report.updated, report.unchanged, report.rejected],
         )
         return report
@@ -537,13 +537,15 @@ class Store:
 
     def findings(self, record_id: str | None = None) -> list[dict]:
         sql = "SELECT record_id, code, name, level, message, source_file, line, col FROM findings"
-        rows = self.con.execute(sql + (" WHERE record_id = ?" if record_id else "") + " ORDER BY record_id, code", [record_id] if record_id else []).fetchall()
+        where = " WHERE record_id = ?" if record_id else ""
+        rows = self.con.execute(sql + where + " ORDER BY record_id, code", [record_id] if record_id else []).fetchall()
         keys = ("record_id", "code", "name", "level", "message", "file", "line", "column")
         return [dict(zip(keys, r)) for r in rows]
 
     def rejects(self, run_id: int | None = None) -> list[dict]:
         sql = "SELECT reject_id, run_id, source_file, line, col, item_index, record_id, raw, reasons, rejected_at FROM rejects"
-        rows = self.con.execute(sql + (" WHERE run_id = ?" if run_id else "") + " ORDER BY reject_id", [run_id] if run_id else []).fetchall()
+        where = " WHERE run_id = ?" if run_id else ""
+        rows = self.con.execute(sql + where + " ORDER BY reject_id", [run_id] if run_id else []).fetchall()
         return [
             {"reject_id": i, "run_id": r, "file": f, "line": ln, "column": c, "index": ix, "record_id": rid,
              "raw": bytes(raw).decode("utf-8", "replace"), "reasons": json.loads(reasons), "rejected_at": t.isoformat()}
@@ -588,7 +590,7 @@ class Store:
             if row[key] is not None and not isinstance(row[key], str):
                 row[key] = json.dumps(row[key], sort_keys=True, default=str)
         if row["started_at"] is None:
-            row["started_at"] = dt.datetime.now(dt.timezone.utc)
+            row["started_at"] = dt.datetime.now(dt.UTC)
         run_id = self.con.execute("SELECT coalesce(max(run_id), 0) + 1 FROM runs").fetchone()[0]
         self.con.execute(
             f"INSERT INTO runs VALUES ({', '.join(['?'] * (len(RUN_FIELDS) + 1))})",

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import platform
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from errkb import __version__
 from errkb.errors import ErrkbError
@@ -116,7 +115,7 @@ def prove_record(record: dict, tier: str = "cpu-real", progress: Callable[[Check
     checks: list[CheckResult] = []
 
     def emit(result: CheckResult) -> None:
-        result.started_at = result.started_at or dt.datetime.now(dt.timezone.utc).isoformat()
+        result.started_at = result.started_at or dt.datetime.now(dt.UTC).isoformat()
         checks.append(result)
         if progress:
             progress(result)
@@ -132,7 +131,7 @@ def prove_record(record: dict, tier: str = "cpu-real", progress: Callable[[Check
     status, reason = judge(record, tier, checks)
     return Proof(record_id=record["id"], slug=record["slug"], tier=tier, status=status, reason=reason, checks=checks,
                  library=_library(checks), release_note=next((r.release_note for r in reps if r.release_note), ""),
-                 date=dt.datetime.now(dt.timezone.utc).date().isoformat())
+                 date=dt.datetime.now(dt.UTC).date().isoformat())
 
 
 # -- proofs as data ---------------------------------------------------------------

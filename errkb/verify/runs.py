@@ -29,9 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from errkb import __version__
 from errkb.errors import ErrkbError
@@ -278,7 +278,7 @@ Progress = Callable[[CheckResult], None]
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat()
+    return dt.datetime.now(dt.UTC).isoformat()
 
 
 def _from_sandbox(record: dict, tier: str, check: str, res: sandbox.SandboxResult, **kw) -> CheckResult:
@@ -627,10 +627,12 @@ def judge_scenario(record: dict, rep: Reproducer, scenario: Scenario, res: sandb
         return [CheckResult(outcome="timeout", reason=f"ranks did not finish within {observed['timeout_s']:g}s; ended by pid", **base)]
     broken = [r for r in ranks if "setup_error" in r or "node_count" not in r]
     if broken:
-        return [CheckResult(outcome="error", reason=f"rank {broken[0]['rank']} failed before the check: {broken[0].get('setup_error', 'no result')}", **base)]
+        why = broken[0].get("setup_error", "no result")
+        return [CheckResult(outcome="error", reason=f"rank {broken[0]['rank']} failed before the check: {why}", **base)]
     counts = sorted({r["node_count"] for r in ranks})
     if scenario.expect_node_count is not None and counts != [scenario.expect_node_count]:
-        return [CheckResult(outcome="error", reason=f"precondition failed: vLLM's get_node_count() gave {counts}, expected {scenario.expect_node_count}", **base)]
+        why = f"precondition failed: vLLM's get_node_count() gave {counts}, expected {scenario.expect_node_count}"
+        return [CheckResult(outcome="error", reason=why, **base)]
 
     raiser = next((r for r in ranks if r.get("raised")), None)
     exc_class = raiser.get("exception_class") if raiser else None
@@ -645,7 +647,8 @@ def judge_scenario(record: dict, rep: Reproducer, scenario: Scenario, res: sandb
     if scenario.expect_raise:
         if raiser and matched:
             outcome = "pass"
-            reason = f"{exc_class} raised at {site['file_name']}:{site['line']} in {site['function']}; {match_why} (get_node_count()={counts[0]})"
+            where = f"{site['file_name']}:{site['line']} in {site['function']}"
+            reason = f"{exc_class} raised at {where}; {match_why} (get_node_count()={counts[0]})"
         elif raiser and matched is None:
             outcome, reason = "error", f"{exc_class} raised but could not be matched: {match_why}"
         else:

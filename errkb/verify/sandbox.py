@@ -913,7 +913,7 @@ def _launch(spec_path: str) -> None:
                                       "searchable (chmod o+x) or place the interpreter elsewhere")
             else:
                 _hand_over(spec["cwd"], *spec["run_as"])
-    except Exception as e:  # noqa: BLE001 - any failure here is reported, never raised
+    except Exception as e:
         control["launch_error"] = f"{type(e).__name__}: {e}"
         report_and_exit(125)
 
@@ -945,7 +945,7 @@ def _launch(spec_path: str) -> None:
             os.chdir(spec["cwd"])
             argv = spec["argv"]
             os.execvpe(argv[0], argv, spec["env"])
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             message = f"cannot run {spec['argv'][:1]}: {type(e).__name__}: {e}"
             try:
                 os.write(exec_write, message.encode())

@@ -170,7 +170,7 @@ def rank_main(rank: int, port: int, out_path: str) -> None:
             result["raised"] = False
             result["workspace"] = None if workspace is None else type(workspace).__name__
             result["workspace_backend"] = getattr(workspace, "backend", None)
-        except Exception as e:  # noqa: BLE001 - the exception is the observation
+        except Exception as e:
             frames = traceback.extract_tb(e.__traceback__)
             result.update(
                 raised=True,
@@ -187,7 +187,7 @@ def rank_main(rank: int, port: int, out_path: str) -> None:
             try:
                 exec(compile(code, "<validationCode>", "exec"), {"__name__": "__errkb_validation__"})
                 result["validation"] = {"outcome": "pass"}
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 result["validation"] = {
                     "outcome": "fail",
                     "exception_class": type(e).__name__,
@@ -198,9 +198,9 @@ def rank_main(rank: int, port: int, out_path: str) -> None:
         try:
             torch.distributed.barrier()
             torch.distributed.destroy_process_group()
-        except Exception:  # noqa: BLE001 - teardown only
+        except Exception:
             pass
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:
         result["setup_error"] = f"{type(e).__name__}: {e}"
         result["traceback"] = traceback.format_exc()
         save()

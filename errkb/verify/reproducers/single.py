@@ -71,7 +71,7 @@ def main(config: dict) -> dict:
         try:
             note = case.trigger(state)
             result.update(raised=False, note=None if note is None else str(note)[:1000])
-        except Exception as e:  # noqa: BLE001 - the exception is the observation
+        except Exception as e:
             result.update(_exception(e))
     else:
         code = config.get("validation_code") or ""
@@ -85,7 +85,7 @@ def main(config: dict) -> dict:
             else:
                 result.update(_exception(e))
                 result["exception_message"] = str(e.code)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             result.update(_exception(e))
     result["versions"] = _versions()
     return result

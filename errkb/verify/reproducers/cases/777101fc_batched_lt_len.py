@@ -3,8 +3,9 @@
 from _vllm_model import create_engine_config, write_model
 
 BASE = ["--model", "model", "--skip-tokenizer-init"]
-STATES = {"before": {"argv": BASE + ["--max-num-batched-tokens", "2048", "--max-model-len", "4096", "--no-enable-chunked-prefill"], "env": {}},
-          "after": {"argv": BASE + ["--max-num-batched-tokens", "4096", "--max-model-len", "4096", "--no-enable-chunked-prefill"], "env": {}}}
+NO_CHUNKING = ["--max-model-len", "4096", "--no-enable-chunked-prefill"]
+STATES = {"before": {"argv": BASE + ["--max-num-batched-tokens", "2048", *NO_CHUNKING], "env": {}},
+          "after": {"argv": BASE + ["--max-num-batched-tokens", "4096", *NO_CHUNKING], "env": {}}}
 
 
 def setup(state):

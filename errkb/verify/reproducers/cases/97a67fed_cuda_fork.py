@@ -12,7 +12,7 @@ def _work(queue):
     try:
         torch.zeros(1, device="cuda")
         queue.put(None)
-    except Exception as e:  # noqa: BLE001 - sent back to the parent, raised there
+    except Exception as e:
         queue.put((type(e).__name__, str(e)))
 
 
