@@ -433,7 +433,7 @@ def _result(fut: Future):
 
 TIME_COLUMNS = ("timestamp", "@timestamp", "ts", "time", "date", "datetime")
 
-# The README's "which known errors happened last week, how often, on which hosts",
+# docs/pipelines.md's "which known errors happened last week, how often, on which hosts",
 # with {archive} standing for the enriched file(s). tests/test_enrich_archive.py runs it.
 LAST_WEEK_SQL = """\
 SELECT errkb.id, errkb.repo, errkb.slug, errkb.errorClass,

@@ -188,7 +188,7 @@ class Explanation:
         return bool(self.found)
 
     def as_dict(self) -> dict:
-        """The documented ``errkb explain --json`` shape (README: ``## explain --json``)."""
+        """The documented ``errkb explain --json`` shape (docs/matching.md: ``## explain --json``)."""
         return {
             "format": 1,
             "mode": self.mode,
