@@ -34,7 +34,7 @@ def _private_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def heavy_cache() -> Path:
-    """The one folder the test suite keeps venvs and release wheels in (README: Testing)."""
+    """The one folder the test suite keeps venvs and release wheels in (README: the test command)."""
     HEAVY_CACHE.mkdir(parents=True, exist_ok=True)
     return HEAVY_CACHE
 

@@ -192,9 +192,9 @@ def test_documented_last_week_sql(enriched):
     assert NOW - dt.timedelta(days=3) < first_seen <= last_seen < NOW
 
 
-def test_readme_shows_the_tested_sql():
-    readme = (REPO / "README.md").read_text()
-    assert LAST_WEEK_SQL.format(archive="'enriched.parquet'") in readme
+def test_pipelines_page_shows_the_tested_sql():
+    page = (REPO / "docs" / "pipelines.md").read_text()
+    assert LAST_WEEK_SQL.format(archive="'enriched.parquet'") in page
 
 
 def test_known_errors_window_and_hosts(enriched):

@@ -1,4 +1,4 @@
-"""The README's pipeline recipes: each errkb command exactly as written there, run in a
+"""The pipeline recipes of docs/pipelines.md: each errkb command exactly as written there, run in a
 real shell on the format the tool (tail, Vector, Fluent Bit, Logstash) sends, checked
 for what the next stage expects (one JSON object per line, every field kept)."""
 
@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import REPO, SEED_ID, SEED_MESSAGE
 from tests.test_enrich import build_store
 
-README = (REPO / "README.md").read_text(encoding="utf-8")
+README = (REPO / "docs" / "pipelines.md").read_text(encoding="utf-8")  # where the recipes live
 BIN = str(Path(sys.executable).parent)
 SITE = "https://errkb.example.org"
 
