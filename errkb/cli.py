@@ -771,7 +771,7 @@ def query(archives, since, until, time_column, by, sql, as_json):
     ARCHIVES are files written by `errkb enrich --input ... --output ...` (globs
     allowed). Exit 1 when no known error is found.
     """
-    from errkb.enrich.archive import known_errors, run_sql
+    from errkb.enrich.query import known_errors, run_sql
 
     if sql:
         names, rows = run_sql(archives, sql)

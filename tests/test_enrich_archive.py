@@ -13,13 +13,8 @@ pa = pytest.importorskip("pyarrow", reason="needs pyarrow: pip install 'errkb[ar
 import duckdb  # noqa: E402
 
 from errkb.cli import cli  # noqa: E402
-from errkb.enrich.archive import (  # noqa: E402
-    LAST_WEEK_SQL,
-    ArchiveError,
-    enrich_archive,
-    known_errors,
-    parse_since,
-)
+from errkb.enrich.archive import ArchiveError, enrich_archive  # noqa: E402
+from errkb.enrich.query import LAST_WEEK_SQL, known_errors, parse_since  # noqa: E402
 from errkb.match.matcher import Matcher  # noqa: E402
 from tests.conftest import REPO, SEED_ID, SEED_MESSAGE  # noqa: E402
 from tests.test_enrich import SEED_SLUG, SEED_SOLUTION, build_store, seed_records  # noqa: E402

@@ -1,4 +1,4 @@
-"""Enrich whole log archives in bulk, and ask them which known errors happened.
+"""Enrich whole log archives in bulk (``errkb query`` asks them: errkb.enrich.query).
 
 ``errkb enrich --input logs.jsonl --output enriched.parquet``: DuckDB reads the
 archive (JSON Lines, Parquet or CSV; globs and several files allowed) as a stream of
@@ -18,11 +18,9 @@ twice: once for the schema, once for the rows.
 
 from __future__ import annotations
 
-import datetime as dt
 import glob
 import multiprocessing
 import os
-import re
 import tempfile
 import time
 from collections import Counter, deque
@@ -171,7 +169,7 @@ def column_expr(path: str, columns: dict[str, str]) -> str | None:
     return None
 
 
-def _connect(threads: int | None = None):
+def connect(threads: int | None = None):
     import duckdb
 
     from errkb.store.db import NO_EXTENSION_DOWNLOADS
@@ -185,7 +183,7 @@ def _connect(threads: int | None = None):
     return con
 
 
-def _duck_error(e: Exception) -> str:
+def duck_error(e: Exception) -> str:
     return str(e).strip().splitlines()[0]
 
 
@@ -325,13 +323,13 @@ def enrich_archive(
     started = time.perf_counter()
     summary = ArchiveSummary(inputs=inputs, output=output, workers=workers)
 
-    con = _connect()
+    con = connect()
     source = source_sql(inputs)
     try:
         rel = con.sql(f"SELECT * FROM {source}")
         columns = dict(zip(rel.columns, (str(t) for t in rel.types)))
     except duckdb.Error as e:
-        raise ArchiveError(f"{', '.join(inputs)}: {_duck_error(e)}") from e
+        raise ArchiveError(f"{', '.join(inputs)}: {duck_error(e)}") from e
     exprs = [e for e in (column_expr(f, columns) for f in fields) if e is not None]
     if not exprs:
         raise ArchiveError(
@@ -347,7 +345,7 @@ def enrich_archive(
         to_reader = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch  # duckdb < 1.4
         reader = to_reader(batch_rows)
     except duckdb.Error as e:
-        raise ArchiveError(f"{', '.join(inputs)}: {_duck_error(e)}") from e
+        raise ArchiveError(f"{', '.join(inputs)}: {duck_error(e)}") from e
     in_schema = reader.schema
     out_schema = in_schema.remove(in_schema.get_field_index(MESSAGE_COLUMN)).append(pa.field("errkb", errkb_struct_type()))
     records = _RecordColumns(resolve_many, matcher.record, site_url)
@@ -373,7 +371,7 @@ def enrich_archive(
                 return
             yield from _parallel(reader, matcher, workers, enriched)
         except duckdb.Error as e:
-            failure.append(ArchiveError(f"{', '.join(inputs)}: {_duck_error(e)}"))
+            failure.append(ArchiveError(f"{', '.join(inputs)}: {duck_error(e)}"))
             raise
         except BaseException as e:
             failure.append(e)
@@ -381,7 +379,7 @@ def enrich_archive(
 
     out_reader = pa.RecordBatchReader.from_batches(out_schema, batches())
     tmp = output + ".tmp" + out_ext
-    writer = _connect()
+    writer = connect()
     try:
         writer.register("enriched_batches", out_reader)
         writer.execute(f"COPY (SELECT * FROM enriched_batches) TO {sql_string(tmp)} {_OUTPUT_FORMATS[out_ext]}")
@@ -390,7 +388,7 @@ def enrich_archive(
         Path(tmp).unlink(missing_ok=True)
         if failure:  # the error happened while reading or matching, not writing
             raise failure[0] from None
-        raise ArchiveError(f"{output}: {_duck_error(e)}") from e
+        raise ArchiveError(f"{output}: {duck_error(e)}") from e
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -427,130 +425,3 @@ def _result(fut: Future):
         return fut.result()
     except BrokenProcessPool as e:
         raise ArchiveError(f"a matcher worker process died ({e}); retry with --workers 1") from e
-
-
-# -- asking an enriched archive -------------------------------------------------------------
-
-TIME_COLUMNS = ("timestamp", "@timestamp", "ts", "time", "date", "datetime")
-
-# docs/pipelines.md's "which known errors happened last week, how often, on which hosts",
-# with {archive} standing for the enriched file(s). tests/test_enrich_archive.py runs it.
-LAST_WEEK_SQL = """\
-SELECT errkb.id, errkb.repo, errkb.slug, errkb.errorClass,
-       count(*)                              AS lines,
-       min(CAST(ts AS TIMESTAMPTZ))          AS first_seen,
-       max(CAST(ts AS TIMESTAMPTZ))          AS last_seen,
-       list(DISTINCT host ORDER BY host)     AS hosts
-FROM {archive}
-WHERE errkb IS NOT NULL
-  AND CAST(ts AS TIMESTAMPTZ) >= now() - INTERVAL 7 DAY
-GROUP BY ALL
-ORDER BY lines DESC"""
-
-_DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
-
-
-def parse_since(value: str, now: dt.datetime | None = None) -> dt.datetime:
-    """``7d`` / ``24h`` / ``30m`` / ``2w`` ago, or an ISO date or date-time."""
-    now = now or dt.datetime.now(dt.UTC)
-    m = _DURATION.match(value.strip())
-    if m:
-        n, unit = int(m.group(1)), m.group(2)
-        seconds = n * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[unit]
-        return now - dt.timedelta(seconds=seconds)
-    try:
-        t = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError as e:
-        raise ArchiveError(f"--since/--until {value!r}: not a duration (7d, 24h, 30m) or an ISO date-time") from e
-    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
-
-
-def _archive_relation_sql(paths: Sequence[str]) -> str:
-    return source_sql([str(p) for p in paths])
-
-
-def _time_expr(name: str, columns: dict[str, str]) -> str:
-    ctype = columns.get(name, "").upper()
-    col = sql_ident(name)
-    if ctype in ("DOUBLE", "FLOAT", "BIGINT", "INTEGER", "HUGEINT", "UBIGINT", "DECIMAL") or ctype.startswith("DECIMAL"):
-        return f"to_timestamp(CAST({col} AS DOUBLE))"  # epoch seconds (Fluent Bit's "date")
-    if ctype == "JSON":
-        return f"TRY_CAST(json_extract_string({col}, '$') AS TIMESTAMPTZ)"
-    return f"TRY_CAST({col} AS TIMESTAMPTZ)"
-
-
-def known_errors(
-    paths: Sequence[str],
-    since: str | None = None,
-    until: str | None = None,
-    time_column: str | None = None,
-    by: Sequence[str] = ("host",),
-) -> list[dict]:
-    """Known errors in an enriched archive: per record, how many lines, first and last
-    seen, and the distinct values of each ``by`` column (hosts, services, ...)."""
-    import duckdb
-
-    con = _connect()
-    source = _archive_relation_sql(paths)
-    try:
-        rel = con.sql(f"SELECT * FROM {source} LIMIT 0")
-        columns = dict(zip(rel.columns, (str(t) for t in rel.types)))
-    except duckdb.Error as e:
-        raise ArchiveError(f"{', '.join(map(str, paths))}: {_duck_error(e)}") from e
-    if "errkb" not in columns:
-        raise ArchiveError(f"{paths[0]}: no errkb column (enrich it first: errkb enrich --input ... --output ...)")
-    if time_column is None:
-        time_column = next((c for c in TIME_COLUMNS if c in columns), None)
-        if time_column is None and (since or until):
-            raise ArchiveError(f"{paths[0]}: no time column found (columns: {', '.join(columns)}); name it with --time-column")
-    elif time_column not in columns:
-        raise ArchiveError(f"{paths[0]}: no column {time_column!r} (columns: {', '.join(columns)})")
-    select = ["errkb.id AS id", "errkb.repo AS repo", "errkb.slug AS slug", "errkb.errorClass AS error_class",
-              "errkb.severity AS severity", "count(*) AS lines"]
-    where = ["errkb IS NOT NULL"]
-    args: list = []
-    if time_column is not None:
-        t = _time_expr(time_column, columns)
-        select += [f"min({t}) AS first_seen", f"max({t}) AS last_seen"]
-        if since:
-            where.append(f"{t} >= ?")
-            args.append(parse_since(since))
-        if until:
-            where.append(f"{t} < ?")
-            args.append(parse_since(until))
-    for name in by:
-        expr = column_expr(name, columns)
-        if expr is None:
-            raise ArchiveError(f"{paths[0]}: no column {name!r} to group by (columns: {', '.join(columns)})")
-        alias = sql_ident(name.replace(".", "_") + "s")
-        select.append(f"list(DISTINCT {expr} ORDER BY {expr}) FILTER (WHERE {expr} IS NOT NULL) AS {alias}")
-    sql = f"SELECT {', '.join(select)} FROM {source} WHERE {' AND '.join(where)} GROUP BY ALL ORDER BY lines DESC, id"
-    try:
-        cur = con.execute(sql, args)
-        names = [d[0] for d in cur.description]
-        rows = [dict(zip(names, r)) for r in cur.fetchall()]
-    except duckdb.Error as e:
-        raise ArchiveError(f"{paths[0]}: {_duck_error(e)}") from e
-    finally:
-        con.close()
-    for r in rows:
-        for k in ("first_seen", "last_seen"):
-            if isinstance(r.get(k), dt.datetime):
-                r[k] = r[k].isoformat()
-    return rows
-
-
-def run_sql(paths: Sequence[str], sql: str) -> tuple[list[str], list[tuple]]:
-    """Run the user's ``sql`` with the archive(s) visible as the view ``enriched``."""
-    import duckdb
-
-    con = _connect()
-    try:
-        con.execute(f"CREATE VIEW enriched AS SELECT * FROM {_archive_relation_sql(paths)}")
-        cur = con.execute(sql)
-        names = [d[0] for d in cur.description] if cur.description else []
-        return names, cur.fetchall() if names else []
-    except duckdb.Error as e:
-        raise ArchiveError(f"query: {_duck_error(e)}") from e
-    finally:
-        con.close()

@@ -1,0 +1,138 @@
+"""``errkb query``: which known errors happened, how often and where, in archives that
+``errkb enrich --input ... --output ...`` (or ``errkb spark-enrich``) wrote.
+
+DuckDB is the file engine over the user's own archives, as in errkb.enrich.archive;
+paths and column names reach SQL only quoted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+
+from errkb.enrich.archive import ArchiveError, column_expr, connect, duck_error, source_sql, sql_ident
+
+TIME_COLUMNS = ("timestamp", "@timestamp", "ts", "time", "date", "datetime")
+
+# docs/pipelines.md's "which known errors happened last week, how often, on which hosts",
+# with {archive} standing for the enriched file(s). tests/test_enrich_archive.py runs it.
+LAST_WEEK_SQL = """\
+SELECT errkb.id, errkb.repo, errkb.slug, errkb.errorClass,
+       count(*)                              AS lines,
+       min(CAST(ts AS TIMESTAMPTZ))          AS first_seen,
+       max(CAST(ts AS TIMESTAMPTZ))          AS last_seen,
+       list(DISTINCT host ORDER BY host)     AS hosts
+FROM {archive}
+WHERE errkb IS NOT NULL
+  AND CAST(ts AS TIMESTAMPTZ) >= now() - INTERVAL 7 DAY
+GROUP BY ALL
+ORDER BY lines DESC"""
+
+_DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
+
+
+def parse_since(value: str, now: dt.datetime | None = None) -> dt.datetime:
+    """``7d`` / ``24h`` / ``30m`` / ``2w`` ago, or an ISO date or date-time."""
+    now = now or dt.datetime.now(dt.UTC)
+    m = _DURATION.match(value.strip())
+    if m:
+        n, unit = int(m.group(1)), m.group(2)
+        seconds = n * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[unit]
+        return now - dt.timedelta(seconds=seconds)
+    try:
+        t = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError as e:
+        raise ArchiveError(f"--since/--until {value!r}: not a duration (7d, 24h, 30m) or an ISO date-time") from e
+    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+
+def _archive_relation_sql(paths: Sequence[str]) -> str:
+    return source_sql([str(p) for p in paths])
+
+
+def _time_expr(name: str, columns: dict[str, str]) -> str:
+    ctype = columns.get(name, "").upper()
+    col = sql_ident(name)
+    if ctype in ("DOUBLE", "FLOAT", "BIGINT", "INTEGER", "HUGEINT", "UBIGINT", "DECIMAL") or ctype.startswith("DECIMAL"):
+        return f"to_timestamp(CAST({col} AS DOUBLE))"  # epoch seconds (Fluent Bit's "date")
+    if ctype == "JSON":
+        return f"TRY_CAST(json_extract_string({col}, '$') AS TIMESTAMPTZ)"
+    return f"TRY_CAST({col} AS TIMESTAMPTZ)"
+
+
+def known_errors(
+    paths: Sequence[str],
+    since: str | None = None,
+    until: str | None = None,
+    time_column: str | None = None,
+    by: Sequence[str] = ("host",),
+) -> list[dict]:
+    """Known errors in an enriched archive: per record, how many lines, first and last
+    seen, and the distinct values of each ``by`` column (hosts, services, ...)."""
+    import duckdb
+
+    con = connect()
+    source = _archive_relation_sql(paths)
+    try:
+        rel = con.sql(f"SELECT * FROM {source} LIMIT 0")
+        columns = dict(zip(rel.columns, (str(t) for t in rel.types)))
+    except duckdb.Error as e:
+        raise ArchiveError(f"{', '.join(map(str, paths))}: {duck_error(e)}") from e
+    if "errkb" not in columns:
+        raise ArchiveError(f"{paths[0]}: no errkb column (enrich it first: errkb enrich --input ... --output ...)")
+    if time_column is None:
+        time_column = next((c for c in TIME_COLUMNS if c in columns), None)
+        if time_column is None and (since or until):
+            raise ArchiveError(f"{paths[0]}: no time column found (columns: {', '.join(columns)}); name it with --time-column")
+    elif time_column not in columns:
+        raise ArchiveError(f"{paths[0]}: no column {time_column!r} (columns: {', '.join(columns)})")
+    select = ["errkb.id AS id", "errkb.repo AS repo", "errkb.slug AS slug", "errkb.errorClass AS error_class",
+              "errkb.severity AS severity", "count(*) AS lines"]
+    where = ["errkb IS NOT NULL"]
+    args: list = []
+    if time_column is not None:
+        t = _time_expr(time_column, columns)
+        select += [f"min({t}) AS first_seen", f"max({t}) AS last_seen"]
+        if since:
+            where.append(f"{t} >= ?")
+            args.append(parse_since(since))
+        if until:
+            where.append(f"{t} < ?")
+            args.append(parse_since(until))
+    for name in by:
+        expr = column_expr(name, columns)
+        if expr is None:
+            raise ArchiveError(f"{paths[0]}: no column {name!r} to group by (columns: {', '.join(columns)})")
+        alias = sql_ident(name.replace(".", "_") + "s")
+        select.append(f"list(DISTINCT {expr} ORDER BY {expr}) FILTER (WHERE {expr} IS NOT NULL) AS {alias}")
+    sql = f"SELECT {', '.join(select)} FROM {source} WHERE {' AND '.join(where)} GROUP BY ALL ORDER BY lines DESC, id"
+    try:
+        cur = con.execute(sql, args)
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, r)) for r in cur.fetchall()]
+    except duckdb.Error as e:
+        raise ArchiveError(f"{paths[0]}: {duck_error(e)}") from e
+    finally:
+        con.close()
+    for r in rows:
+        for k in ("first_seen", "last_seen"):
+            if isinstance(r.get(k), dt.datetime):
+                r[k] = r[k].isoformat()
+    return rows
+
+
+def run_sql(paths: Sequence[str], sql: str) -> tuple[list[str], list[tuple]]:
+    """Run the user's ``sql`` with the archive(s) visible as the view ``enriched``."""
+    import duckdb
+
+    con = connect()
+    try:
+        con.execute(f"CREATE VIEW enriched AS SELECT * FROM {_archive_relation_sql(paths)}")
+        cur = con.execute(sql)
+        names = [d[0] for d in cur.description] if cur.description else []
+        return names, cur.fetchall() if names else []
+    except duckdb.Error as e:
+        raise ArchiveError(f"query: {duck_error(e)}") from e
+    finally:
+        con.close()
