@@ -759,18 +759,3 @@ def _first_line(e: BaseException) -> str:
         return raised[-1]
     return text.splitlines()[0]
 
-
-if __name__ == "__main__":
-    # `spark-submit .../errkb/spark.py --input ... --output ...`: spark-submit runs a .py
-    # file, not a console script. The job itself runs from the imported errkb.enrich.spark (so
-    # executors unpickle its functions by reference), this block only dispatches.
-    import sys
-
-    # Run as a file, Python put errkb/ itself first on sys.path, where its modules
-    # would shadow top-level names (site, search, ...): take it off before importing.
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
-
-    from errkb.cli import cli
-
-    cli(["spark-enrich", *sys.argv[1:]], prog_name="errkb")
