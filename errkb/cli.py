@@ -15,6 +15,7 @@ import click
 
 from errkb import __version__
 from errkb.progress import Progress, ReadProgress
+from errkb.records.view import RecordView
 from errkb.terminal import visible
 
 # A log this big takes seconds to explain: it gets a progress bar (errkb.progress).
@@ -255,7 +256,8 @@ def list_(repo, tag, error_class, severity, db_path, as_json):
         # A table for people: a header and aligned columns (the slug, longest, last).
         # Piped, one record a line as before, for grep and cut.
         rows = [("ID", "REPO", "CLASS", "SEVERITY", "SLUG")]
-        rows += [(r["id"], r["repo"], r["errorClass"], r["severity"], r["slug"]) for r in records]
+        views = [RecordView.of(r) for r in records]
+        rows += [(v.id, v.repo, v.error_class, v.severity, v.slug) for v in views]
         rows = [tuple(visible(str(v)) for v in row) for row in rows]
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         for row in rows:

@@ -23,6 +23,7 @@ from typing import BinaryIO
 
 from errkb.errors import ErrkbError
 from errkb.kb import KnowledgeBase
+from errkb.records.view import RecordView
 from errkb.terminal import visible
 
 # A short input is matched as one text: at most this many lines and bytes.
@@ -431,21 +432,22 @@ def render_text(explanation: Explanation, show_all: bool = False, color: bool = 
 def _view(f: Found) -> dict:
     """What the template needs of one match, in display form."""
     r = f.record or {}
+    v = RecordView.of(r)
     start, end = f.span
     line_url = None
-    if isinstance(r.get("githubUrl"), str) and "#" in r["githubUrl"] and isinstance(r.get("lineNumber"), int):
-        line_url = r["githubUrl"].split("#", 1)[0] + f"#L{r['lineNumber']}"
+    if "#" in v.github_url and v.line_number is not None:
+        line_url = v.github_url.split("#", 1)[0] + f"#L{v.line_number}"
     return {
         "f": f,
         "r": r,
-        "draft": "draft" in (r.get("tags") or []),
+        "draft": v.is_draft,
         "before": f.message[:start],
         "matched": f.message[start:end],
         "after": f.message[end:],
-        "where": f"{r.get('filePath')}:{r.get('lineNumber')}" if r.get("filePath") else None,
+        "where": f"{v.file_path}:{v.line_number}" if v.file_path else None,
         "line_url": line_url,
-        "solutions": [s for s in (r.get("solutions") or []) if isinstance(s, str) and s.strip()],
-        "tips": [s for s in (r.get("preventionTips") or []) if isinstance(s, str) and s.strip()],
+        "solutions": [s for s in v.solutions if s.strip()],
+        "tips": [s for s in v.prevention_tips if s.strip()],
         "proof": _proof(f.record_id),
     }
 

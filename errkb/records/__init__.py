@@ -12,6 +12,7 @@ _EXPORTS = {
     "SourcedRecord": "errkb.records.read",
     "content_hash": "errkb.records.read",
     "read_records": "errkb.records.read",
+    "RecordView": "errkb.records.view",
 }
 __all__ = sorted(_EXPORTS)
 

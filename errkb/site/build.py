@@ -29,6 +29,7 @@ from markupsafe import Markup
 from errkb.errors import ErrkbError
 from errkb.match.patterns import analyze
 from errkb.records.urls import fix_page_path
+from errkb.records.view import RecordView
 from errkb.resources import templates_dir
 from errkb.site.snippets import snippet_filename, snippet_text
 
@@ -606,21 +607,21 @@ def _render_index(env, entries: list[_Entry], tag_names, repo_names, common) -> 
     classes = SharedClasses()
     index = []
     for i, e in enumerate(entries):
-        r = e.record
-        text = "\n".join([r["errorMessage"], r["errorClass"], r["slug"], r["documentation"], r["triggerScenarios"],
-                          r["commonSituations"], *r["solutions"], *r["tags"]])
+        r = RecordView.of(e.record)
+        text = "\n".join([r.error_message, r.error_class, r.slug, r.documentation, r.trigger_scenarios,
+                          r.common_situations, *r.solutions, *r.tags])
         index.append({
             "i": i,
-            "m": r["errorMessage"],
+            "m": r.error_message,
             "t": text.lower(),
             "p": classes.compress(e.js.source) if e.js.source is not None else None,
             "gp": e.js.plan,
             "l": e.js.literals if e.js.ok else [],
             "a": 1 if e.js.ascii_only else 0,
-            "r": r["repo"],
-            "c": r["errorClass"],
-            "s": r["severity"],
-            "g": sorted(r["tags"]),
+            "r": r.repo,
+            "c": r.error_class,
+            "s": r.severity,
+            "g": sorted(r.tags),
             "st": e.status,
             "pr": e.proof_status,
         })
