@@ -103,13 +103,13 @@ def _drop_capabilities() -> None:
     """Give up root's capabilities, and become the sandbox's unprivileged user where it
     named one, before any library or record code runs here.
 
-    errkb is not installed in the reproducer's venv, so errkb/sandbox.py (standard
-    library only) is loaded from its path next to this file.
+    errkb is not installed in the reproducer's venv, so the sandbox's launcher
+    (errkb/verify/launcher.py, standard library only) is loaded from its path.
     """
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sandbox.py")
-    spec = importlib.util.spec_from_file_location("_errkb_sandbox", path)
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "launcher.py")
+    spec = importlib.util.spec_from_file_location("_errkb_launcher", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
