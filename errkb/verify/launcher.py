@@ -121,6 +121,9 @@ def _private_folder(libc, folder: str, base: str, keep: list[str], options: str)
     # a kept path inside another kept one comes back with it
     inside = [p for p in inside if not any(p.startswith(q.rstrip("/") + "/") for q in inside if q != p)]
     held = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in inside]
+    # The folders leading to a kept path must be searchable by the unprivileged user
+    # whatever umask errkb was started with (077 made them 0700: the run was refused).
+    umask = os.umask(0o022)
     try:
         _mount(libc, "tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, options)
         for path, fd in held:
@@ -132,6 +135,7 @@ def _private_folder(libc, folder: str, base: str, keep: list[str], options: str)
                 except OSError:
                     pass
     finally:
+        os.umask(umask)
         for _path, fd in held:
             os.close(fd)
 
