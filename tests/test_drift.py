@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from errkb.cli import cli
 from errkb.mine.drift import drift, recorded_function
 from errkb.store.db import Store
-from tests.conftest import HEAVY_CACHE
+from tests.support import HEAVY_CACHE
 
 V1 = '''def stable():
     raise KeyError("stable message never changes here")

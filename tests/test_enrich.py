@@ -13,48 +13,18 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from errkb.cli import cli
 from errkb.enrich.lines import LineEnricher, stream
-from errkb.match.matcher import Matcher
-from errkb.store.db import Store
-from tests.conftest import SEED_FILE, SEED_ID, SEED_MESSAGE, variant, write_jsonl
+from tests.support import SEED_ID, SEED_MESSAGE, SEED_SLUG, SEED_SOLUTION, build_store, seed_records
 
 SITE = "https://errkb.example.org"
-SEED_SLUG = "flashinfer-allreduce-quantization-fusion-is-not-su"
 SEED_URL = f"{SITE}/errors/vllm-project/vllm/{SEED_SLUG}.html"
-SEED_SOLUTION = "Set VLLM_FLASHINFER_ALLREDUCE_BACKEND=mnnvl on all nodes"
 MATCHING_LINE = f"2026-08-14 21:17:39,123 ERROR [core.py:12] ValueError: {SEED_MESSAGE}"
 ERRKB_BIN = Path(sys.executable).parent / "errkb"
-
-
-def seed_records(n_variants: int = 2) -> list[dict]:
-    seed = json.loads(SEED_FILE.read_text())["record"]
-    return [seed] + [variant(seed, i) for i in range(1, n_variants + 1)]
-
-
-def build_store(path: Path, records: list[dict] | None = None) -> Path:
-    """A store holding ``records`` (default: the seed and two lint-clean variants)."""
-    records = records or seed_records()
-    source = write_jsonl(path.with_suffix(".records.jsonl"), records)
-    with Store.open(path) as store:
-        report = store.ingest([source])
-    assert report.rejected == 0, report.as_dict()
-    return path
-
-
-@pytest.fixture(scope="module")
-def store_db(tmp_path_factory) -> Path:
-    return build_store(tmp_path_factory.mktemp("enrich") / "store.duckdb")
-
-
-@pytest.fixture(scope="module")
-def matcher() -> Matcher:
-    return Matcher.from_records(seed_records())
 
 
 def run_enrich(store_db: Path, data: bytes, *args: str):

@@ -6,21 +6,12 @@ import copy
 import itertools
 import json
 
-import pytest
-
 from errkb.enrich.lines import enrich_records
 from errkb.kb import KnowledgeBase
-from errkb.match.matcher import Matcher
 from errkb.store.db import Store
-from tests.conftest import SEED_ID, SEED_MESSAGE
-from tests.test_enrich import SEED_SLUG, SEED_SOLUTION, build_store, seed_records
+from tests.support import SEED_ID, SEED_MESSAGE, SEED_SLUG, SEED_SOLUTION, build_store, seed_records
 
 SITE = "https://errkb.example.org/"
-
-
-@pytest.fixture(scope="module")
-def matcher() -> Matcher:
-    return Matcher.from_records(seed_records())
 
 
 def test_yields_every_dict_in_order_matched_ones_with_errkb(matcher):
@@ -103,12 +94,11 @@ def test_store_get_many_resolves_a_batch_of_ids(tmp_path):
         assert store.get_many([]) == {}
 
 
-def test_knowledge_base_resolves_what_errkb_objects_need(tmp_path):
-    records = seed_records()
-    db = build_store(tmp_path / "f.duckdb", records)
-    with Store.open(db, read_only=True) as store:
+def test_knowledge_base_resolves_what_errkb_objects_need(store_db, kb):
+    records = seed_records()  # what store_db holds
+    with Store.open(store_db, read_only=True) as store:
         fields = store.record_fields("$.slug", "$.solutions[0]")
         assert fields[records[1]["id"]] == (records[1]["slug"], records[1]["solutions"][0])
-    got = KnowledgeBase.open(db).get_many([records[0]["id"], "0000000000000000"])
+    got = kb.get_many([records[0]["id"], "0000000000000000"])
     assert got == {records[0]["id"]: records[0]}
     assert got[records[0]["id"]]["solutions"][0] == SEED_SOLUTION

@@ -15,9 +15,7 @@ import duckdb  # noqa: E402
 from errkb.cli import cli  # noqa: E402
 from errkb.enrich.archive import ArchiveError, enrich_archive  # noqa: E402
 from errkb.enrich.query import LAST_WEEK_SQL, known_errors, parse_since  # noqa: E402
-from errkb.match.matcher import Matcher  # noqa: E402
-from tests.conftest import REPO, SEED_ID, SEED_MESSAGE  # noqa: E402
-from tests.test_enrich import SEED_SLUG, SEED_SOLUTION, build_store, seed_records  # noqa: E402
+from tests.support import REPO, SEED_ID, SEED_MESSAGE, SEED_SLUG, SEED_SOLUTION  # noqa: E402
 
 NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
 
@@ -34,16 +32,6 @@ def log_rows(n: int = 1000) -> list[dict]:
         msg = f"ValueError: {SEED_MESSAGE}" if i % 10 == 0 else f"GET /api/{i} 200"
         rows.append({"ts": iso(t), "host": f"web-{i % 3}", "message": msg, "i": i, "log": {"msg": msg}})
     return rows
-
-
-@pytest.fixture(scope="module")
-def store_db(tmp_path_factory) -> Path:
-    return build_store(tmp_path_factory.mktemp("archive") / "store.duckdb")
-
-
-@pytest.fixture(scope="module")
-def matcher() -> Matcher:
-    return Matcher.from_records(seed_records())
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from errkb.enrich.lines import Counters, LineEnricher, stream
 from errkb.match.matcher import Matcher
-from tests.conftest import SEED_MESSAGE
+from tests.support import SEED_FILE, SEED_MESSAGE
 
 
 def strict_loads(line: str):
@@ -35,7 +35,6 @@ def enricher_factory(seed_record_module):
 
 @pytest.fixture(scope="module")
 def seed_record_module():
-    from tests.conftest import SEED_FILE
     return json.loads(SEED_FILE.read_text())["record"]
 
 

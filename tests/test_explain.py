@@ -16,43 +16,10 @@ from click.testing import CliRunner
 
 from errkb.cli import cli
 from errkb.store.db import Store
-from tests.conftest import REPO, SEED_ID, SEED_MESSAGE, force_stored_record, write_jsonl
+from tests.support import REPO, SEED_ID, SEED_MESSAGE, force_stored_record, write_jsonl
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SEED_FILE_PATH = "vllm/distributed/device_communicators/flashinfer_all_reduce.py"
-
-
-def _generic_sibling(seed: dict) -> dict:
-    """A less specific record of another class that matches the seed's message too."""
-    rec = copy.deepcopy(seed)
-    rec["id"] = "0123456789abcdef"
-    rec["slug"] = "please-use-mnnvl-backend-instead"
-    rec["errorClass"] = "RuntimeError"
-    rec["errorMessage"] = "Please use 'mnnvl' backend instead."
-    rec["messagePattern"] = "Please use 'mnnvl' backend instead\\."
-    return rec
-
-
-@pytest.fixture(scope="module")
-def store_db(tmp_path_factory, request) -> Path:
-    """A store with the bundled data plus a generic record that also matches the seed."""
-    seed = json.loads((REPO / "data" / "vllm-project" / "vllm" / "000_82135fca3cf8df92.txt").read_text())["record"]
-    folder = tmp_path_factory.mktemp("explain-store")
-    db = folder / "store.duckdb"
-    extra = write_jsonl(folder / "extra.jsonl", [_generic_sibling(seed)])
-    with Store.open(db) as store:
-        report = store.ingest([REPO / "data", extra])
-    assert report.rejected == 0, report.rejects
-    return db
-
-
-@pytest.fixture(scope="module")
-def data_db(tmp_path_factory) -> Path:
-    """A store with the bundled data alone."""
-    db = tmp_path_factory.mktemp("data-store") / "store.duckdb"
-    with Store.open(db) as store:
-        assert store.ingest([REPO / "data"]).rejected == 0
-    return db
 
 
 def run(args, db, input=None):
@@ -60,8 +27,8 @@ def run(args, db, input=None):
     return result
 
 
-def test_seed_message_explained_with_every_section(store_db):
-    r = run([SEED_MESSAGE], store_db)
+def test_seed_message_explained_with_every_section(sibling_db):
+    r = run([SEED_MESSAGE], sibling_db)
     assert r.exit_code == 0, r.output
     out = r.output
     assert out.startswith("ValueError  flashinfer-allreduce-quantization-fusion-is-not-su\n"
@@ -107,8 +74,8 @@ def test_output_fits_80_columns_even_with_long_words_and_code(tmp_path, seed_rec
     assert "".join(ln.removeprefix("↪ ") for ln in code_lines).count("Q") == 300
 
 
-def test_all_shows_every_match_with_its_score_best_first(store_db):
-    r = run(["--all", f"ValueError: {SEED_MESSAGE}"], store_db)
+def test_all_shows_every_match_with_its_score_best_first(sibling_db):
+    r = run(["--all", f"ValueError: {SEED_MESSAGE}"], sibling_db)
     assert r.exit_code == 0
     scores = [float(s) for s in re.findall(r"^  vllm-project/vllm  score (\d+\.\d+)", r.output, re.M)]
     assert len(scores) == 2 and scores[0] > scores[1]
@@ -118,8 +85,8 @@ def test_all_shows_every_match_with_its_score_best_first(store_db):
     assert "other record" not in r.output
 
 
-def test_json_shape(store_db, seed_record):
-    r = run(["--json", f"2026-08-14 21:17:39 ERROR [core.py:12] ValueError: {SEED_MESSAGE}\n"], store_db)
+def test_json_shape(sibling_db, seed_record):
+    r = run(["--json", f"2026-08-14 21:17:39 ERROR [core.py:12] ValueError: {SEED_MESSAGE}\n"], sibling_db)
     assert r.exit_code == 0
     data = json.loads(r.output)
     assert set(data) == {"format", "mode", "lines", "matched", "matches", "nearMatches", "skipped", "notes", "datasetHash"}
@@ -134,22 +101,22 @@ def test_json_shape(store_db, seed_record):
     assert best["score"] > other["score"] and other["id"] == "0123456789abcdef"
 
 
-def test_stdin_dash_and_no_argument(store_db):
+def test_stdin_dash_and_no_argument(sibling_db):
     for args in (["-"], []):
-        r = run(["--json", *args], store_db, input=f"ValueError: {SEED_MESSAGE}\n")
+        r = run(["--json", *args], sibling_db, input=f"ValueError: {SEED_MESSAGE}\n")
         assert r.exit_code == 0
         assert json.loads(r.output)["matches"][0]["id"] == SEED_ID
 
 
-def test_file_option(store_db, tmp_path):
+def test_file_option(sibling_db, tmp_path):
     log = tmp_path / "crash.log"
     log.write_text(f"INFO starting\n(EngineCore_DP0 pid=1234) ValueError: {SEED_MESSAGE}\r\n")
-    r = run(["--json", "--file", str(log)], store_db)
+    r = run(["--json", "--file", str(log)], sibling_db)
     assert r.exit_code == 0
     assert json.loads(r.output)["matches"][0]["id"] == SEED_ID
 
 
-def test_traceback_with_chained_exception(store_db):
+def test_traceback_with_chained_exception(sibling_db):
     tb = (
         "Traceback (most recent call last):\n"
         '  File "/usr/lib/python3.12/site-packages/vllm/distributed/device_communicators/flashinfer_all_reduce.py", line 221, in f\n'
@@ -163,18 +130,18 @@ def test_traceback_with_chained_exception(store_db):
         "    main()\n"
         "RuntimeError: engine core failed to start\n"
     )
-    r = run(["--json"], store_db, input=tb)
+    r = run(["--json"], sibling_db, input=tb)
     assert r.exit_code == 0
     data = json.loads(r.output)
     assert data["mode"] == "text"
     assert data["matches"][0]["id"] == SEED_ID
 
 
-def test_usage_errors_exit_2_with_one_line(store_db, tmp_path):
-    r = run(["--file", str(tmp_path / "nope.log")], store_db)
+def test_usage_errors_exit_2_with_one_line(sibling_db, tmp_path):
+    r = run(["--file", str(tmp_path / "nope.log")], sibling_db)
     assert r.exit_code == 2
     assert r.output.strip().endswith(f"Error: {tmp_path / 'nope.log'}: cannot read: No such file or directory")
-    r = run(["some text", "--file", str(tmp_path / "x.log")], store_db)
+    r = run(["some text", "--file", str(tmp_path / "x.log")], sibling_db)
     assert (r.exit_code, r.output.strip()) == (2, "Error: give the text as TEXT or with --file PATH, not both")
     r = run([], tmp_path / "missing.duckdb", input="x")
     assert r.exit_code == 2
@@ -182,10 +149,10 @@ def test_usage_errors_exit_2_with_one_line(store_db, tmp_path):
 
 
 @pytest.mark.parametrize("given", ["", "\n\n", "   \r\n\t\n"])
-def test_empty_input_is_a_usage_error(store_db, given):
-    r = run([], store_db, input=given)
+def test_empty_input_is_a_usage_error(sibling_db, given):
+    r = run([], sibling_db, input=given)
     assert (r.exit_code, r.output.strip()) == (2, "Error: stdin: empty input: nothing to explain")
-    r = run([given], store_db)
+    r = run([given], sibling_db)
     assert (r.exit_code, r.output.strip()) == (2, "Error: TEXT: empty input: nothing to explain")
 
 
@@ -206,22 +173,22 @@ def test_no_match_offers_similar_records_never_as_a_match(data_db):
     assert near["record"]["id"] == SEED_ID
 
 
-def test_unrelated_text_has_no_match_and_no_near_match(store_db):
-    r = run(["--json", "INFO:     10.24.37.211:36143 - \"GET /api/v1/items HTTP/1.1\" 404 Not Found"], store_db)
+def test_unrelated_text_has_no_match_and_no_near_match(sibling_db):
+    r = run(["--json", "INFO:     10.24.37.211:36143 - \"GET /api/v1/items HTTP/1.1\" 404 Not Found"], sibling_db)
     assert r.exit_code == 1
     data = json.loads(r.output)
     assert data["matches"] == [] and data["nearMatches"] == []
-    r = run(["INFO server started"], store_db)
+    r = run(["INFO server started"], sibling_db)
     assert (r.exit_code, r.output) == (1, "No known error matches this text.\n")
 
 
-def test_binary_input_is_read_as_text(store_db):
+def test_binary_input_is_read_as_text(sibling_db):
     noise = bytes(range(256)) * 40
-    r = CliRunner().invoke(cli, ["explain", "--db", str(store_db)], input=noise)
+    r = CliRunner().invoke(cli, ["explain", "--db", str(sibling_db)], input=noise)
     assert r.exit_code == 1
     assert r.output.startswith("No known error matches this text.")
     # a known message inside binary garbage is still found, and the input is flagged
-    r = CliRunner().invoke(cli, ["explain", "--db", str(store_db), "--json"],
+    r = CliRunner().invoke(cli, ["explain", "--db", str(sibling_db), "--json"],
                            input=b"\x00\xff\xfe garbage\n" + SEED_MESSAGE.encode() + b"\n\x89PNG\x00")
     assert r.exit_code == 0
     data = json.loads(r.stdout)
@@ -275,23 +242,23 @@ def _cli_process(args, env=None, **kw):
                           env={**os.environ, **(env or {})}, cwd=REPO, **kw)
 
 
-def test_warm_call_does_not_open_duckdb(store_db):
+def test_warm_call_does_not_open_duckdb(sibling_db):
     """Once the bundle is cached, a call answers without importing DuckDB."""
     code = (
         "import sys\nfrom errkb.cli import cli\n"
         "try:\n    cli(['explain', '--db', sys.argv[1], sys.argv[2]])\nexcept SystemExit as e:\n    code = e.code\n"
         "print('duckdb' in sys.modules, code)\n"
     )
-    subprocess.run([sys.executable, "-c", code, str(store_db), SEED_MESSAGE], capture_output=True, check=True)
-    out = subprocess.run([sys.executable, "-c", code, str(store_db), SEED_MESSAGE], capture_output=True, text=True, check=True)
+    subprocess.run([sys.executable, "-c", code, str(sibling_db), SEED_MESSAGE], capture_output=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code, str(sibling_db), SEED_MESSAGE], capture_output=True, text=True, check=True)
     assert out.stdout.strip().endswith("False 0")
 
 
-def test_colour_only_on_a_tty_and_never_with_no_color(store_db):
+def test_colour_only_on_a_tty_and_never_with_no_color(sibling_db):
     def on_tty(env):
         leader, follower = pty.openpty()
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "errkb", "explain", "--db", str(store_db), SEED_MESSAGE],
+            proc = subprocess.Popen([sys.executable, "-m", "errkb", "explain", "--db", str(sibling_db), SEED_MESSAGE],
                                     stdout=follower, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                                     env=env, cwd=REPO)
             os.close(follower)
@@ -314,7 +281,7 @@ def test_colour_only_on_a_tty_and_never_with_no_color(store_db):
     coloured = on_tty(env)
     assert "\x1b[" in coloured and "What it is" in coloured
     assert "\x1b[" not in on_tty({**env, "NO_COLOR": "1"})
-    piped = _cli_process(["explain", "--db", str(store_db), SEED_MESSAGE], env={"NO_COLOR": ""})
+    piped = _cli_process(["explain", "--db", str(sibling_db), SEED_MESSAGE], env={"NO_COLOR": ""})
     assert piped.returncode == 0 and "\x1b[" not in piped.stdout
 
 

@@ -3,7 +3,6 @@ in bounded memory (real subprocesses, peak RSS measured), giant lines."""
 
 from __future__ import annotations
 
-import copy
 import io
 import json
 import subprocess
@@ -22,7 +21,7 @@ from errkb.explain.explainer import (
     read_lines,
 )
 from errkb.store.db import Store
-from tests.conftest import REPO, SEED_ID, SEED_MESSAGE, write_jsonl
+from tests.support import REPO, SEED_ID, SEED_MESSAGE, write_jsonl
 
 REAL_LOGS = REPO / "tests" / "fixtures" / "real_logs"
 NOISE = [
@@ -31,19 +30,6 @@ NOISE = [
     '{"ts": "2026-08-02T18:07:14.645Z", "level": "debug", "msg": "connection established", "status": 204}',
     "Aug 16 03:07:54 node-3 kubelet[2120]: I0816 prober.go:107] Readiness probe succeeded",
 ]
-
-
-@pytest.fixture(scope="module")
-def db(tmp_path_factory) -> Path:
-    seed = json.loads((REPO / "data" / "vllm-project" / "vllm" / "000_82135fca3cf8df92.txt").read_text())["record"]
-    sibling = copy.deepcopy(seed)
-    sibling.update(id="0123456789abcdef", slug="please-use-mnnvl-backend-instead", errorClass="RuntimeError",
-                   errorMessage="Please use 'mnnvl' backend instead.", messagePattern="Please use 'mnnvl' backend instead\\.")
-    folder = tmp_path_factory.mktemp("log-store")
-    path = folder / "store.duckdb"
-    with Store.open(path) as store:
-        assert store.ingest([REPO / "data", write_jsonl(folder / "x.jsonl", [sibling])]).rejected == 0
-    return path
 
 
 def explain_json(db, args=(), input=None):
@@ -57,7 +43,7 @@ def _log(total: int, at: dict[int, str]) -> str:
     return "".join((at.get(n) or NOISE[n % len(NOISE)]) + "\n" for n in range(1, total + 1))
 
 
-def test_log_reports_each_distinct_error_with_count_and_line_range(db):
+def test_log_reports_each_distinct_error_with_count_and_line_range(sibling_db):
     bf16 = "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5. You can use float16 instead by explicitly setting the`dtype` flag in CLI, for example: --dtype=half."
     traceback = (
         "Traceback (most recent call last):\n"
@@ -71,7 +57,7 @@ def test_log_reports_each_distinct_error_with_count_and_line_range(db):
         55: traceback,  # 4 lines: 55-58
         99: f"\x1b[31m[rank0]: ValueError: {SEED_MESSAGE}\x1b[0m",
     })
-    code, data, _ = explain_json(db, input=log)
+    code, data, _ = explain_json(sibling_db, input=log)
     assert code == 0
     assert data["mode"] == "log" and data["lines"] == 123
     got = {m["id"]: m["occurrences"] for m in data["matches"]}
@@ -79,10 +65,10 @@ def test_log_reports_each_distinct_error_with_count_and_line_range(db):
     assert [m["occurrences"]["firstLine"] for m in data["matches"]] == [10, 30]  # in order of appearance
     assert "0123456789abcdef" not in got  # only the best record of each message is counted
     # --all counts every record each message matches
-    code, data, _ = explain_json(db, ["--all"], input=log)
+    code, data, _ = explain_json(sibling_db, ["--all"], input=log)
     assert {m["id"]: m["occurrences"]["count"] for m in data["matches"]}["0123456789abcdef"] == 3
 
-    r = CliRunner().invoke(cli, ["explain", "--db", str(db)], input=log)
+    r = CliRunner().invoke(cli, ["explain", "--db", str(sibling_db)], input=log)
     assert r.exit_code == 0
     lines = r.stdout.split("\n")
     assert lines[0] == "2 known errors in 123 lines"
@@ -97,15 +83,15 @@ def test_log_reports_each_distinct_error_with_count_and_line_range(db):
     assert [ln for ln in r.stdout.split("\n") if len(ln) > 80 and not ln.lstrip().startswith("https://")] == []
 
 
-def test_log_without_known_errors_exits_1_and_offers_near_matches_for_error_lines(db):
+def test_log_without_known_errors_exits_1_and_offers_near_matches_for_error_lines(sibling_db):
     drifted = SEED_MESSAGE.replace("trtllm", "nccl").replace("Please use 'mnnvl'", "Please use 'nvls'")
-    code, data, _ = explain_json(db, input=_log(80, {40: f"ValueError: {drifted}"}))
+    code, data, _ = explain_json(sibling_db, input=_log(80, {40: f"ValueError: {drifted}"}))
     assert code == 1
     assert data["mode"] == "log" and data["matches"] == [] and data["lines"] == 80
     assert data["nearMatches"][0]["id"] == SEED_ID
-    code, data, r = explain_json(db, input=_log(80, {}))
+    code, data, r = explain_json(sibling_db, input=_log(80, {}))
     assert (code, data["nearMatches"]) == (1, [])
-    r = CliRunner().invoke(cli, ["explain", "--db", str(db)], input=_log(80, {}))
+    r = CliRunner().invoke(cli, ["explain", "--db", str(sibling_db)], input=_log(80, {}))
     assert (r.exit_code, r.stdout) == (1, "No known error matches this log (80 lines).\n")
 
 
@@ -165,10 +151,10 @@ def _run_measured(db: Path, feed, args=("--json",)) -> tuple[int, str, str, int]
     return rc, out["stdout"].decode(), stderr, rss
 
 
-def test_large_log_streams_in_constant_memory(db):
+def test_large_log_streams_in_constant_memory(sibling_db):
     """240 MB of log through a pipe: peak RSS is that of a 24 MB log (it does not grow with the input)."""
     # a warm-up call builds the cached bundle, so both measured runs load it alike
-    assert subprocess.run([sys.executable, "-m", "errkb", "explain", "--db", str(db), SEED_MESSAGE],
+    assert subprocess.run([sys.executable, "-m", "errkb", "explain", "--db", str(sibling_db), SEED_MESSAGE],
                           capture_output=True, cwd=REPO).returncode == 0
     noise = (" ".join(NOISE) + " ") * 24  # ~8 KB of ordinary log text per line
     hit = f"2026-08-14 21:17:39 ERROR ValueError: {SEED_MESSAGE}\n".encode()
@@ -180,10 +166,10 @@ def test_large_log_streams_in_constant_memory(db):
                 stdin.write(block)
         return write
 
-    rc, out, err, small = _run_measured(db, feed(3_000))
+    rc, out, err, small = _run_measured(sibling_db, feed(3_000))
     assert rc == 0, err
     assert json.loads(out)["matches"][0]["occurrences"]["count"] == 30
-    rc, out, err, large = _run_measured(db, feed(30_000))
+    rc, out, err, large = _run_measured(sibling_db, feed(30_000))
     assert rc == 0, err
     data = json.loads(out)
     assert data["lines"] == 30_000
@@ -193,7 +179,7 @@ def test_large_log_streams_in_constant_memory(db):
     print(f"peak RSS: {small} KiB for 24 MB, {large} KiB for 240 MB")
 
 
-def test_100_mb_single_line(db):
+def test_100_mb_single_line(sibling_db):
     """A 100 MB line is read as its head and tail: the message ending it is found, memory stays bounded."""
     def feed(stdin):
         chunk = b"x" * (1 << 20)
@@ -201,7 +187,7 @@ def test_100_mb_single_line(db):
             stdin.write(chunk)
         stdin.write(f" ValueError: {SEED_MESSAGE}\n".encode())
 
-    rc, out, err, rss = _run_measured(db, feed, args=())
+    rc, out, err, rss = _run_measured(sibling_db, feed, args=())
     assert rc == 0, err
     assert "ValueError  flashinfer-allreduce-quantization-fusion-is-not-su" in out
     assert ("note: stdin: 1 line(s) longer than 1 MiB (line 1): only their first 960 KiB and last 64 KiB were read"
@@ -237,7 +223,7 @@ def test_read_lines_matches_split_for_any_bytes(monkeypatch):
     check()
 
 
-def test_fast_log_path_agrees_with_iter_messages(db, monkeypatch):
+def test_fast_log_path_agrees_with_iter_messages(sibling_db, monkeypatch):
     """Differential: the batched fast path gives the messages (line ranges, kinds),
     matches and near-match candidates that iter_messages + exact matching give."""
     from hypothesis import given, settings
@@ -247,7 +233,7 @@ def test_fast_log_path_agrees_with_iter_messages(db, monkeypatch):
     from errkb.kb import KnowledgeBase
     from errkb.match.normalize import iter_messages
 
-    bundle = KnowledgeBase.open(db)
+    bundle = KnowledgeBase.open(sibling_db)
     drifted = SEED_MESSAGE.replace("trtllm", "nccl")
     vocab = NOISE + [
         f"ValueError: {SEED_MESSAGE}", f"[rank0]: ValueError: {SEED_MESSAGE}", "Please use 'mnnvl' backend instead.",

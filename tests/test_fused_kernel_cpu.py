@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from errkb.verify.reproducers import Requirements, ensure_venv
-from tests.conftest import say
+from tests.support import say
 
 REPO = Path(__file__).resolve().parents[1]
 TRITON_CPU = Requirements(pip_steps=(("torch==2.13.0",), ("triton==3.9.0", "numpy")), imports=("torch", "triton"))

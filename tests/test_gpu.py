@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import SEED_FILE, SEED_ID
+from tests.support import SEED_FILE, SEED_ID
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.gpu

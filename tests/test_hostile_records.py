@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import REPO, SEED_FILE, SEED_ID, SEED_MESSAGE, force_stored_record
+from tests.support import REPO, SEED_FILE, SEED_ID, SEED_MESSAGE, force_stored_record
 
 GOOD = {"id": "good", "slug": "good", "repo": "x/y", "errorClass": "E",
         "messagePattern": r"Worker (.+?) lost its heartbeat after (.+?) s"}

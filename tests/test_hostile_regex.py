@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import REPO, SEED_FILE, SEED_ID, force_stored_record
+from tests.support import REPO, SEED_FILE, SEED_ID, force_stored_record
 
 PER_CALL_LIMIT_S = 5.0
 BATCH_TIMEOUT_S = 240

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from errkb.cli import cli
 from errkb.store.db import Store
-from tests.conftest import REPO, SEED_FILE, SEED_ID, write_jsonl
+from tests.support import REPO, SEED_FILE, SEED_ID, write_jsonl
 
 
 def run(*args):

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from errkb.records.read import MAX_DEPTH, MAX_RECORD_BYTES
 from errkb.store.db import Store
-from tests.conftest import REPO, SEED_FILE
+from tests.support import REPO, SEED_FILE
 
 
 def seed() -> dict:

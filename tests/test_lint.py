@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from errkb.cli import cli
 from errkb.records.lint import RULES, lint_record
 from errkb.records.schema import schema, validator
-from tests.conftest import SEED_FILE, write_jsonl
+from tests.support import SEED_FILE, write_jsonl
 
 
 def codes(record) -> list[str]:

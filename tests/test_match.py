@@ -9,7 +9,7 @@ import pytest
 
 from errkb.match.matcher import Matcher, MatcherError
 from errkb.store.db import Store
-from tests.conftest import SEED_FILE, SEED_ID, SEED_MESSAGE
+from tests.support import SEED_FILE, SEED_ID, SEED_MESSAGE
 
 ENGINES = [
     ("hyperscan", "re2"),

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from errkb.match.matcher import Matcher
 from errkb.match.patterns import analyze
-from tests.conftest import BENCH_CORPUS
+from tests.support import BENCH_CORPUS
 
 ENGINES = [("hyperscan", "re2"), ("ahocorasick", "re2"), ("python", "re")]
 

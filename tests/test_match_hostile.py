@@ -17,6 +17,7 @@ import pytest
 
 from errkb.match.matcher import Matcher
 from errkb.match.patterns import analyze
+from tests.support import SEED_FILE, force_stored_record
 
 STALL_BOUND_S = 10.0
 
@@ -112,14 +113,11 @@ def test_bounded_path_matches_what_it_can_and_reports_timeouts():
 
 def test_pattern_that_became_invalid_in_the_store_is_skipped(db_path, seed_record):
     from errkb.store.db import Store
-    from tests.conftest import SEED_FILE
 
     store = Store.open(db_path)
     store.ingest([SEED_FILE])
     # lint rejects a bad pattern at ingest; simulate a stored record going bad later
     # (an older errkb, a hand-edited file) by corrupting the stored JSON itself
-    from tests.conftest import force_stored_record
-
     bad = dict(seed_record, messagePattern=seed_record["messagePattern"].replace("\\. Please use", "(?P<x>unterminated"))
     force_stored_record(store.con, bad, like_id=seed_record["id"])
     [stored] = store.records()

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from errkb.match import patterns
-from tests.conftest import BENCH_CORPUS
+from tests.support import BENCH_CORPUS
 
 TRANSLATION_FIELDS = {"re2_pattern", "re2_issue", "re2_ascii_only"}
 

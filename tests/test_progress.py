@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from errkb import progress as progress_module
 from errkb.cli import cli
 from errkb.progress import Progress
-from tests.conftest import REPO, SEED_FILE
+from tests.support import REPO, SEED_FILE, SEED_MESSAGE
 
 
 class Clock:
@@ -89,13 +89,6 @@ def _stderr_on_a_terminal(args, env):
     return stdout, b"".join(chunks).decode()
 
 
-@pytest.fixture(scope="module")
-def seed_db(tmp_path_factory):
-    db = tmp_path_factory.mktemp("p") / "s.duckdb"
-    assert CliRunner().invoke(cli, ["ingest", "--db", str(db), str(SEED_FILE)]).exit_code == 0
-    return db
-
-
 def test_site_build_draws_a_bar_on_a_terminal_and_never_on_stdout(seed_db, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     env["TERM"] = "xterm"
@@ -119,7 +112,6 @@ def test_explain_over_a_big_log_reports_bytes_read_on_stderr_only(seed_db, tmp_p
 
     monkeypatch.setattr(errkb.cli, "LARGE_LOG_BYTES", 1000)  # a big log, as far as the command knows
     monkeypatch.setattr(progress_module, "AFTER_S", 0.0)
-    from tests.conftest import SEED_MESSAGE
 
     log = tmp_path / "run.log"
     log.write_text("".join(f"2025-08-02T18:07:14Z INFO worker-{i} step {i} done\n" for i in range(200))

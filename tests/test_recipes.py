@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, SEED_ID, SEED_MESSAGE
-from tests.test_enrich import build_store
+from tests.support import REPO, SEED_ID, SEED_MESSAGE
 
 README = (REPO / "docs" / "pipelines.md").read_text(encoding="utf-8")  # where the recipes live
 BIN = str(Path(sys.executable).parent)
@@ -34,9 +33,8 @@ LOGSTASH_OUT = 'output { pipe { command => "errkb enrich --only-matched >> /var/
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory) -> dict:
-    db = build_store(tmp_path_factory.mktemp("recipes") / "store.duckdb")
-    return {**os.environ, "ERRKB_DB": str(db), "PATH": BIN + os.pathsep + os.environ["PATH"]}
+def env(store_db) -> dict:
+    return {**os.environ, "ERRKB_DB": str(store_db), "PATH": BIN + os.pathsep + os.environ["PATH"]}
 
 
 @pytest.mark.parametrize("text", [TAIL_TO_FILE, SYSTEMD, VECTOR_EXEC, VECTOR_SIDECAR, FLUENT_EXEC, FLUENT_CHAIN, LOGSTASH_IN, LOGSTASH_OUT])

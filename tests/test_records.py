@@ -7,7 +7,7 @@ import json
 import pytest
 
 from errkb.records.read import InputError, read_records
-from tests.conftest import SEED_FILE, SEED_ID, write_jsonl
+from tests.support import SEED_FILE, SEED_ID, write_jsonl
 
 
 def test_seed_file_reads_as_one_record_with_dataset_version():

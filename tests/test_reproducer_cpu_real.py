@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from errkb.cli import cli
 from errkb.verify import sandbox
 from errkb.verify.reproducers import ensure_venv, for_record
-from tests.conftest import SEED_FILE, SEED_ID, say
+from tests.support import SEED_FILE, SEED_ID, say
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from errkb.cli import cli
 from errkb.verify import sandbox
 from errkb.verify.reproducers import ensure_venv, for_record
-from tests.conftest import say
+from tests.support import say
 
 pytestmark = [
     pytest.mark.cpu_real,

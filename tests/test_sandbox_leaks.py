@@ -77,7 +77,7 @@ def test_the_store_this_process_has_open_is_not_readable_inside(heavy_cache, mon
     import shutil
 
     from errkb.store.db import Store
-    from tests.conftest import SEED_FILE
+    from tests.support import SEED_FILE
 
     folder = heavy_cache / f"sandbox-store-test-{os.getpid()}"
     folder.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -12,15 +11,7 @@ from click.testing import CliRunner
 from errkb.cli import cli
 from errkb.match.search import SearchIndex, tokens
 from errkb.store.db import Store
-from tests.conftest import REPO, SEED_ID, write_jsonl
-
-
-@pytest.fixture(scope="module")
-def db(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("search-store") / "store.duckdb"
-    with Store.open(path) as store:
-        assert store.ingest([REPO / "data"]).rejected == 0
-    return path
+from tests.support import REPO, SEED_ID, write_jsonl
 
 
 def search(db, *args):
@@ -33,8 +24,8 @@ def test_tokens_split_identifiers_and_drop_common_words():
     assert tokens("the is of") == []
 
 
-def test_message_words_rank_the_seed_first(db):
-    r = search(db, "--json", "quantization", "fusion", "allreduce")
+def test_message_words_rank_the_seed_first(data_db):
+    r = search(data_db, "--json", "quantization", "fusion", "allreduce")
     assert r.exit_code == 0
     hits = json.loads(r.stdout)
     assert hits[0]["id"] == SEED_ID
@@ -45,22 +36,22 @@ def test_message_words_rank_the_seed_first(db):
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
 
 
-def test_words_from_documentation_and_solutions_are_found(db):
-    hits = json.loads(search(db, "--json", "multicast", "fabric").stdout)
+def test_words_from_documentation_and_solutions_are_found(data_db):
+    hits = json.loads(search(data_db, "--json", "multicast", "fabric").stdout)
     assert hits[0]["id"] == SEED_ID
     assert {"commonSituations", "solutions"} <= set(hits[0]["fields"])
 
 
-def test_identifier_part_and_prefix(db):
-    by_part = json.loads(search(db, "--json", "VLLM_FLASHINFER_ALLREDUCE_BACKEND").stdout)
+def test_identifier_part_and_prefix(data_db):
+    by_part = json.loads(search(data_db, "--json", "VLLM_FLASHINFER_ALLREDUCE_BACKEND").stdout)
     assert SEED_ID in [h["id"] for h in by_part[:2]]
-    by_prefix = json.loads(search(db, "--json", "quantiz").stdout)
+    by_prefix = json.loads(search(data_db, "--json", "quantiz").stdout)
     assert SEED_ID in [h["id"] for h in by_prefix]
     assert all(h["matched"] == ["quantiz"] for h in by_prefix)
 
 
-def test_human_output_and_limit(db):
-    r = search(db, "-n", "1", "allreduce", "backend")
+def test_human_output_and_limit(data_db):
+    r = search(data_db, "-n", "1", "allreduce", "backend")
     assert r.exit_code == 0
     lines = r.stdout.rstrip("\n").split("\n")
     assert len(lines) == 3
@@ -71,14 +62,14 @@ def test_human_output_and_limit(db):
     assert r.stderr == "1 record(s)\n"
 
 
-def test_no_hit_exits_1_and_no_words_exits_2(db):
-    r = search(db, "zzzunknownword")
+def test_no_hit_exits_1_and_no_words_exits_2(data_db):
+    r = search(data_db, "zzzunknownword")
     assert (r.exit_code, r.stdout, r.stderr) == (1, "", "0 record(s)\n")
-    assert json.loads(search(db, "--json", "zzzunknownword").stdout) == []
-    r = search(db, "the", "is")
+    assert json.loads(search(data_db, "--json", "zzzunknownword").stdout) == []
+    r = search(data_db, "the", "is")
     assert r.exit_code == 2
     assert r.output.strip() == "Error: search: no searchable words in 'the is' (common words like 'the' are ignored)"
-    assert search(db).exit_code == 2  # WORDS is required
+    assert search(data_db).exit_code == 2  # WORDS is required
 
 
 def test_index_is_cached_and_follows_the_store(tmp_path, seed_record):
@@ -124,9 +115,9 @@ def test_damaged_cache_is_rebuilt(tmp_path):
     SearchIndex.load(cached)  # rewritten whole
 
 
-def test_results_are_in_the_order_of_their_shown_scores(db):
+def test_results_are_in_the_order_of_their_shown_scores(data_db):
     # issue 18: `search cuda out of memory` showed 4.84, 4.62, 4.80
-    r = search(db, "-n", "20", "cuda", "out", "of", "memory")
+    r = search(data_db, "-n", "20", "cuda", "out", "of", "memory")
     assert r.exit_code == 0
     shown = [float(line.split()[0]) for line in r.stdout.splitlines() if not line.startswith(" " * 8)]
     assert len(shown) >= 5

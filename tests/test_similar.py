@@ -10,7 +10,7 @@ import pytest
 
 from errkb.match.near import CANDIDATES, SimilarIndex, pattern_words
 from errkb.records.read import read_records
-from tests.conftest import BENCH_CORPUS, REPO, SEED_ID, SEED_MESSAGE
+from tests.support import BENCH_CORPUS, REPO, SEED_ID, SEED_MESSAGE
 
 
 @pytest.fixture(scope="module")

@@ -1,16 +1,14 @@
 """The static site: build from the store, determinism, --check, fix-page content,
 untrusted text, drafts and findings, records.json, sitemap, JS pattern translation.
 
-The record builders at the top are shared with test_snippets.py and
-test_site_browser.py: every one is schema-valid and passes the error-level lint
-rules, so it really reaches the store (only such records reach the site).
+The hostile, draft and lookahead records come from tests/support.py (shared with
+test_snippets.py and test_site_browser.py): every one is schema-valid and passes the
+error-level lint rules, so it really reaches the store (only such records reach the site).
 """
 
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import json
 import re
 from pathlib import Path
@@ -28,78 +26,7 @@ from errkb.site.build import (
     tag_page_path,
 )
 from errkb.store.db import Store
-from tests.conftest import SEED_ID
-
-# Markup, template syntax and script URLs that must stay inert text on every page.
-HOSTILE = (
-    "<script>window.__pwned=1</script>"
-    '"><img src=x onerror="window.__pwned=2">'
-    "{{ 7*7 }}{% raw %}"
-    "<a href=\"javascript:window.__pwned=3\">x</a>"
-)
-
-
-def _rekey(rec: dict, word: str) -> dict:
-    rec["id"] = hashlib.sha256(f"{rec['repo']}\n{rec['messagePattern']}\n{word}".encode()).hexdigest()[:16]
-    rec["slug"] = f"{word}-{rec['slug']}"[:100]
-    return rec
-
-
-def hostile_record(seed: dict) -> dict:
-    """The seed with hostile text in every free-text field the schema allows."""
-    rec = copy.deepcopy(seed)
-    prefix = "Hostile " + HOSTILE + " "
-    rec["errorMessage"] = prefix + rec["errorMessage"]
-    rec["messagePattern"] = re.escape(prefix) + rec["messagePattern"]
-    # The raise line must hold the message's first words (lint E303).
-    rec["sourceCode"] = rec["sourceCode"].replace('"Flashinfer', '"Hostile script window __pwned Flashinfer', 1)
-    rec["documentation"] = HOSTILE + " documentation " + "x" * 5000
-    rec["triggerScenarios"] = HOSTILE
-    rec["commonSituations"] = "javascript:window.__pwned=4 " + HOSTILE
-    rec["solutions"] = [HOSTILE, "javascript:alert(1)"]
-    rec["exampleFix"] = "# before\n" + HOSTILE + "\n# after\nprint('</script><script>window.__pwned=5</script>')"
-    rec["validationCode"] = "x = '</script><script>window.__pwned=6</script>'\nassert x\n"
-    rec["preventionTips"] = [HOSTILE]
-    rec["tags"] = ["hostile", "<script>window.__pwned=7</script>", '"><img src=x onerror=window.__pwned=8>', "{{ 7*7 }}"]
-    rec["handlingStrategy"] = HOSTILE
-    rec["backgroundTag"] = HOSTILE
-    rec["errorType"] = HOSTILE
-    return _rekey(rec, "hostile")
-
-
-def draft_record(seed: dict) -> dict:
-    """A mined, uncurated record: empty prose, no solutions, tagged draft."""
-    rec = copy.deepcopy(seed)
-    rec["errorMessage"] = rec["errorMessage"].replace("Flashinfer", "Flashinfer drafted", 1)
-    rec["messagePattern"] = rec["messagePattern"].replace("Flashinfer", "Flashinfer drafted", 1)
-    rec["sourceCode"] = rec["sourceCode"].replace('"Flashinfer', '"Flashinfer drafted', 1)
-    for key in ("documentation", "triggerScenarios", "commonSituations", "handlingStrategy"):
-        rec[key] = ""
-    rec["solutions"] = []
-    rec["preventionTips"] = []
-    rec["exampleFix"] = None
-    rec["validationCode"] = None
-    rec["tags"] = ["draft", "distributed"]
-    return _rekey(rec, "draft")
-
-
-def lookahead_record(seed: dict) -> dict:
-    """A record whose pattern needs backtracking: stored with warning W204."""
-    rec = copy.deepcopy(seed)
-    rec["messagePattern"] = rec["messagePattern"].replace("backend instead", "backend (?=instead)instead", 1)
-    return _rekey(rec, "lookahead")
-
-
-def make_store(path: Path, records: list[dict]) -> Path:
-    src = path.with_suffix(".jsonl")
-    src.write_text("".join(json.dumps({"record": r, "datasetVersion": "2026-08-15T22:17:37.221Z"}) + "\n" for r in records))
-    with Store.open(path) as store:
-        report = store.ingest([src])
-    assert report.rejected == 0, [r.reasons for r in report.rejects]
-    return path
-
-
-SEED_PAGE = "errors/vllm-project/vllm/flashinfer-allreduce-quantization-fusion-is-not-su.html"
+from tests.support import SEED_ID, SEED_PAGE, draft_record, hostile_record, lookahead_record, make_store
 
 
 @pytest.fixture

@@ -29,8 +29,7 @@ import pytest
 from errkb.resources import data_dir
 from errkb.site.build import build_site, js_pattern
 from errkb.store.db import Store
-from tests.conftest import SEED_ID, SEED_MESSAGE
-from tests.test_site import SEED_PAGE, draft_record, hostile_record, lookahead_record
+from tests.support import SEED_ID, SEED_MESSAGE, SEED_PAGE, draft_record, hostile_record, lookahead_record, variant
 
 pytestmark = pytest.mark.browser
 
@@ -51,8 +50,6 @@ LOG_LINE = f"(VllmWorker rank=1 pid=40312) ERROR 08-15 22:17:37 [multiproc_execu
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, request) -> Path:
     """The bundled data plus hostile, draft and lint-warned records, built into a site."""
-    from tests.conftest import variant
-
     tmp = tmp_path_factory.mktemp("browser-site")
     seed = json.loads((data_dir() / "vllm-project" / "vllm" / "000_82135fca3cf8df92.txt").read_text())["record"]
     extra = tmp / "extra.jsonl"
@@ -463,8 +460,6 @@ def test_accessible_landmarks_labels_and_contrast(browser, server, scheme):
 
 def test_large_result_sets_are_shown_a_page_at_a_time(browser, tmp_path_factory, seed_record):
     """250 records: a search lists the first 200 and a button adds the rest."""
-    from tests.conftest import variant
-
     tmp = tmp_path_factory.mktemp("paged-site")
     src = tmp / "records.jsonl"
     src.write_text("".join(json.dumps(variant(seed_record, i)) + "\n" for i in range(250)))

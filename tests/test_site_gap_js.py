@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from errkb.site.build import js_pattern
-from tests.conftest import REPO
+from tests.support import REPO
 
 NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(NODE is None, reason="needs node to run site.js's gapSpan")

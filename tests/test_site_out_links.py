@@ -8,7 +8,7 @@ import pytest
 
 from errkb.site.build import SiteError, build_site
 from errkb.store.db import Store
-from tests.conftest import SEED_FILE
+from tests.support import SEED_FILE
 
 
 @pytest.mark.parametrize("linked", ["errors", "errors/vllm-project"])

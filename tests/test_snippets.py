@@ -14,8 +14,7 @@ from errkb.cli import cli
 from errkb.site.snippets import indent_code, snippet_text
 from errkb.store.db import Store
 from errkb.verify import sandbox
-from tests.conftest import SEED_ID
-from tests.test_site import HOSTILE, draft_record, hostile_record, make_store
+from tests.support import HOSTILE, SEED_ID, draft_record, hostile_record, make_store
 
 
 def run_snippet(text: str) -> sandbox.SandboxResult:

@@ -28,7 +28,6 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 from click.testing import CliRunner  # noqa: E402
 
-from bench.synth import real_records, variant  # noqa: E402
 from errkb.cli import cli  # noqa: E402
 from errkb.enrich.spark import (  # noqa: E402
     SparkEnrichError,
@@ -40,8 +39,7 @@ from errkb.enrich.spark import (  # noqa: E402
 )
 from errkb.resources import data_dir  # noqa: E402
 from errkb.store.db import Store  # noqa: E402
-
-from .conftest import REPO  # noqa: E402
+from tests.support import REPO, real_records, variant  # noqa: E402
 
 ERRKB_FIELDS = ("id", "slug", "repo", "errorClass", "severity", "score", "solution", "url")
 FIXTURE_LOGS = sorted((REPO / "tests" / "fixtures" / "real_logs").glob("*.txt"))

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from errkb.cli import cli
 from errkb.terminal import visible
-from tests.conftest import SEED_FILE, SEED_ID, SEED_MESSAGE, force_stored_record
+from tests.support import SEED_FILE, SEED_ID, SEED_MESSAGE, force_stored_record
 
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 ATTACKS = ["\x1b]52;c;ZWNobyBwd25lZA==\x07", "\x1b[2J\x1b[H", "\x1b[31m", "\r", "\x9b31m", "\x7f", "\x00",

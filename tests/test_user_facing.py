@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
-from tests.conftest import REPO, SEED_FILE, SEED_ID, SEED_MESSAGE
+from tests.support import REPO, SEED_ID, SEED_MESSAGE
 
 TRACEBACK = f"""Traceback (most recent call last):
   File "/usr/lib/python3/dist-packages/vllm/v1/engine/core.py", line 701, in run_engine_core
@@ -24,23 +24,15 @@ ValueError: {SEED_MESSAGE}
 """
 
 
-@pytest.fixture(scope="module")
-def seed_db(tmp_path_factory):
-    db = tmp_path_factory.mktemp("seed") / "store.duckdb"
-    result = CliRunner().invoke(cli, ["ingest", "--db", str(db), str(SEED_FILE)])
-    assert result.exit_code == 0, result.output
-    return str(db)
-
-
 def test_pasted_traceback_headline_is_the_exception_message(seed_db):
-    result = CliRunner().invoke(cli, ["explain", "--json", "--db", seed_db, TRACEBACK])
+    result = CliRunner().invoke(cli, ["explain", "--json", "--db", str(seed_db), TRACEBACK])
     assert result.exit_code == 0, result.output
     [match] = json.loads(result.stdout)["matches"]
     assert match["id"] == SEED_ID
     assert match["message"] == SEED_MESSAGE
     assert match["span"] == [0, len(SEED_MESSAGE)]
 
-    text = CliRunner().invoke(cli, ["explain", "--db", seed_db, TRACEBACK])
+    text = CliRunner().invoke(cli, ["explain", "--db", str(seed_db), TRACEBACK])
     assert text.exit_code == 0
     assert "Traceback" not in text.stdout and "run_engine_core" not in text.stdout
     assert "  Flashinfer allreduce quantization fusion is not supported for multi-node\n" in text.stdout
@@ -49,7 +41,7 @@ def test_pasted_traceback_headline_is_the_exception_message(seed_db):
 def test_message_wrapped_over_lines_is_still_found_joined(seed_db):
     wrapped = "ValueError: Flashinfer allreduce quantization fusion is not supported for\n" \
               "multi-node allreduce with 'trtllm' backend. Please use 'mnnvl' backend instead."
-    result = CliRunner().invoke(cli, ["explain", "--json", "--db", seed_db, wrapped])
+    result = CliRunner().invoke(cli, ["explain", "--json", "--db", str(seed_db), wrapped])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["matches"][0]["message"] == SEED_MESSAGE
 
@@ -77,7 +69,8 @@ def on_tty(args: list[str], env: dict | None = None) -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module")
-def data_db(tmp_path_factory):
+def records_folders_db(tmp_path_factory) -> str:
+    """data/'s record folders (not proofs/ or findings/) ingested through the CLI; the path as a str."""
     db = tmp_path_factory.mktemp("data") / "store.duckdb"
     # the records' folders (data/ also holds errkb's own proofs, which are not records)
     folders = [str(p) for p in sorted((REPO / "data").iterdir()) if p.is_dir() and p.name not in ("proofs", "findings")]
@@ -86,10 +79,10 @@ def data_db(tmp_path_factory):
     return str(db)
 
 
-def test_list_on_a_tty_has_a_header_and_aligned_columns(data_db):
-    shown = on_tty(["list", "--db", data_db])
+def test_list_on_a_tty_has_a_header_and_aligned_columns(records_folders_db):
+    shown = on_tty(["list", "--db", records_folders_db])
     lines = shown.rstrip("\n").split("\n")
-    records = json.loads(CliRunner().invoke(cli, ["list", "--json", "--db", data_db]).stdout)
+    records = json.loads(CliRunner().invoke(cli, ["list", "--json", "--db", records_folders_db]).stdout)
     assert lines[-1] == f"{len(records)} record(s)"
     header, rows = lines[0], lines[1:-1]
     assert header.split() == ["ID", "REPO", "CLASS", "SEVERITY", "SLUG"]
@@ -101,13 +94,13 @@ def test_list_on_a_tty_has_a_header_and_aligned_columns(data_db):
         assert row.split() == [record["id"], record["repo"], record["errorClass"], record["severity"], record["slug"]]
 
 
-def test_list_piped_is_one_record_a_line_and_json_unchanged(data_db):
-    result = CliRunner().invoke(cli, ["list", "--db", data_db, "--repo", "vllm-project/vllm"])
+def test_list_piped_is_one_record_a_line_and_json_unchanged(records_folders_db):
+    result = CliRunner().invoke(cli, ["list", "--db", records_folders_db, "--repo", "vllm-project/vllm"])
     assert result.exit_code == 0
     assert f"{SEED_ID}  vllm-project/vllm  ValueError  flashinfer-allreduce-quantization-fusion-is-not-su" \
         in result.stdout.splitlines()
     assert not result.stdout.startswith("ID")
-    records = json.loads(CliRunner().invoke(cli, ["list", "--json", "--db", data_db]).stdout)
+    records = json.loads(CliRunner().invoke(cli, ["list", "--json", "--db", records_folders_db]).stdout)
     assert SEED_ID in [r["id"] for r in records] and "errorMessage" in records[0]
 
 
@@ -142,6 +135,6 @@ def test_generic_log_prefix_timestamp_level_logger_is_stripped(line, message):
 
 def test_explain_headline_drops_the_worker_name(seed_db):
     line = f"2025-08-02T18:07:14.645Z ERROR worker-3 ValueError: {SEED_MESSAGE}"
-    result = CliRunner().invoke(cli, ["explain", "--json", "--db", seed_db, line])
+    result = CliRunner().invoke(cli, ["explain", "--json", "--db", str(seed_db), line])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["matches"][0]["message"] == SEED_MESSAGE

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from errkb.cli import cli
 from errkb.verify import runs as verify
 from errkb.verify import sandbox
-from tests.conftest import SEED_FILE, SEED_ID, write_jsonl
+from tests.support import SEED_FILE, SEED_ID, write_jsonl
 
 needs_ns = pytest.mark.skipif(not sandbox.capabilities().namespaces, reason="needs root and util-linux unshare (namespaces)")
 
@@ -22,7 +22,8 @@ def run(*args):
 
 
 @pytest.fixture
-def seed_db(db_path):
+def fresh_seed_db(db_path):
+    """A store of the seed for this test alone (verify stores its runs there)."""
     assert run("ingest", "--db", db_path, SEED_FILE).exit_code == 0
     return db_path
 
@@ -88,8 +89,8 @@ def test_record_drift_names_the_function_the_traceback_shows(seed_record):
 # -- the CLI --------------------------------------------------------------------------------
 
 
-def test_verify_seed_captures_both_states_and_skips_missing_vllm(seed_db):
-    result = run("verify", "--db", seed_db, SEED_ID, "--json")
+def test_verify_seed_captures_both_states_and_skips_missing_vllm(fresh_seed_db):
+    result = run("verify", "--db", fresh_seed_db, SEED_ID, "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     by_check = {r["check"]: r for r in report["results"]}
@@ -103,7 +104,7 @@ def test_verify_seed_captures_both_states_and_skips_missing_vllm(seed_db):
         assert by_check[f"validationCode:{state}"]["reason"] == "needs vllm"
     assert report["ok"] is True
 
-    runs = run("runs", "--db", seed_db, "flashinfer-allreduce-quantization-fusion-is-not-su", "--json")
+    runs = run("runs", "--db", fresh_seed_db, "flashinfer-allreduce-quantization-fusion-is-not-su", "--json")
     assert runs.exit_code == 0
     stored = json.loads(runs.output)
     assert [r["check"] for r in stored] == [r["check"] for r in report["results"]]
@@ -113,16 +114,16 @@ def test_verify_seed_captures_both_states_and_skips_missing_vllm(seed_db):
     assert first["runner"]["gpus"] == verify.gpu_identity()
 
 
-def test_tier_syntax_runs_nothing(seed_db):
-    result = run("verify", "--db", seed_db, SEED_ID, "--tier", "syntax", "--json")
+def test_tier_syntax_runs_nothing(fresh_seed_db):
+    result = run("verify", "--db", fresh_seed_db, SEED_ID, "--tier", "syntax", "--json")
     assert result.exit_code == 0
     assert {r["check"] for r in json.loads(result.output)["results"]} == {"exampleFix:syntax", "validationCode:syntax"}
 
 
-def test_gpu_tier_is_skipped_with_needs_cuda_without_a_gpu(seed_db):
+def test_gpu_tier_is_skipped_with_needs_cuda_without_a_gpu(fresh_seed_db):
     if verify.gpu_identity():
         pytest.skip("a GPU is present here")
-    result = run("verify", "--db", seed_db, SEED_ID, "--tier", "gpu", "--json")
+    result = run("verify", "--db", fresh_seed_db, SEED_ID, "--tier", "gpu", "--json")
     assert result.exit_code == 0
     gpu = [r for r in json.loads(result.output)["results"] if r["tier"] == "gpu"]
     assert [(r["check"], r["outcome"], r["reason"]) for r in gpu] == [("reproducer:fused-workspace-nccl", "skipped", "needs CUDA")]
@@ -188,25 +189,25 @@ def test_python_syntax_error_fails_with_position(db_path, tmp_path, make_variant
     assert "python syntax error: line 2, column 26: invalid syntax" in result.output
 
 
-def test_usage_errors_exit_2_with_one_line(seed_db):
-    none = run("verify", "--db", seed_db)
+def test_usage_errors_exit_2_with_one_line(fresh_seed_db):
+    none = run("verify", "--db", fresh_seed_db)
     assert none.exit_code == 2
     assert none.output.strip() == "Error: name at least one record (id or slug), or use --all"
-    both = run("verify", "--db", seed_db, SEED_ID, "--all")
+    both = run("verify", "--db", fresh_seed_db, SEED_ID, "--all")
     assert both.exit_code == 2
     assert both.output.strip() == "Error: give record ids/slugs or --all, not both"
-    unknown = run("verify", "--db", seed_db, "no-such-record")
+    unknown = run("verify", "--db", fresh_seed_db, "no-such-record")
     assert unknown.exit_code == 2
-    assert unknown.output.strip() == f"Error: no record with id or slug 'no-such-record' in {seed_db}"
-    tier = run("verify", "--db", seed_db, SEED_ID, "--tier", "quantum")
+    assert unknown.output.strip() == f"Error: no record with id or slug 'no-such-record' in {fresh_seed_db}"
+    tier = run("verify", "--db", fresh_seed_db, SEED_ID, "--tier", "quantum")
     assert tier.exit_code == 2
 
 
-def test_runs_without_runs_exits_1(seed_db):
-    result = run("runs", "--db", seed_db, SEED_ID)
+def test_runs_without_runs_exits_1(fresh_seed_db):
+    result = run("runs", "--db", fresh_seed_db, SEED_ID)
     assert result.exit_code == 1
     assert "no runs for 2e3fedf4ee50f84a (run `errkb verify`)" in result.output
-    assert json.loads(run("runs", "--db", seed_db, "--json").output) == []
+    assert json.loads(run("runs", "--db", fresh_seed_db, "--json").output) == []
 
 
 @needs_ns
