@@ -122,3 +122,23 @@ def test_spark_submit_can_run_the_cli_as_a_plain_file(tmp_path):
                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Usage: errkb spark-enrich [OPTIONS]")
+
+
+def test_tests_share_through_support_only():
+    """Tests mirror the packages and share one way: constants and helpers come from
+    tests/support.py, fixtures from conftest.py by name; no test file imports conftest,
+    another test module or bench/ (bench code is not under test)."""
+    wrong = []
+    for path in sorted((PACKAGE.parent / "tests").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] if node.level == 0 else [f"tests.{node.module or ''}"]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "bench" or (parts[0] == "tests" and len(parts) > 1 and parts[1] != "support"):
+                    wrong.append(f"{path.name}:{node.lineno}: {name}")
+    assert wrong == []
