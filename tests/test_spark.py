@@ -384,7 +384,7 @@ def test_an_index_whose_hyperscan_database_cannot_load_here_still_matches_the_sa
     does there); the rebuilt literal prefilter must find the same matches."""
     hyperscan = pytest.importorskip("hyperscan", reason="the fallback is for Hyperscan databases")
     from errkb.enrich.spark import load_matcher
-    from errkb.match.matcher import Matcher
+    from errkb.match.matcher import Matcher, MatcherError
 
     db, records = dataset
     index = build_index(db)
@@ -397,7 +397,7 @@ def test_an_index_whose_hyperscan_database_cannot_load_here_still_matches_the_sa
         raise hyperscan.error("database was compiled for a different platform")
 
     monkeypatch.setattr(hyperscan, "loadb", foreign)
-    with pytest.raises(hyperscan.error):
+    with pytest.raises(MatcherError, match="cannot load the prefilter database: database was compiled"):
         Matcher.load(index.path)
     rebuilt, fell_back = load_matcher(index.path)
     assert fell_back and rebuilt.prefilter != "hyperscan"
