@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import HEAVY_CACHE, REPO, SEED_FILE, build_store, seed_records, variant, write_jsonl
+from tests.support import HEAVY_CACHE, REPO, SEED_FILE, build_store, seed_records, variant, visible_in_sandbox, write_jsonl
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -35,6 +35,23 @@ def heavy_cache() -> Path:
 
 
 # -- the seed record (a fresh copy for each test) --------------------------------------
+
+
+@pytest.fixture
+def host_folder(heavy_cache):
+    """A fresh 0755 folder on the host that sandbox runs see as it is: in the heavy cache
+    when that qualifies (a checkout under /tmp or HOME does not), else under /var/lib."""
+    import shutil
+    import uuid
+
+    base = heavy_cache if visible_in_sandbox(heavy_cache) else Path("/var/lib/errkb-tests")
+    base.mkdir(parents=True, exist_ok=True)
+    folder = base / f"sandbox-{uuid.uuid4().hex[:12]}"
+    folder.mkdir()
+    folder.chmod(0o755)
+    assert visible_in_sandbox(folder), folder
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -183,3 +183,21 @@ def force_stored_record(con, record: dict, like_id: str) -> None:
     ec, sev, et, tags, draft, dv, file, pos, run = meta
     con.execute("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'forced', ?, ?, ?, 0, ?)",
                 [record["id"], record["repo"], record["slug"], ec, sev, et, tags, draft, dv, file, pos, run])
+
+
+# -- the sandbox's view of the host ----------------------------------------------------------
+
+# Folders each sandbox run gets its own empty copy of: host paths under them are not visible inside.
+PRIVATE_IN_SANDBOX = ("/tmp", "/var/tmp", "/run", "/dev/shm")
+
+
+def visible_in_sandbox(path: Path) -> bool:
+    """Whether a sandbox run sees ``path`` as the host has it, as an unprivileged user: not
+    under a private folder or the (hidden) HOME, and every folder on the way searchable."""
+    import os
+
+    path = path.resolve()
+    hidden = [*PRIVATE_IN_SANDBOX, os.path.expanduser("~")]
+    if any(path == Path(h) or Path(h) in path.parents for h in hidden):
+        return False
+    return all(p.stat().st_mode & 0o001 for p in [*reversed(path.parents), path] if p.exists())

@@ -15,42 +15,12 @@ import pytest
 
 from errkb.verify import sandbox
 from errkb.verify.sandbox import Limits, parse_exception
+from tests.support import PRIVATE_IN_SANDBOX
 
 CAPS = sandbox.capabilities()
 needs_ns = pytest.mark.skipif(not CAPS.namespaces, reason="needs root and util-linux unshare (namespaces)")
 
 FAST = Limits(wall_seconds=10, cpu_seconds=5, memory_bytes=512 << 20, file_size_bytes=8 << 20, processes=32)
-
-# Folders each run gets its own empty copy of: host paths under them are not visible inside.
-PRIVATE_IN_SANDBOX = ("/tmp", "/var/tmp", "/run", "/dev/shm")
-
-
-def _visible_as_is(path: Path) -> bool:
-    """Whether the sandbox shows ``path`` as the host has it, to an unprivileged user: not
-    under a private folder or the (hidden) HOME, and every folder on the way searchable."""
-    path = path.resolve()
-    hidden = [*PRIVATE_IN_SANDBOX, os.path.expanduser("~")]
-    if any(path == Path(h) or Path(h) in path.parents for h in hidden):
-        return False
-    return all(p.stat().st_mode & 0o001 for p in [*reversed(path.parents), path] if p.exists())
-
-
-@pytest.fixture
-def host_folder(heavy_cache):
-    """A fresh 0755 folder on the host that runs see as it is: in the heavy cache when
-    that qualifies (a checkout under /tmp or HOME does not), else under /var/lib."""
-    import shutil
-    import uuid
-
-    base = heavy_cache if _visible_as_is(heavy_cache) else Path("/var/lib/errkb-tests")
-    base.mkdir(parents=True, exist_ok=True)
-    folder = base / f"sandbox-{uuid.uuid4().hex[:12]}"
-    folder.mkdir()
-    folder.chmod(0o755)
-    assert _visible_as_is(folder), folder
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
 
 
 def make_venv(path: Path) -> None:
