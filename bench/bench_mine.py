@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from errkb.mine.drafts import mine  # noqa: E402
-from errkb.mine.raise_sites import SourceTree, scan  # noqa: E402
+from errkb.mine.raise_sites import scan  # noqa: E402
+from errkb.mine.sources import SourceTree  # noqa: E402
 
 SHA = "0" * 40  # mine needs a commit id; the benchmark's records are thrown away
 

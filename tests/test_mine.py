@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from errkb.cli import cli
 from errkb.mine.drafts import MineError, mine, slugify
-from errkb.mine.raise_sites import SourceTree, package_path
+from errkb.mine.sources import SourceTree, package_path
 from errkb.records.lint import lint_record
 from errkb.records.schema import validate
 

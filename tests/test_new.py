@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from errkb.cli import cli
-from errkb.mine.raise_sites import package_path
+from errkb.mine.sources import package_path
 
 SHA = "5d3a0d3cbd8d0a5c0b3e4c2b4f7d8b6f1e2a3c4d"
 

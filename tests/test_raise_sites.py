@@ -13,15 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from errkb.mine.raise_sites import (
-    CONTEXT_LINES,
-    Placeholder,
-    SourceTree,
-    Template,
-    escape_literal,
-    scan,
-    sites_in_source,
-)
+from errkb.mine.raise_sites import CONTEXT_LINES, scan, sites_in_source
+from errkb.mine.sources import SourceTree
+from errkb.mine.templates import Placeholder, Template, escape_literal
 
 
 def one_site(code: str):

@@ -21,7 +21,8 @@ from click.testing import CliRunner
 from errkb.cli import cli
 from errkb.match.matcher import Matcher
 from errkb.mine.drafts import draft_record
-from errkb.mine.raise_sites import SourceTree, package_path, scan
+from errkb.mine.raise_sites import scan
+from errkb.mine.sources import SourceTree, package_path
 from errkb.records.lint import lint_record
 from errkb.store.db import Store
 

@@ -19,14 +19,8 @@ from pathlib import Path
 from typing import TextIO
 
 from errkb.errors import ErrkbError
-from errkb.mine.raise_sites import (
-    Provenance,
-    RaiseSite,
-    Scan,
-    SourceTree,
-    package_path,
-    scan,
-)
+from errkb.mine.raise_sites import RaiseSite, Scan, scan
+from errkb.mine.sources import Provenance, SourceTree, package_path
 
 DRAFT_TAG = "draft"
 SLUG_LENGTH = 50  # the seed's slug is its message cut at 50 characters

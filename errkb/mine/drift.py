@@ -29,14 +29,8 @@ from pathlib import Path
 
 from errkb.errors import ErrkbError
 from errkb.mine.drafts import dataset_timestamp, github_url
-from errkb.mine.raise_sites import (
-    CONTEXT_LINES,
-    Provenance,
-    RaiseSite,
-    Scan,
-    SourceTree,
-    scan,
-)
+from errkb.mine.raise_sites import CONTEXT_LINES, RaiseSite, Scan, scan
+from errkb.mine.sources import Provenance, SourceTree
 
 # Word similarity (difflib ratio) above which a message at the recorded site counts
 # as a rewording of the record's message rather than a different error.

@@ -15,14 +15,8 @@ from datetime import datetime
 from pathlib import Path
 
 from errkb.mine.drafts import DRAFT_TAG, MineError, dataset_timestamp, draft_records
-from errkb.mine.raise_sites import (
-    Provenance,
-    RaiseSite,
-    SourceTree,
-    git_toplevel,
-    package_path,
-    sites_in_source,
-)
+from errkb.mine.raise_sites import RaiseSite, sites_in_source
+from errkb.mine.sources import Provenance, SourceTree, git_toplevel, package_path
 
 _LOCATION = re.compile(r"^(?P<file>.+?):(?P<line>[1-9][0-9]{0,8})$")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")

@@ -1,0 +1,392 @@
+"""Where the source comes from: a checkout (with its git commit), a folder, an installed
+package, a wheel or an sdist, read as one tree of Python files, with the provenance a
+record needs (repo, commit, path prefix). Nothing is imported or run.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import re
+import subprocess
+import tarfile
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+# ---------------------------------------------------------------- where the source comes from
+
+
+@dataclass
+class Provenance:
+    """What a scanned tree says about itself: project, version, commit."""
+
+    kind: str  # "git checkout", "wheel", "installed package", "directory"
+    repo: str | None = None  # owner/name on GitHub, when the metadata names one
+    sha: str | None = None  # 40-hex commit, only when really known
+    version: str | None = None
+    distribution: str | None = None
+    note: str = ""  # why there is no sha, or that the tree is dirty
+
+    def describe(self) -> str:
+        bits = [self.kind]
+        if self.distribution:
+            bits.append(f"{self.distribution} {self.version or ''}".strip())
+        if self.sha:
+            bits.append(f"commit {self.sha}")
+        if self.note:
+            bits.append(self.note)
+        return "; ".join(bits)
+
+
+_GITHUB_REPO = re.compile(r"https?://(?:www\.)?github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?(?:[/#?].*)?$")
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+_SKIP_DIRS = {"__pycache__", ".git", ".hg", ".tox", ".nox", ".venv", "venv", "node_modules", ".mypy_cache", ".pytest_cache"}
+
+
+class SourceTree:
+    """A codebase to scan: a folder (checkout, site-packages, unpacked wheel), one
+    package folder, one .py file, or a wheel/zip/sdist archive read in place."""
+
+    def __init__(self, path: Path, root: Path | None, archive: bool):
+        self.path = path
+        self.root = root  # folder file paths are relative to (None for archives)
+        self.archive = archive
+
+    @classmethod
+    def open(cls, path: str | Path) -> SourceTree:
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no such file or folder")
+        if path.is_file() and path.suffix in (".whl", ".zip") or path.name.endswith((".tar.gz", ".tgz")):
+            return cls(path, None, archive=True)
+        if path.is_file():
+            return cls(path, _package_root(path.parent), archive=False)
+        toplevel = git_toplevel(path)
+        if toplevel is not None:
+            return cls(path, toplevel, archive=False)
+        return cls(path, _package_root(path), archive=False)
+
+    def python_files(self) -> Iterator[tuple[str, str]]:
+        """(POSIX path relative to the root, text) of every .py file, sorted by path."""
+        if self.archive:
+            yield from self._archive_files()
+            return
+        for rel, p in self._paths():
+            yield rel, _decode(p.read_bytes())
+
+    def _paths(self) -> list[tuple[str, Path]]:
+        if self.path.is_file():
+            files = [self.path]
+        else:
+            files = sorted(
+                p
+                for p in self.path.rglob("*.py")
+                if p.is_file() and not (set(p.relative_to(self.path).parts[:-1]) & _SKIP_DIRS)
+            )
+        return [(p.relative_to(self.root).as_posix() if self.root else p.name, p) for p in files]
+
+    def file_names(self) -> set[str]:
+        """Relative paths of every .py file, without reading them."""
+        if not self.archive:
+            return {rel for rel, _ in self._paths()}
+        if self.path.suffix in (".whl", ".zip"):
+            with zipfile.ZipFile(self.path) as zf:
+                return {n for n in zf.namelist() if n.endswith(".py")}
+        return {rel for rel, _ in self._archive_files()}
+
+    def _archive_files(self) -> Iterator[tuple[str, str]]:
+        if self.path.name.endswith((".tar.gz", ".tgz")):
+            with tarfile.open(self.path) as tar:
+                members = sorted((m for m in tar.getmembers() if m.isfile() and m.name.endswith(".py")), key=lambda m: m.name)
+                for m in members:
+                    # sdists wrap everything in "<name>-<version>/"; the repo layout is below it.
+                    rel = PurePosixPath(*PurePosixPath(m.name).parts[1:]).as_posix()
+                    handle = tar.extractfile(m)
+                    if handle is not None and rel:
+                        yield rel, _decode(handle.read())
+            return
+        with zipfile.ZipFile(self.path) as zf:
+            for name in sorted(n for n in zf.namelist() if n.endswith(".py")):
+                yield name, _decode(zf.read(name))
+
+    def read_text(self, rel: str) -> str | None:
+        """One file's text by its relative path (None if absent)."""
+        if self.archive:
+            if self.path.suffix in (".whl", ".zip"):
+                with zipfile.ZipFile(self.path) as zf:
+                    try:
+                        return _decode(zf.read(rel))
+                    except KeyError:
+                        return None
+            for name, text in self._archive_files():
+                if name == rel:
+                    return text
+            return None
+        base = self.root or self.path
+        p = base / rel
+        return _decode(p.read_bytes()) if p.is_file() else None
+
+    def provenance(self) -> Provenance:
+        if self.archive:
+            return _archive_provenance(self.path)
+        if self.root is not None and (self.root / ".git").exists():
+            return _git_provenance(self.root)
+        return _installed_provenance(self.path)
+
+
+def _decode(data: bytes) -> str:
+    # PEP 263 coding cookies are rare in real packages; ast honours them from bytes,
+    # but we need text for the source window, so read through io with the cookie.
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        import tokenize
+
+        try:
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+            return data.decode(encoding)
+        except (SyntaxError, LookupError, UnicodeDecodeError):
+            return data.decode("latin-1")
+
+
+def _package_root(folder: Path) -> Path:
+    """The folder paths are relative to: above the outermost package (``__init__.py``)."""
+    folder = folder.resolve()
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        folder = folder.parent
+    return folder
+
+
+def git_toplevel(path: Path) -> Path | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "--show-toplevel"],
+            capture_output=True, text=True, timeout=20, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0 or not out.stdout.strip():
+        return None
+    top = Path(out.stdout.strip()).resolve()
+    # A package folder inside some unrelated repository (e.g. a venv inside a
+    # checkout) is not that repository's code.
+    try:
+        rel = path.resolve().relative_to(top)
+    except ValueError:
+        return None
+    tracked = subprocess.run(
+        ["git", "-C", str(top), "ls-files", "--error-unmatch", "--", str(rel) if str(rel) != "." else "."],
+        capture_output=True, text=True, timeout=20, check=False,
+    )
+    return top if tracked.returncode == 0 else None
+
+
+def _git_provenance(top: Path) -> Provenance:
+    def git(*args: str) -> str:
+        r = subprocess.run(["git", "-C", str(top), *args], capture_output=True, text=True, timeout=20, check=False)
+        return r.stdout.strip() if r.returncode == 0 else ""
+
+    sha = git("rev-parse", "HEAD")
+    prov = Provenance(kind="git checkout", sha=sha if _SHA.match(sha) else None)
+    for remote in git("remote", "-v").splitlines():
+        fields = remote.split()
+        if len(fields) >= 2:
+            url = re.sub(r"^git@github\.com:", "https://github.com/", fields[1])
+            m = _GITHUB_REPO.match(url)
+            if m:
+                prov.repo = f"{m.group(1)}/{m.group(2)}"
+                break
+    if git("status", "--porcelain", "--untracked-files=no"):
+        prov.note = "working tree has uncommitted changes: lines may not match the commit"
+    if prov.sha is None:
+        prov.note = "git checkout without a commit"
+    return prov
+
+
+def repo_from_urls(urls: list[str]) -> str | None:
+    """owner/name from package metadata URLs, preferring Source/Repository entries."""
+    ranked: list[tuple[int, str]] = []
+    for entry in urls:
+        label, _, url = entry.partition(",") if "," in entry else ("", "", entry)
+        url = url.strip() or label.strip()
+        m = _GITHUB_REPO.match(url)
+        if not m:
+            continue
+        label = label.strip().lower()
+        if label in ("source", "source code", "repository", "code", "github"):
+            rank = 0
+        else:
+            rank = 1 if label in ("homepage", "home", "home-page") else 2
+        ranked.append((rank, f"{m.group(1)}/{m.group(2)}"))
+    return min(ranked)[1] if ranked else None
+
+
+# Where distributions record the commit they were built from, without importing them:
+# (module, names). vLLM: _version.py's __commit_id__ (setuptools-scm / vcs-versioning)
+# and the older commit_id.py's __commit__; PyTorch: torch/version.py's git_version.
+_COMMIT_MODULES = (
+    ("_version.py", ("__commit_id__", "commit_id")),
+    ("commit_id.py", ("__commit__", "commit_id")),
+    ("version.py", ("git_version", "__commit__", "__commit_id__", "commit_id")),
+    ("__init__.py", ("__commit__", "__commit_id__", "__git_version__")),
+)
+_COMMIT_VALUE = re.compile(r"^g?([0-9a-f]{7,40})$")
+
+
+def commit_from_version_module(top: str, read: Callable[[str], str | None]) -> tuple[str | None, str]:
+    """(full sha, "") from a package's version module, or (None, what was found instead);
+    ``read(rel)`` returns a file's text under the package folder ``top``, or None."""
+    short = ""
+    for module, names in _COMMIT_MODULES:
+        text = read(f"{top}/{module}")
+        if not text:
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+            value = getattr(node, "value", None)
+            while isinstance(value, ast.NamedExpr):
+                value = value.value
+            if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
+                continue
+            if any(isinstance(t, ast.Name) and t.id in names for t in targets):
+                m = _COMMIT_VALUE.match(value.value.strip().lower())
+                if m and len(m.group(1)) == 40:
+                    return m.group(1), ""
+                if m:
+                    short = f"{top}/{module} names only the short commit {m.group(1)}"
+    return None, short
+
+
+def _no_commit_note(prov: Provenance, found: str = "") -> str:
+    """Why there is no sha, and how a user finds the release's commit."""
+    what = f"{prov.distribution} {prov.version}" if prov.distribution else "this tree"
+    note = f"version of {what} is known but no commit sha: pass --sha with the release's commit"
+    if found:
+        note += f" ({found})"
+    if prov.repo:
+        note += f"; `git ls-remote --tags https://github.com/{prov.repo}` lists each release tag with its commit"
+    return note
+
+
+def _metadata_provenance(kind: str, metadata_text: str | None, direct_url: str | None) -> Provenance:
+    prov = Provenance(kind=kind)
+    if metadata_text:
+        import email.parser
+
+        msg = email.parser.Parser().parsestr(metadata_text, headersonly=True)
+        prov.distribution = msg.get("Name")
+        prov.version = msg.get("Version")
+        urls = list(msg.get_all("Project-URL") or [])
+        if msg.get("Home-page"):
+            urls.append("Home-page, " + msg.get("Home-page"))
+        prov.repo = repo_from_urls(urls)
+    if direct_url:
+        try:
+            info = json.loads(direct_url)
+        except ValueError:
+            info = {}
+        commit = (info.get("vcs_info") or {}).get("commit_id", "")
+        if _SHA.match(commit or ""):
+            prov.sha = commit
+        m = _GITHUB_REPO.match(info.get("url", "") or "")
+        if m and prov.repo is None:
+            prov.repo = f"{m.group(1)}/{m.group(2)}"
+    if prov.sha is None:
+        prov.note = _no_commit_note(prov)
+    return prov
+
+
+def _with_version_module_commit(prov: Provenance, tops: list[str], read: Callable[[str], str | None]) -> Provenance:
+    """Fill the sha from the distribution's version module when its metadata has none."""
+    if prov.sha is not None:
+        return prov
+    found = ""
+    for top in tops:
+        sha, seen = commit_from_version_module(top, read)
+        if sha:
+            prov.sha, prov.note = sha, f"commit from {top}'s version module"
+            return prov
+        found = found or seen
+    prov.note = _no_commit_note(prov, found)
+    return prov
+
+
+def _archive_provenance(path: Path) -> Provenance:
+    if path.suffix in (".whl", ".zip"):
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+            meta = next((n for n in names if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+            direct = next((n for n in names if n.count("/") == 1 and n.endswith(".dist-info/direct_url.json")), None)
+            prov = _metadata_provenance(
+                "wheel",
+                zf.read(meta).decode("utf-8", "replace") if meta else None,
+                zf.read(direct).decode("utf-8", "replace") if direct else None,
+            )
+            tops = sorted({n.split("/")[0] for n in names if n.count("/") == 1 and n.endswith("/__init__.py")})
+            members = set(names)
+
+            def read(rel: str) -> str | None:
+                return zf.read(rel).decode("utf-8", "replace") if rel in members else None
+
+            return _with_version_module_commit(prov, tops, read)
+    with tarfile.open(path) as tar:
+        pkg_info = next((m for m in tar.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")), None)
+        text = tar.extractfile(pkg_info).read().decode("utf-8", "replace") if pkg_info else None
+    return _metadata_provenance("sdist", text, None)
+
+
+def _installed_provenance(path: Path) -> Provenance:
+    """Metadata of the installed distribution that owns ``path``, if any."""
+    path = path.resolve()
+    site = _package_root(path if path.is_dir() else path.parent)
+    top = path.relative_to(site).parts[0] if path != site and path.is_relative_to(site) else None
+    if top is None:
+        return Provenance(kind="directory", note="no git commit or package metadata found: pass --repo and --sha")
+    for info in sorted(site.glob("*.dist-info")):
+        tops = (info / "top_level.txt").read_text().split() if (info / "top_level.txt").is_file() else []
+        record = (info / "RECORD").read_text(errors="replace") if (info / "RECORD").is_file() else ""
+        if top in tops or f"\n{top}/__init__.py," in "\n" + record:
+            meta = info / "METADATA"
+            direct = info / "direct_url.json"
+            prov = _metadata_provenance(
+                "installed package",
+                meta.read_text(errors="replace") if meta.is_file() else None,
+                direct.read_text(errors="replace") if direct.is_file() else None,
+            )
+
+            def read(rel: str) -> str | None:
+                p = site / rel
+                return p.read_text(errors="replace") if p.is_file() else None
+
+            return _with_version_module_commit(prov, [top], read)
+    return Provenance(kind="directory", note="no git commit or package metadata found: pass --repo and --sha")
+
+
+def package_path(name: str) -> Path:
+    """The folder (or module file) of an importable package, found without importing it."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError) as e:
+        raise LookupError(f"package {name!r}: {e}") from None
+    if spec is None:
+        raise LookupError(f"package {name!r} is not installed in this Python ({_python()})")
+    if spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0])
+    if spec.origin and spec.origin.endswith(".py"):
+        return Path(spec.origin)
+    raise LookupError(f"package {name!r} has no Python source ({spec.origin})")
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
