@@ -327,6 +327,11 @@ def verify(keys, all_records, tier, db_path, as_json):
                 echo(_run_line(r.to_dict()))
         counts = ", ".join(f"{n} {k}" for k, n in report.counts.items() if n)
         echo(f"{len(report.results)} checks: {counts or 'none'}")
+        for record_id, proof in report.proofs.items():
+            why = proof["line"] if proof["status"].startswith("proven") else {
+                "GPU-only": "its reproducer needs a GPU (errkb prove --tier gpu)",
+            }.get(proof["status"], "passing checks are not proof (errkb prove)")
+            echo(f"{record_id}  {proof['status']}: {why}")
     sys.exit(0 if report.ok else 1)
 
 

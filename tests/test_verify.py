@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from errkb.cli import cli
 from errkb.verify import runs as verify
 from errkb.verify import sandbox
-from tests.support import SEED_FILE, SEED_ID, write_jsonl
+from tests.support import SEED_FILE, SEED_ID, variant, write_jsonl
 
 needs_ns = pytest.mark.skipif(not sandbox.capabilities().namespaces, reason="needs root and util-linux unshare (namespaces)")
 
@@ -237,3 +237,21 @@ def test_python_dash_m_of_a_missing_package_is_skipped_naming_it(db_path, tmp_pa
         assert (checks[f"exampleFix:state:{state}"]["outcome"], checks[f"exampleFix:state:{state}"]["reason"]) == ("skipped", "needs errkb_absent_pkg")
     # No state could be built, so the validation code runs once and must pass.
     assert checks["validationCode:run"]["outcome"] == "pass"
+
+
+# -- passing checks are not proof ------------------------------------------------------------
+
+
+def test_a_record_without_a_proof_is_reported_unproven_never_proven(db_path, seed_record):
+    unproven = variant(seed_record, 1)  # the seed's text under a new id: no reproducer, no proof
+    src = write_jsonl(db_path.parent / "records.jsonl", [seed_record, unproven])
+    assert CliRunner().invoke(cli, ["ingest", "--db", str(db_path), str(src)]).exit_code == 0
+    result = CliRunner().invoke(cli, ["verify", "--db", str(db_path), "--tier", "syntax", SEED_ID, unproven["id"]])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert f"{unproven['id']}  unproven: passing checks are not proof (errkb prove)" in lines
+    assert any(line.startswith(f"{SEED_ID}  proven on CPU: Reproduced with ") for line in lines)
+    as_json = json.loads(CliRunner().invoke(cli, ["verify", "--db", str(db_path), "--tier", "syntax", "--json",
+                                                  unproven["id"]]).output)
+    assert as_json["proofs"] == {unproven["id"]: {"status": "unproven", "line": "Not reproduced yet", "library": None,
+                                                  "date": None}}

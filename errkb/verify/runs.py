@@ -89,6 +89,9 @@ class CheckResult:
 class VerifyReport:
     results: list[CheckResult]
     runner: dict
+    # Per record: whether a reproducer has proven it (errkb prove), whatever the checks
+    # above said. Passing checks are not proof: a record without one stays "unproven".
+    proofs: dict[str, dict] = field(default_factory=dict)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -102,7 +105,8 @@ class VerifyReport:
         return not any(r.outcome in FAILING for r in self.results)
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "counts": self.counts, "runner": self.runner, "results": [r.to_dict() for r in self.results]}
+        return {"ok": self.ok, "counts": self.counts, "runner": self.runner, "results": [r.to_dict() for r in self.results],
+                "proofs": self.proofs}
 
 
 # -- runner identity -------------------------------------------------------------
@@ -756,4 +760,7 @@ def verify(store, keys: list[str], all_records: bool = False, tier: str = "sandb
                 "message_matched": result.message_matched, "details": result.details,
             })
             results.append(result)
-    return VerifyReport(results=results, runner=runner_identity())
+    from errkb.verify.proofs import proof_summary  # proofs builds on this module
+
+    proofs = {r["id"]: proof_summary(r["id"]) for r in records}
+    return VerifyReport(results=results, runner=runner_identity(), proofs=proofs)
