@@ -30,12 +30,17 @@ def validate() -> None:
     p.add_argument("--dtype", default="auto")
     a, _ = p.parse_known_args()
 
+    import inspect
+
     import torch
     from vllm.model_executor.layers.quantization import get_quantization_config
 
     names = {"half": torch.float16, "float16": torch.float16, "bfloat16": torch.bfloat16, "float": torch.float32, "float32": torch.float32}
     if a.quantization and a.dtype in names:
-        supported = get_quantization_config(a.quantization).get_supported_act_dtypes()
+        method = get_quantization_config(a.quantization)
+        act_dtypes = method.get_supported_act_dtypes
+        # a classmethod in later releases, a plain method (no state used) in earlier ones
+        supported = act_dtypes() if inspect.ismethod(act_dtypes) else act_dtypes(method)
         assert names[a.dtype] in supported, f"--dtype {a.dtype} is not supported by {a.quantization} (supported: {supported})"
 
 

