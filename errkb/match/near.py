@@ -44,6 +44,29 @@ MAX_TEXT_WORDS = 400
 MAX_VALUE_WORDS = 6
 # Fewer literal words in common than this is not a resemblance worth showing.
 MIN_SHARED_WORDS = 3
+# Span scoring (docs/matching.md, "Near matches: truncated, reworded, extra text"): a text
+# cut short, or one holding the message among other words, is scored on the span it
+# shares with the record. A cut text must share this much of the record's word weight,
+# and its score is scaled by how much of the record it holds (TRUNCATED_BASE + the rest
+# times that share), so the whole message still ranks above its first clause.
+MIN_SPAN_SHARE = 0.3
+TRUNCATED_BASE = 0.7
+# Text words a cut text may have after the shared span: a word cut mid-way, a value.
+CUT_WORDS = 2
+# Words around the shared span are forgiven, but a text that only holds the message
+# among others is not the message: its score is at most this.
+EXTRA_TEXT_CAP = 0.95
+# ... and they are forgiven only when the span holds this share of the record's word
+# weight (what the text did not cut): a short record sharing a few words with a long
+# text does not "explain" it.
+CONTAINED_SHARE = 0.75
+# Span scoring needs this many shared words: "is not supported" inside a long text is
+# not that record's message.
+MIN_SPAN_WORDS = 5
+# When no record reaches the cutoff, the best one is still shown if it scores at least
+# MARGIN_FLOOR and beats the runner-up by MARGIN_RATIO times.
+MARGIN_FLOOR = 0.15
+MARGIN_RATIO = 1.5
 
 # A contraction is one word ("isn't", "don’t"): split at the apostrophe, a diff would
 # show "isn t".
@@ -78,6 +101,10 @@ class NearMatch:
     similarity: float
     message: str  # the normalised text it was compared with
     diff: list[DiffOp] = field(default_factory=list)
+    # which kinds of closeness were found: "truncated" (the text stops inside the
+    # record's message), "extra text" (words around the shared span), "reworded"
+    # (words inside the span differ); "same words" when none of these
+    closeness: list[str] = field(default_factory=list)
     record: dict | None = None  # the full record, attached by the caller that has it
 
     @property
@@ -91,6 +118,7 @@ class NearMatch:
             "repo": self.repo,
             "errorClass": self.error_class,
             "similarity": round(self.similarity, 4),
+            "closeness": list(self.closeness),
             "message": self.message,
             "diff": [d.as_dict() for d in self.diff],
         }
@@ -235,6 +263,7 @@ class SimilarIndex:
         if not self.items:
             return []
         best: dict[int, NearMatch] = {}
+        floor = min(min_similarity, MARGIN_FLOOR)
         for text in dict.fromkeys(t for t in texts if t and t.strip()):
             original = words(text)[:MAX_TEXT_WORDS]
             if not original:
@@ -242,13 +271,21 @@ class SimilarIndex:
             lowered = [w.lower() for w in original]
             for i in self._candidates(lowered):
                 found = self._compare(i, text, original, lowered)
-                if found is None or found.similarity < min_similarity:
+                if found is None or found.similarity < floor:
                     continue
                 kept = best.get(i)
-                if kept is None or found.similarity > kept.similarity:
+                # the same score for two forms of one message: the one with fewer differences
+                # (a span score forgives a prefix the normaliser removed from the other form)
+                if kept is None or (found.similarity, -len(found.differences)) > (kept.similarity, -len(kept.differences)):
                     best[i] = found
         ranked = sorted(best.values(), key=lambda m: (-m.similarity, m.repo, m.slug))
-        return ranked[:limit]
+        shown = [m for m in ranked if m.similarity >= min_similarity]
+        if not shown and ranked:
+            # below the cutoff, a record that clearly beats the runner-up is still worth showing
+            runner_up = ranked[1].similarity if len(ranked) > 1 else 0.0
+            if ranked[0].similarity >= MARGIN_RATIO * runner_up:
+                shown = ranked[:1]
+        return shown[:limit]
 
     def _candidates(self, lowered: list[str]) -> list[int]:
         common = max(8, int(len(self.items) * COMMON_SHARE))
@@ -310,7 +347,64 @@ class SimilarIndex:
         if matched == 0.0 or total == 0.0 or shared < MIN_SHARED_WORDS:
             return None
         similarity = matched / (total + extra)
-        return NearMatch(record_id, slug, repo, error_class, similarity, text, diff)
+        span, closeness = self._span_score(seq, lowered, opcodes, matched, total, extra)
+        return NearMatch(record_id, slug, repo, error_class, max(similarity, span), text, diff, closeness=closeness)
+
+    def _span_score(self, seq: list, lowered: list[str], opcodes: list, matched: float, total: float,
+                    extra: float) -> tuple[float, list[str]]:
+        """The score on the span the text shares with the record, and the kinds of closeness.
+
+        Text words before the first shared word or after the last one (not filling a
+        wildcard) are *extra text* and are not counted. Record words after the last
+        shared word, where the text stops there (a title cut short, a message without its
+        hint; at most CUT_WORDS text words after it), are *truncated* and are not counted either,
+        but the score is scaled by the share of the record the text holds. Differences
+        inside the span are *reworded* and count as before.
+        """
+        equal = [k for k, op in enumerate(opcodes) if op[0] == "equal"]
+        first, last = equal[0], equal[-1]
+        idf = self.idf
+
+        def text_weight(ops) -> tuple[float, int]:
+            weight, count = 0.0, 0
+            for _tag, i1, i2, j1, j2 in ops:
+                if any(seq[k] is _SLOT for k in range(i1, i2)):
+                    keep = MAX_VALUE_WORDS * sum(1 for k in range(i1, i2) if seq[k] is _SLOT)
+                    j1 = min(j2, j1 + keep)  # words beyond a value are extra
+                weight += sum(idf(w) for w in lowered[j1:j2])
+                count += j2 - j1
+            return weight, count
+
+        lead_weight, lead_words = text_weight(opcodes[:first])
+        trail_weight, trail_words = text_weight(opcodes[last + 1:])
+        cut = sum(idf(seq[k]) for _t, i1, i2, _j1, _j2 in opcodes[last + 1:] for k in range(i1, i2) if seq[k] is not _SLOT)
+        # the text stops inside the record: at most a cut word or a value's two after the span
+        after = sum(j2 - j1 for _t, _i1, _i2, j1, j2 in opcodes[last + 1:])
+        truncated = cut > 0.0 and after <= CUT_WORDS and matched >= MIN_SPAN_SHARE * total
+        inner = any(tag != "equal" and (i2 > i1 or j2 > j1) and not (
+            tag == "replace" and all(seq[k] is _SLOT for k in range(i1, i2)) and j2 - j1 <= MAX_VALUE_WORDS)
+            for tag, i1, i2, j1, j2 in opcodes[first:last + 1])
+        closeness = []
+        if truncated:
+            closeness.append("truncated")
+        if lead_words or (trail_words and not truncated):
+            closeness.append("extra text")
+        if inner or (cut and not truncated):
+            closeness.append("reworded")
+        if not closeness:
+            closeness.append("same words")
+        shared = sum(i2 - i1 for tag, i1, i2, _j1, _j2 in opcodes if tag == "equal")
+        if matched < MIN_SPAN_SHARE * total or shared < MIN_SPAN_WORDS:
+            return 0.0, closeness
+        forgiven_cut = cut if truncated else 0.0
+        contained = matched >= CONTAINED_SHARE * (total - forgiven_cut)
+        forgiven_extra = lead_weight + trail_weight if contained else 0.0
+        score = matched / max(total - forgiven_cut + max(extra - forgiven_extra, 0.0), matched)
+        if truncated:
+            score *= TRUNCATED_BASE + (1.0 - TRUNCATED_BASE) * matched / total
+        if forgiven_extra:
+            score = min(score, EXTRA_TEXT_CAP)
+        return score, closeness
 
 
 def _split(joined: str) -> list[str | None]:
