@@ -150,6 +150,30 @@ def lint(paths, as_json):
     sys.exit(1 if has_errors(findings) else 0)
 
 
+@cli.command("check-source")
+@click.argument("source", type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@json_option
+def check_source(source, paths, as_json):
+    """Check records against a project's source (S401 env var, S402 CLI flag, S403 message literal).
+
+    SOURCE is a checkout, package folder, wheel or sdist of the analysed commit or
+    release; PATHS are record files or folders. Exit 1 when any finding exists.
+    """
+    from errkb.mine.source_check import check_records
+    from errkb.records.read import read_records
+
+    records = [r.record for r in read_records(paths) if r.record is not None]
+    findings = check_records(records, source)
+    if as_json:
+        print_json([f.as_dict() for f in findings])
+    else:
+        for f in findings:
+            echo(str(f))
+        _echo_err(f"{len(findings)} finding(s) in {len(records)} record(s)")
+    sys.exit(1 if findings else 0)
+
+
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @db_option
