@@ -34,6 +34,7 @@ def _tree(tmp_path):
 def _record(**kw):
     rec = {
         "id": "r1",
+        "repo": "vllm-project/vllm",
         "errorMessage": "requested 16.00 GiB but only 12.0 GiB free",
         "filePath": "proj/cfg.py",
         "lineNumber": 12,
@@ -50,6 +51,13 @@ def test_findings_exact(tmp_path):
         "S401 env-var-not-in-source [r1] VLLM_NO_SUCH_VAR is named in the fix but no .py file of the source mentions it",
         "S402 cli-flag-not-in-source [r1] --no-such-flag is named in the fix but the source has neither '--no-such-flag' "
         "nor a field no_such_flag",
+    ]
+
+
+def test_other_projects_env_vars_are_not_checked(tmp_path):
+    rec = _record(repo="pytorch/pytorch", exampleFix="export VLLM_NO_SUCH_VAR=1 NCCL_DEBUG=INFO TORCH_NO_SUCH=1")
+    assert [str(f) for f in check_records([rec], _tree(tmp_path))] == [
+        "S401 env-var-not-in-source [r1] TORCH_NO_SUCH is named in the fix but no .py file of the source mentions it"
     ]
 
 

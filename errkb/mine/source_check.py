@@ -24,6 +24,10 @@ CODES = {
 
 ENV_PREFIXES = ("VLLM_", "TORCH_", "NCCL_", "CUDA_", "PYTORCH_", "FLASHINFER_")
 _ENV = re.compile(r"\b((?:" + "|".join(ENV_PREFIXES) + r")[A-Z0-9_]*[A-Z0-9])\b")
+# Which project's source defines a prefix: a PyTorch record's fix may name a vLLM variable,
+# which PyTorch's source never mentions. NCCL_* and CUDA_* belong to native libraries.
+PREFIX_OWNER = {"VLLM_": "vllm-project/vllm", "FLASHINFER_": "flashinfer-ai/flashinfer",
+                "TORCH_": "pytorch/pytorch", "PYTORCH_": "pytorch/pytorch"}
 _FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)+|[a-z][a-z0-9]{2,})\b")
 _FIXED = re.compile(r"\.(\d+)[fF%]$")
 
@@ -104,7 +108,7 @@ def _fixed_precision_problem(record: dict, tree: SourceTree) -> str | None:
 def check_records(records: Iterable[dict], source: str | Path) -> list[SourceFinding]:
     """Findings for ``records`` against one source tree (checkout, package folder, wheel or sdist)."""
     try:
-        tree = SourceTree.open(source)
+        tree = SourceTree.open(Path(source).resolve())
         corpus = "\n".join(text for _, text in tree.python_files())
     except (OSError, ValueError) as e:
         raise SourceUnreadable(f"cannot read source: {e}", where=str(source)) from None
@@ -115,6 +119,9 @@ def check_records(records: Iterable[dict], source: str | Path) -> list[SourceFin
         rid = record.get("id")
         envs, flags = names_in(record)
         for env in envs:
+            owner = next((o for p, o in PREFIX_OWNER.items() if env.startswith(p)), None)
+            if owner is None or (record.get("repo") and owner != record.get("repo")):
+                continue
             if env not in corpus:
                 findings.append(SourceFinding("S401", rid, f"{env} is named in the fix but no .py file of the source mentions it"))
         for flag in flags:
