@@ -70,6 +70,11 @@ def test_fixed_precision_literal(tmp_path):
     ]
 
 
+def test_moved_raise_is_found_by_its_message(tmp_path):
+    rec = _record(lineNumber=3, errorMessage="requested 16.00 GiB but only 12.00 GiB free", solutions=[], exampleFix="")
+    assert [f.code for f in check_records([rec], _tree(tmp_path))] == ["S403"]
+
+
 def test_clean_record_has_no_findings(tmp_path):
     rec = _record(exampleFix="vllm serve m --max-model-len 4096")
     assert check_records([rec], _tree(tmp_path)) == []

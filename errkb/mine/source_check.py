@@ -82,10 +82,15 @@ def _fixed_precision_problem(record: dict, tree: SourceTree) -> str | None:
     except (SyntaxError, ValueError):
         return None
     line = record.get("lineNumber")
-    site = next((s for s in sites if s.line <= (line or 0) <= s.end_line), None)
+    message = record.get("errorMessage") or ""
+    site = next((s for s in sites if s.line <= (line or 0) <= s.end_line and s.template), None)
+    if site is None:
+        # The release's lines differ from the analysed commit's: the one raise in the file
+        # whose template matches the whole message is the record's raise.
+        fitting = [s for s in sites if s.template is not None and s.template.fullmatches(message)]
+        site = fitting[0] if len(fitting) == 1 else None
     if site is None or site.template is None:
         return None
-    message = record.get("errorMessage") or ""
     parts = site.template.parts
     for i, part in enumerate(parts):
         if isinstance(part, str):
