@@ -297,7 +297,7 @@ def list_(repo, tag, error_class, severity, db_path, as_json):
 @json_option
 def stats(db_path, as_json):
     """Counts by repo, class, type, severity and lint status."""
-    from errkb.verify.proofs import coverage, coverage_line
+    from errkb.verify.proof_data import coverage, coverage_line
 
     with open_store(db_path, read_only=True) as store:
         data = store.stats()
@@ -377,6 +377,7 @@ def prove(keys, all_records, tier, write_dir, check_only, proofs_dir_opt, db_pat
     Exit status: 0 every named record proven or skipped (e.g. needs CUDA), 1 one failed or
     is unproven (or, with --check, a committed proof no longer holds), 2 bad input.
     """
+    from errkb.verify import proof_data as D
     from errkb.verify import proofs as P
     from errkb.verify.reproducers import REGISTRY
 
@@ -387,10 +388,10 @@ def prove(keys, all_records, tier, write_dir, check_only, proofs_dir_opt, db_pat
     with open_store(db_path, read_only=True) as store:
         if check_only:
             if keys or all_records:
-                raise P.ProofError("--check re-runs every committed CPU proof; give no record ids and no --all")
+                raise D.ProofError("--check re-runs every committed CPU proof; give no record ids and no --all")
             records = {r["id"]: r for r in store.records()}
             broken = P.check_committed(records, proofs_dir_opt, progress, note)
-            held = len([p for p in P.all_proofs(proofs_dir_opt).values() if p.get("tier") == "cpu-real" and p.get("status") == "proven"])
+            held = len([p for p in D.all_proofs(proofs_dir_opt).values() if p.get("tier") == "cpu-real" and p.get("status") == "proven"])
             if as_json:
                 print_json({"checked": held, "broken": [{"record_id": r, "reason": why} for r, why in broken]})
             else:
@@ -399,7 +400,7 @@ def prove(keys, all_records, tier, write_dir, check_only, proofs_dir_opt, db_pat
                 echo(f"{held - len(broken)}/{held} committed CPU proofs hold")
             sys.exit(1 if broken else 0)
         if all_records and keys:
-            raise P.ProofError("give record ids/slugs or --all, not both")
+            raise D.ProofError("give record ids/slugs or --all, not both")
         if all_records:
             wanted = {r.record_id for r in REGISTRY if r.tier == tier}
             records = [r for r in store.records() if r["id"] in wanted]
@@ -408,10 +409,10 @@ def prove(keys, all_records, tier, write_dir, check_only, proofs_dir_opt, db_pat
             for key in keys:
                 record = store.get(key)
                 if record is None:
-                    raise P.ProofError(f"no record with id or slug {key!r} in {store.path}")
+                    raise D.ProofError(f"no record with id or slug {key!r} in {store.path}")
                 records.append(record)
         else:
-            raise P.ProofError("name at least one record (id or slug), or use --all or --check")
+            raise D.ProofError("name at least one record (id or slug), or use --all or --check")
     results = []
     for record in records:
         proof = P.prove_record(record, tier, progress, note)

@@ -13,14 +13,14 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "errkb"
 # Lower numbers are used by higher ones, never the other way round. Consumers (5) do not
-# import each other, except the read side of proofs (verify.proofs), which explain and the
+# import each other, except the read side of proofs (verify.proof_data), which explain and the
 # site show.
 LAYER = {"errors": 0, "terminal": 0, "progress": 0, "resources": 0, "records": 1, "store": 2, "match": 3, "kb": 4,
          "explain": 5, "enrich": 5, "site": 5, "verify": 5, "mine": 5, "cli": 9, "__main__": 9}
 # Pure functions over pattern text: lint checks patterns with the same analysis the matcher
 # uses. They import nothing of errkb above errors.py (asserted below).
 LEAVES = {"errkb.match.patterns", "errkb.match.normalize", "errkb.match.bounded"}
-SIBLING_READS = {"errkb.verify.proofs"}
+SIBLING_READS = {"errkb.verify.proof_data"}
 
 
 def module_name(path: Path) -> str:

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from errkb.cli import cli
 from errkb.resources import data_dir
 from errkb.store.db import bundled_record_paths
+from errkb.verify import proof_data as D
 from errkb.verify import proofs as P
 from errkb.verify import sandbox
 from errkb.verify.reproducers import REGISTRY, Requirements, case
@@ -112,14 +113,14 @@ def _prove(record: dict, rep) -> P.Proof:
 
 def test_a_record_without_reproducer_is_unproven_never_pass(seed_record):
     assert P.judge(seed_record, "cpu-real", []) == ("unproven", "no cpu-real reproducer registered")
-    assert P.proof_line(None) == "Not reproduced yet"
-    assert P.status_of("0000000000000000", None) == "unproven"
+    assert D.proof_line(None) == "Not reproduced yet"
+    assert D.status_of("0000000000000000", None) == "unproven"
 
 
 def test_gpu_only_records_are_counted_apart():
     gpu_only = {r.record_id for r in REGISTRY if r.tier == "gpu"} - {r.record_id for r in REGISTRY if r.tier == "cpu-real"}
     assert gpu_only, "the registry has GPU-tier reproducers"
-    assert all(P.status_of(rid, None) == "GPU-only" for rid in gpu_only)
+    assert all(D.status_of(rid, None) == "GPU-only" for rid in gpu_only)
 
 
 def test_the_bundled_reader_leaves_proofs_and_findings_out():
@@ -134,7 +135,7 @@ def test_every_committed_proof_is_a_proven_run_of_a_registered_reproducer_whose_
         if path.is_file() and path.parts[-2] not in ("proofs", "findings") and path.suffix in (".json", ".txt"):
             rec = json.loads(path.read_text())["record"]
             records[rec["id"]] = rec
-    proofs = P.all_proofs()
+    proofs = D.all_proofs()
     assert len(proofs) >= 13
     for rid, proof in proofs.items():
         assert proof["status"] == "proven", rid
@@ -143,13 +144,13 @@ def test_every_committed_proof_is_a_proven_run_of_a_registered_reproducer_whose_
         assert matched, f"{rid}: {why}"
         outcomes = {c["check"]: c["outcome"] for c in proof["checks"]}
         assert outcomes["validationCode:before:in-reproducer"] == "pass", rid
-        assert P.proof_line(proof).startswith(f"Reproduced with {proof['library']['name']} ")
+        assert D.proof_line(proof).startswith(f"Reproduced with {proof['library']['name']} ")
 
 
 def test_explain_prints_the_proof_line_and_carries_it_in_json():
     runner = CliRunner()
     text = runner.invoke(cli, ["explain", "trying to initialize the default process group twice!"])
-    proof = P.load_proof("3e53cb195b2d7b69")
+    proof = D.load_proof("3e53cb195b2d7b69")
     assert f"Reproduced with torch {proof['library']['version']} on {proof['date']}" in text.output
     out = runner.invoke(cli, ["explain", "--json", "trying to initialize the default process group twice!"])
     assert json.loads(out.output)["matches"][0]["proof"]["status"] == "proven on CPU"
@@ -157,9 +158,9 @@ def test_explain_prints_the_proof_line_and_carries_it_in_json():
 
 def test_stats_prints_the_coverage_figure():
     result = CliRunner().invoke(cli, ["stats"])
-    cov = P.coverage([rid for rid in _bundled_ids()])
-    assert P.coverage_line(cov) in result.output
-    assert cov["counts"]["proven on CPU"] == len([p for p in P.all_proofs().values() if p["tier"] == "cpu-real"])
+    cov = D.coverage([rid for rid in _bundled_ids()])
+    assert D.coverage_line(cov) in result.output
+    assert cov["counts"]["proven on CPU"] == len([p for p in D.all_proofs().values() if p["tier"] == "cpu-real"])
 
 
 def _bundled_ids():
@@ -187,8 +188,8 @@ def test_an_unreadable_proof_file_is_one_clear_error(tmp_path):
     folder = tmp_path / "proofs"
     folder.mkdir()
     (folder / "x.json").write_text("{not json")
-    with pytest.raises(P.ProofError, match=r"x\.json: not a readable proof file"):
-        P.all_proofs(folder)
+    with pytest.raises(D.ProofError, match=r"x\.json: not a readable proof file"):
+        D.all_proofs(folder)
 
 
 def test_the_site_shows_proofs_a_proven_filter_and_the_coverage_figure(tmp_path):
@@ -196,12 +197,12 @@ def test_the_site_shows_proofs_a_proven_filter_and_the_coverage_figure(tmp_path)
     result = CliRunner().invoke(cli, ["site", "build", "--out", str(out)])
     assert result.exit_code == 0, result.output
     index = (out / "index.html").read_text()
-    cov = P.coverage(list(_bundled_ids()))
+    cov = D.coverage(list(_bundled_ids()))
     c = cov["counts"]
     assert (f"Proof coverage: <strong>{c['proven on CPU']}/{cov['total']}</strong> reproduced on CPU" in index)
     assert '<select id="f-proof"><option value="">all</option><option value="proven">proven</option>' in index
     proven = (out / "errors/pytorch/pytorch/trying-to-initialize-the-default-process-group-twi.html").read_text()
-    proof = P.load_proof("3e53cb195b2d7b69")
+    proof = D.load_proof("3e53cb195b2d7b69")
     assert f"Reproduced with torch {proof['library']['version']} on {proof['date']}" in proven
     unproven = (out / "errors/flashinfer-ai/flashinfer/buffer-overflow-when-allocating-memory-for-batch-p.html").read_text()
     assert "Not reproduced yet: no run has shown this error raised" in unproven

