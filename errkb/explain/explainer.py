@@ -475,16 +475,20 @@ def _environment(color: bool, width: int):
     """A Jinja2 environment for terminal text: no HTML escaping (this is not HTML),
     and filters that wrap to ``width`` and colour only when asked.
 
-    Compiled templates are kept in this process only. Jinja's bytecode cache on disk
-    was a code-execution hole (it unmarshals code objects from the cache folder: a
-    file planted there ran on the next explain); compiling costs about 0.1 s a
-    process instead."""
+    Templates come precompiled from the package (errkb.explain.compiled) when those
+    match the templates and this Jinja release, else are compiled in this process.
+    Never from a cache folder: Jinja's bytecode cache on disk was a code-execution
+    hole (it unmarshals code objects from there)."""
     import jinja2
 
+    from errkb.explain import compiled
     from errkb.resources import templates_dir
 
+    loader = jinja2.FileSystemLoader(str(templates_dir()))
+    if compiled.usable(templates_dir()):
+        loader = jinja2.ChoiceLoader([jinja2.ModuleLoader(str(compiled.COMPILED_DIR)), loader])
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        loader=loader,
         autoescape=False,
         # record text is untrusted: every {{ }} is made terminal-safe (errkb.terminal)
         finalize=_finalize,
