@@ -53,6 +53,60 @@ def _remount_all_read_only(libc, writable: str, notes: list[str], private: tuple
                 notes.append(f"{point} left writable: {e}")
 
 
+# What a run's /dev holds: the pseudo-devices programs expect, never the host's disks,
+# consoles, kernel log, KVM, FUSE or loop devices. GPU runs also get the NVIDIA nodes.
+DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+             "stderr": "/proc/self/fd/2", "core": "/proc/kcore"}
+GPU_DEVICES = ("nvidia", "dri")  # name prefixes: nvidia0, nvidiactl, nvidia-uvm, nvidia-caps/, dri/
+
+
+def _minimal_dev(libc, base: str, private_shm: bool, gpus: bool, notes: list[str]) -> None:
+    """A fresh, read-only /dev: a tmpfs holding bind mounts of the allowed host nodes (a
+    bind needs no mknod), the usual /proc links, and /dev/shm (a private tmpfs, or the
+    host's when the run asked to share it)."""
+    stage = os.path.join(base, "host-dev")
+    os.mkdir(stage, 0o700)
+    _mount(libc, "/dev", stage, None, MS_BIND | MS_REC, None)
+    replaced = False
+    try:
+        _mount(libc, "tmpfs", "/dev", "tmpfs", MS_NOSUID, "size=1m,mode=755")
+        replaced = True
+        wanted = list(DEV_NODES)
+        if gpus:
+            wanted += [n for n in sorted(os.listdir(stage)) if n.startswith(GPU_DEVICES)]
+        for name in wanted:
+            source, target = os.path.join(stage, name), os.path.join("/dev", name)
+            if not os.path.exists(source):
+                continue
+            if os.path.isdir(source):
+                os.mkdir(target)
+            else:
+                open(target, "w").close()
+            _mount(libc, source, target, None, MS_BIND | MS_REC, None)
+        for name, points_to in DEV_LINKS.items():
+            if name != "core":
+                os.symlink(points_to, os.path.join("/dev", name))
+        os.mkdir("/dev/shm")
+        if private_shm:
+            _mount(libc, "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777")
+        elif os.path.isdir(os.path.join(stage, "shm")):
+            _mount(libc, os.path.join(stage, "shm"), "/dev/shm", None, MS_BIND | MS_REC, None)
+        os.mkdir("/dev/pts")
+        os.mkdir("/dev/mqueue")
+        _mount(libc, None, "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID, "size=1m,mode=755")
+    except OSError as e:
+        if replaced:  # back to the host's (read-only) /dev rather than a half-made one
+            libc.umount2(b"/dev", MNT_DETACH)
+        notes.append(f"/dev is the host's (read-only): a minimal one could not be made: {e}")
+    finally:
+        libc.umount2(stage.encode(), MNT_DETACH)
+        try:
+            os.rmdir(stage)
+        except OSError:
+            pass
+
+
 def _reachable_by_others(path: str) -> bool:
     """Whether a user that owns nothing can walk down to ``path`` (every folder on the
     way searchable by others), as this mount namespace shows it."""
@@ -349,8 +403,8 @@ def _launch(spec_path: str) -> None:
             # (host sysctls), which uid 0 could write even without capabilities.
             _mount(libc, base, base, None, MS_BIND | MS_REC, None)
             _remount_all_read_only(libc, base, notes, tuple(private))
-            if spec["private_shm"] and os.path.isdir("/dev/shm"):
-                _mount(libc, "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777")
+            if os.path.isdir("/dev"):
+                _minimal_dev(libc, base, spec["private_shm"], spec.get("gpus", False), notes)
         if spec["loopback_up"]:
             _loopback_up()
         if spec["run_as"]:

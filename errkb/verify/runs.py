@@ -507,6 +507,7 @@ def run_reproducer(record: dict, rep: Reproducer, states: dict | None, emit,
         res = sandbox.run(
             [str(venv.python), "-I", str(rep.driver)], stdin=json.dumps(config), env=env, network="loopback",
             limits=REPRODUCER_LIMITS, readable=[rep.driver.parent, *([venv.path] if venv.path else [])],
+            gpus=bool(rep.requirements.gpus),
             # The driver (project code) needs unshare/mount for rank 1; each rank drops
             # every capability before it touches the record's validation code.
             keep_capabilities=True,
@@ -552,7 +553,7 @@ def _run_single(record: dict, rep: Reproducer, emit, note: Callable[[str], None]
                 config["validation_code"] = code
             env = {"PATH": f"{venv.python.parent}:{sandbox.MINIMAL_PATH}", "PYTHONUNBUFFERED": "1"}
             res = sandbox.run([str(venv.python), "-I", str(rep.driver)], stdin=json.dumps(config), env=env,
-                              network="loopback", limits=limits,
+                              network="loopback", limits=limits, gpus=bool(rep.requirements.gpus),
                               readable=[rep.driver.parent, rep.case.parent, *([venv.path] if venv.path else [])])
             result = judge_single(record, rep, scenario, mode, res)
             result.details["venv"] = venv_note

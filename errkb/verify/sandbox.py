@@ -153,6 +153,7 @@ def run(
     stdin: str | None = None,
     readable: list[str | Path] = (),
     keep_capabilities: bool = False,
+    gpus: bool = False,
 ) -> SandboxResult:
     """Run ``argv`` in a fresh sandbox and classify how it ended.
 
@@ -167,6 +168,9 @@ def run(
     Started by root, dataset code runs as nobody; a driver that keeps its capabilities
     finds that user in ``ERRKB_SANDBOX_RUN_AS`` ("uid:gid", absent when nobody could
     not reach the interpreter) and drops to it with ``drop_capabilities``.
+    With a mount namespace the run gets a minimal, read-only /dev (null, zero, full,
+    random, urandom, tty, the /proc links, its own /dev/shm); ``gpus`` adds the host's
+    /dev/nvidia* and /dev/dri for reproducers that need a GPU.
     """
     if network not in ("none", "loopback", "host"):
         raise ValueError(f"network must be none, loopback or host, not {network!r}")
@@ -219,6 +223,7 @@ def run(
         "limits": launch_limits,
         "mounts": use_ns,
         "private_shm": use_ns and private_shm,
+        "gpus": gpus,  # keep /dev/nvidia* (and /dev/dri) in the run's minimal /dev
         "loopback_up": use_ns and network == "loopback",
         "hide_home": _real_home(),
         "hide_files": _store_files(),
