@@ -397,7 +397,8 @@ def test_without_namespaces_the_outcome_says_what_was_not_applied(monkeypatch):
     assert r.outcome == "pass" and r.stdout.strip() == "ran"
     assert r.network == "host"
     assert r.reason == "exit status 0 [network not isolated: 'none' needs root and util-linux unshare]"
-    assert "no namespaces (unshare unavailable or not permitted): network, PID and mount isolation not applied" in r.notes
+    assert ("no namespaces (unshare unavailable or not permitted): network, PID and mount isolation "
+            "(private /tmp and /run, minimal /dev, hidden HOME and store) not applied") in r.notes
 
 
 def test_code_cannot_forge_its_outcome():

@@ -199,7 +199,8 @@ def run(
 
     use_ns = caps.namespaces
     if not use_ns:
-        notes.append("no namespaces (unshare unavailable or not permitted): network, PID and mount isolation not applied")
+        notes.append("no namespaces (unshare unavailable or not permitted): network, PID and mount isolation "
+                     "(private /tmp and /run, minimal /dev, hidden HOME and store) not applied")
     # Only with the mount namespace: it is what makes an interpreter under root's HOME
     # reachable to another user (the HOME is replaced by a tmpfs and what the run needs
     # is bound back). A run that keeps its capabilities gets the folder prepared all the
