@@ -237,3 +237,13 @@ def test_warnings_are_sites_only_when_asked_for():
     assert (deprecated.kind, deprecated.error_class, deprecated.template.display()) == (
         "warn", "DeprecationWarning", "{name} is deprecated and will be removed")
     assert (plain.error_class, plain.template.literal) == ("UserWarning", "plain user warning text here")
+
+
+def test_a_relative_package_folder_reads_like_an_absolute_one(tmp_path, monkeypatch):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "m.py").write_text('raise ValueError("boom here")\n')
+    monkeypatch.chdir(tmp_path)
+    relative = list(SourceTree.open("pkg").python_files())
+    assert relative == list(SourceTree.open(tmp_path / "pkg").python_files())
+    assert [name for name, _ in relative] == ["pkg/__init__.py", "pkg/m.py"]

@@ -57,9 +57,11 @@ class SourceTree:
 
     @classmethod
     def open(cls, path: str | Path) -> SourceTree:
-        path = Path(path)
+        # Absolute: the package root found above it is, and paths are taken relative to it.
+        given = Path(path)
+        path = given.absolute()
         if not path.exists():
-            raise FileNotFoundError(f"{path}: no such file or folder")
+            raise FileNotFoundError(f"{given}: no such file or folder")
         if path.is_file() and path.suffix in (".whl", ".zip") or path.name.endswith((".tar.gz", ".tgz")):
             return cls(path, None, archive=True)
         if path.is_file():
