@@ -715,6 +715,55 @@ def spark_enrich(input_path, output_path, master, column, input_format, index_pa
 # -- site and snippets (errkb/site.py, errkb/snippets.py) --------------------------
 
 
+@cli.group("variants")
+def variants_group():
+    """Other wordings of records' raise sites across releases of their project."""
+
+
+@variants_group.command("build")
+@click.argument("ids", nargs=-1, required=True)
+@click.option("--releases", default=None,
+              help="Comma-separated versions to download (with --package) or wheel/sdist/folder paths to scan.")
+@click.option("--package", default=None, help="PyPI package whose releases hold the records' code (default: the repo's name).")
+@click.option("--last", "last_n", type=int, default=None, help="Scan the last N releases of --package.")
+@click.option("--write", "write_dir", type=click.Path(path_type=Path), default=None,
+              help="Write <record-id>.json into this folder (e.g. data/variants).")
+@db_option
+@json_option
+def variants_build_command(ids, releases, package, last_n, write_dir, db_path, as_json):
+    """Find the other wordings of records ID... in past releases.
+
+    Each release (--releases paths or versions, or the --last N releases of
+    --package, downloaded as sdists, else wheels, into the errkb cache) is
+    checked with drift; a reworded message at the record's raise site becomes a
+    variant with the releases it holds for. explain matches variants exactly.
+    """
+    from errkb.mine import variants as v
+
+    with open_store(db_path, read_only=True) as store:
+        records = [store.get(i) for i in ids]
+    missing = [i for i, r in zip(ids, records) if r is None]
+    if missing:
+        raise v.VariantsError(f"no record {', '.join(missing)} in the store", "ID")
+    given = [x.strip() for x in (releases or "").split(",") if x.strip()]
+    for record in records:
+        name = package or (record.get("repo") or "").rsplit("/", 1)[-1]
+        versions = v.latest_versions(name, last_n) if last_n else [g for g in given if not Path(g).exists()]
+        found = [v.Release(v.version_of(Path(g)) if Path(g).is_file() else Path(g).name, Path(g)) for g in given if Path(g).exists()]
+        for version in versions:
+            _echo_err(f"variants: fetching {name}=={version}")
+            found.append(v.fetch_release(name, version))
+        result = v.build(record, found)
+        if write_dir is not None:
+            _echo_err(f"wrote {v.write(result, write_dir)}")
+        if as_json:
+            print_json(result)
+        else:
+            echo(f"{record['id']}  {record.get('slug')}: {len(result['variants'])} variant(s), scanned {', '.join(result['scanned'])}")
+            for var in result["variants"]:
+                echo(f"  {var['first']}–{var['last']}  {var['file']}:{var['line']}  {var['message_template']}")
+
+
 @cli.group("site")
 def site_group():
     """The static documentation site (fix pages, search, snippets)."""

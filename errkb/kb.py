@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from errkb.match.search import SearchHit, SearchIndex
     from errkb.store.db import Store
 
-KB_FORMAT = 2
+KB_FORMAT = 3  # 3: variants (other releases' wordings) indexed with the records
 FRESH_MARKER = "kb-fresh.json"
 
 
@@ -173,7 +173,7 @@ class KnowledgeBase:
             return kb
         records = store.records()
         try:
-            matcher = Matcher.from_records(records)
+            matcher = Matcher.from_records(records + _variant_entries(records))
         except MatcherError as e:
             raise KnowledgeBaseError(f"cannot build the matcher index: {e}", str(store.path or "store")) from e
         matcher.dataset_hash = dataset_hash
@@ -287,6 +287,16 @@ class KnowledgeBase:
         if self.folder is not None:
             self.folder.put(name, index.save)
         return index
+
+
+def _variant_entries(records: list[dict]) -> list[dict]:
+    """The bundled variants of these records (errkb.mine.variants), indexed by the matcher."""
+    from errkb.mine.variants import VariantsError, variant_entries
+
+    try:
+        return variant_entries(records)
+    except VariantsError:
+        return []
 
 
 def _prefix() -> str:

@@ -150,11 +150,12 @@ class Found:
     bounded: bool
     record: dict | None
     occurrences: Occurrences | None = None
+    variant: dict | None = None  # matched another release's wording: {"releases", "first", "last", "project"}
 
     @classmethod
     def from_match(cls, m, record: dict | None) -> Found:
         return cls(m.record_id, m.slug, m.repo, m.error_class, m.severity, m.score, tuple(m.span), m.message,
-                   m.engine, m.bounded, record)
+                   m.engine, m.bounded, record, variant=getattr(m, "variant", None))
 
     def as_dict(self) -> dict:
         return {
@@ -168,6 +169,7 @@ class Found:
             "message": self.message,
             "engine": self.engine,
             "bounded": self.bounded,
+            "variant": ({k: self.variant.get(k) for k in ("releases", "first", "last")} if self.variant else None),
             "occurrences": self.occurrences.as_dict() if self.occurrences else None,
             "proof": _proof(self.record_id),
             "record": self.record,

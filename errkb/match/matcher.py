@@ -170,6 +170,11 @@ class Match:
         return self._message
 
     @property
+    def variant(self) -> dict | None:
+        """For a match on another release's wording of the record: its releases, first, last."""
+        return self._entry.variant
+
+    @property
     def record(self) -> dict | None:
         if self._record is None and self._matcher._resolve is not None:
             self._record = self._matcher._resolve(self.record_id)
@@ -180,6 +185,7 @@ class Match:
             "id": self.record_id, "slug": self.slug, "repo": self.repo, "errorClass": self.error_class,
             "severity": self.severity, "score": round(self.score, 4), "span": list(self.span),
             "message": self.message, "engine": self.engine, "bounded": self.bounded,
+            "variant": self.variant,
         }
         if with_record:
             out["record"] = self.record
@@ -193,7 +199,8 @@ class _Entry:
     """What the matcher keeps per record (not the record itself)."""
 
     __slots__ = ("record_id", "slug", "repo", "error_class", "severity", "pattern", "re2_pattern",
-                 "ascii_only", "needs_context", "bounded", "literal_chars", "hints", "specificity", "exponential", "gap_plan")
+                 "ascii_only", "needs_context", "bounded", "literal_chars", "hints", "specificity", "exponential", "gap_plan",
+                 "variant")
 
     FIELDS = __slots__
 
@@ -281,7 +288,8 @@ class Matcher:
         m = cls()
         m._choose_engines(prefilter, confirm)
         records = list(records)
-        m._records = {str(r.get("id")): r for r in records if isinstance(r, dict)}
+        # Variant entries (errkb.mine.variants) carry their record's id: never served as the record.
+        m._records = {str(r.get("id")): r for r in records if isinstance(r, dict) and not r.get("_variant")}
         m._resolve = m._records.get
         literal_ids: dict[str, int] = {}
         literal_members: list[list[int]] = []
@@ -306,7 +314,7 @@ class Matcher:
                 re2_pattern=a.re2_pattern, ascii_only=a.re2_ascii_only,
                 needs_context=a.has_assertions or bounded, bounded=bounded,
                 literal_chars=a.literal_chars, hints=_hints_for(record), exponential=a.exponential_in_re,
-                gap_plan=a.gap_plan,
+                gap_plan=a.gap_plan, variant=record.get("_variant"),
                 specificity=min(a.literal_chars, 120) / 120.0,
             )
             if not bounded and m.confirm == "re2":

@@ -99,7 +99,7 @@ def canonical_json(record: dict) -> str:
 
 # errkb's own files kept next to a dataset's records (proof runs, findings on records kept
 # as ingested): folders of these names right under a walked folder hold no records.
-SIDECAR_DIRS = ("proofs", "findings")
+SIDECAR_DIRS = ("proofs", "findings", "variants")
 
 
 def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:

@@ -177,7 +177,7 @@ def resolve_db_path(path: str | os.PathLike | None) -> tuple[Path, bool]:
 
 
 # errkb's own files kept next to the bundled records (proof runs, findings): not records.
-BUNDLED_SIDECARS = ("proofs", "findings")
+BUNDLED_SIDECARS = ("proofs", "findings", "variants")
 
 
 def bundled_record_paths(root: Path) -> list[Path]:

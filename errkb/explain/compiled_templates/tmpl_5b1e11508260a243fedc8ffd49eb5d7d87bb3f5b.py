@@ -39,6 +39,10 @@ def root(context, missing=missing):
     context.exported_vars.add('r')
     yield str(environment.finalize(t_3(t_4(str_join(((environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'error_class') or 'Error'), '  ', environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'slug'), )), 0, 2), 'title')))
     yield '\n'
+    if environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'variant'):
+        pass
+        yield str(environment.finalize(t_4(t_2('older wording (%s %s–%s) of %s', environment.getattr(environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'variant'), 'project'), environment.getattr(environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'variant'), 'first'), environment.getattr(environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'variant'), 'last'), environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'slug')), 2)))
+        yield '\n'
     yield str(environment.finalize(t_3(t_4(str_join((environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'repo'), t_2('  score %.2f  id %s', environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'score'), environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'record_id')), ('  (bounded regex path)' if environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'bounded') else ''), )), 2), 'dim')))
     yield '\n'
     if environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'occurrences'):
@@ -108,4 +112,4 @@ def root(context, missing=missing):
         l_1_t = missing
 
 blocks = {}
-debug_info = '2=37&3=40&4=42&5=44&6=46&8=48&9=50&10=52&14=55&17=58&19=60&22=63&23=65&24=67&27=69&30=72&31=74&33=76&34=78&37=80&40=84&41=87&44=90&47=93&49=95&52=98&54=100&57=103&58=106'
+debug_info = '2=37&3=40&4=42&5=44&7=46&8=48&9=50&11=52&12=54&13=56&17=59&20=62&22=64&25=67&26=69&27=71&30=73&33=76&34=78&36=80&37=82&40=84&43=88&44=91&47=94&50=97&52=99&55=102&57=104&60=107&61=110'

@@ -1,0 +1,250 @@
+"""Other wordings of a record's raise site across releases (``errkb variants build``).
+
+For one record and a list of releases of its project (checkouts, folders, wheels or
+sdists), the drift machinery (``errkb.mine.drift``) finds the record's raise site in
+each release. Where the site is there but raises a different message (``reworded``),
+that wording is a *variant* of the record: its pattern is built the way ``mine``
+builds patterns (``Template.pattern()``), with the releases it holds for (first to
+last release seen with that exact wording) and its source location.
+
+Variants are errkb's own data, next to the bundled records in ``data/variants/`` (one
+``<record-id>.json`` per record); the records themselves stay as ingested. Every
+variant is linted like a record's pattern (E201 compile, E202 matches its own
+template example, E203 not too generic) and one that also matches the record's
+current message is dropped: a variant must never match text that is not the
+record's error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+from errkb.errors import ErrkbError
+
+VARIANTS_DIR = "variants"
+# Variants are found by a similarity, not written by a person: they must pin down more
+# literal text than a record's pattern must (lint E203's bar) to be used at all.
+MIN_VARIANT_LITERALS = 16
+_VERSION = re.compile(r"-(\d+(?:\.\d+)*(?:[a-z]+\d*)?(?:\.post\d+)?(?:\+[A-Za-z0-9.]+)?)(?:-|\.tar\.gz$|\.zip$)")
+
+
+class VariantsError(ErrkbError):
+    """Variants cannot be built or read: unknown record, unreadable release, bad file."""
+
+    def __init__(self, message: str, where: str | None = "errkb variants"):
+        super().__init__(message, where)
+
+
+@dataclass
+class Release:
+    version: str
+    path: Path
+
+
+def version_of(path: Path) -> str:
+    """The release a wheel or sdist file name names (``vllm-0.6.3.tar.gz`` -> ``0.6.3``)."""
+    m = _VERSION.search(path.name)
+    if not m:
+        raise VariantsError(f"cannot read a version from the file name {path.name!r}", str(path))
+    return m.group(1)
+
+
+def _version_key(version: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.+]", version))
+
+
+def lint_variant(pattern: str, example: str, record_message: str | None) -> str | None:
+    """Why the variant pattern must not be used (a lint code and reason), or None."""
+    from errkb.match import patterns
+    from errkb.records.lint import _self_match_normalised
+
+    analysis = patterns.analyze(pattern, translate=False)
+    if analysis.compile_error:
+        return f"E201 does not compile: {analysis.compile_error}"
+    if analysis.matches_empty:
+        return "E203 matches the empty string"
+    if analysis.too_generic or analysis.literal_chars < MIN_VARIANT_LITERALS:
+        return f"E203 pins down only {analysis.literal_chars} literal characters (a variant needs {MIN_VARIANT_LITERALS})"
+    if _self_match_normalised(analysis, example) is not True:
+        return "E202 does not match its own template example"
+    if record_message is not None and _self_match_normalised(analysis, record_message) is not False:
+        return "matches the record's current message (not another wording)"
+    return None
+
+
+def build(record: dict, releases: list[Release]) -> dict:
+    """The variants of ``record`` across ``releases``: the file ``data/variants/<id>.json`` holds."""
+    from errkb.mine.drift import _check, _ChunkIndex, _mentions_any, _record_path_prefix
+    from errkb.mine.raise_sites import scan
+    from errkb.mine.sources import SourceTree
+
+    found: dict[str, dict] = {}
+    scanned: list[str] = []
+    dropped: list[dict] = []
+    current = record["errorMessage"].strip()
+    for release in sorted(releases, key=lambda r: _version_key(r.version)):
+        try:
+            tree = SourceTree.open(release.path)
+        except (FileNotFoundError, OSError, ValueError) as e:
+            raise VariantsError(f"cannot read release {release.version}: {e}", str(release.path)) from None
+        result = scan(tree, include=_mentions_any([record]))
+        templated = result.templated
+        files = {s.file for s in result.sites} | {f for f, _ in result.unparsable}
+        prefix = _record_path_prefix([record], tree.file_names())
+        texts: dict[str, str | None] = {}
+
+        def file_text(rel: str, tree=tree, texts=texts) -> str | None:
+            if rel not in texts:
+                texts[rel] = tree.read_text(rel)
+            return texts[rel]
+
+        entry = _check(record, prefix, _ChunkIndex(templated), templated, files, file_text)
+        scanned.append(release.version)
+        if entry.status != "reworded" or entry.site is None:
+            continue
+        template = entry.site.template
+        pattern = template.pattern()
+        if pattern == record["messagePattern"]:
+            continue
+        variant = found.get(pattern)
+        if variant is None:
+            reason = lint_variant(pattern, template.render(), current)
+            if reason is not None:
+                dropped.append({"pattern": pattern, "release": release.version, "reason": reason})
+                continue
+            variant = found[pattern] = {
+                "pattern": pattern,
+                "message_template": template.display(),
+                "example": template.render(),
+                "releases": [],
+                "file": prefix + entry.site.file,
+                "line": entry.site.line,
+            }
+        variant["releases"].append(release.version)
+        variant["file"], variant["line"] = prefix + entry.site.file, entry.site.line  # the latest release's location
+    variants = []
+    for v in found.values():
+        variants.append({**v, "first": v["releases"][0], "last": v["releases"][-1]})
+    return {"record_id": record["id"], "variants": variants, "scanned": scanned, "dropped": dropped,
+            "date": date.today().isoformat()}
+
+
+def write(result: dict, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{result['record_id']}.json"
+    path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def read_folder(folder: Path) -> dict[str, dict]:
+    """Every ``<record-id>.json`` of a variants folder, by record id (none if absent)."""
+    out: dict[str, dict] = {}
+    if not folder.is_dir():
+        return out
+    for path in sorted(folder.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            out[str(data["record_id"])] = data
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise VariantsError(f"unreadable variants file: {e}", str(path)) from None
+    return out
+
+
+def bundled_folder() -> Path | None:
+    from errkb.resources import data_dir
+
+    try:
+        return data_dir() / VARIANTS_DIR
+    except FileNotFoundError:
+        return None
+
+
+def variant_entries(records: list[dict], folder: Path | None = None) -> list[dict]:
+    """Pseudo-records the matcher indexes for the variants of ``records``: the record's
+    id, slug, repo and class with the variant's pattern and a ``_variant`` field."""
+    if folder is None and os.environ.get("ERRKB_VARIANTS_DIR"):
+        folder = Path(os.environ["ERRKB_VARIANTS_DIR"])
+    folder = folder if folder is not None else bundled_folder()
+    if folder is None or not folder.is_dir():
+        return []
+    by_id = read_folder(folder)
+    out = []
+    for record in records:
+        data = by_id.get(str(record.get("id")))
+        if not data:
+            continue
+        for v in data.get("variants", []):
+            pattern = v.get("pattern")
+            # Linted again at load: a hand-edited file must not add a generic pattern.
+            if not isinstance(pattern, str) or lint_variant(pattern, _example(v), record.get("errorMessage")) is not None:
+                continue
+            out.append({
+                "id": record.get("id"), "slug": record.get("slug"), "repo": record.get("repo"),
+                "errorClass": record.get("errorClass"), "severity": record.get("severity"),
+                "filePath": record.get("filePath"), "messagePattern": pattern,
+                "_variant": {"releases": list(v.get("releases", [])), "first": v.get("first"), "last": v.get("last"),
+                             "project": (record.get("repo") or "").rsplit("/", 1)[-1]},
+            })
+    return out
+
+
+def _example(variant: dict) -> str:
+    """A message the variant's template produces (stored when it was built)."""
+    return variant.get("example") or variant.get("message_template") or ""
+
+
+# ---------------------------------------------------------------- releases from PyPI
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("ERRKB_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "errkb")
+    return Path(base) / "releases"
+
+
+def latest_versions(package: str, n: int) -> list[str]:
+    """The last ``n`` released versions of ``package`` (``pip index versions``)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "pip", "index", "versions", package], capture_output=True, text=True)
+    m = re.search(r"Available versions:\s*(.+)", out.stdout)
+    if out.returncode != 0 or not m:
+        raise VariantsError(f"cannot list the releases of {package}: {(out.stderr or out.stdout).strip()[-200:]}", "--package")
+    versions = [v.strip() for v in m.group(1).split(",") if re.fullmatch(r"[0-9.]+", v.strip())]
+    return sorted(versions, key=_version_key)[-n:]
+
+
+def fetch_release(package: str, version: str, folder: Path | None = None) -> Release:
+    """The sdist of ``package==version`` (a wheel when there is no sdist), cached."""
+    import subprocess
+    import sys
+
+    folder = (folder or cache_dir()) / package.lower()
+    folder.mkdir(parents=True, exist_ok=True)
+    norm = re.sub(r"[-_.]+", "_", package.lower())
+
+    def cached() -> Path | None:
+        for p in sorted(folder.iterdir()):
+            name = re.sub(r"[-_.]+", "_", p.name.lower())
+            if name.startswith(f"{norm}_{version}") and (name.endswith("tar_gz") or name.endswith("whl") or name.endswith("zip")):
+                rest = name[len(norm) + 1 + len(version):]
+                if rest[:1] in ("", "_") and not rest.startswith("_post"):
+                    return p
+        return None
+
+    have = cached()
+    if have is None:
+        base = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(folder), f"{package}=={version}"]
+        out = subprocess.run([*base, "--no-binary", ":all:", "--no-build-isolation"], capture_output=True, text=True)
+        have = cached()
+        if have is None:
+            out = subprocess.run([*base, "--only-binary", ":all:"], capture_output=True, text=True)
+            have = cached()
+        if have is None:
+            raise VariantsError(f"cannot download {package}=={version}: {(out.stderr or out.stdout).strip()[-300:]}", "--releases")
+    return Release(version, have)
