@@ -746,22 +746,24 @@ def variants_build_command(ids, releases, package, last_n, write_dir, db_path, a
     if missing:
         raise v.VariantsError(f"no record {', '.join(missing)} in the store", "ID")
     given = [x.strip() for x in (releases or "").split(",") if x.strip()]
+    by_package: dict[str, list[dict]] = {}
     for record in records:
-        name = package or (record.get("repo") or "").rsplit("/", 1)[-1]
+        by_package.setdefault(package or (record.get("repo") or "").rsplit("/", 1)[-1], []).append(record)
+    for name, group in by_package.items():
         versions = v.latest_versions(name, last_n) if last_n else [g for g in given if not Path(g).exists()]
         found = [v.Release(v.version_of(Path(g)) if Path(g).is_file() else Path(g).name, Path(g)) for g in given if Path(g).exists()]
         for version in versions:
             _echo_err(f"variants: fetching {name}=={version}")
             found.append(v.fetch_release(name, version))
-        result = v.build(record, found)
-        if write_dir is not None:
-            _echo_err(f"wrote {v.write(result, write_dir)}")
-        if as_json:
-            print_json(result)
-        else:
-            echo(f"{record['id']}  {record.get('slug')}: {len(result['variants'])} variant(s), scanned {', '.join(result['scanned'])}")
-            for var in result["variants"]:
-                echo(f"  {var['first']}–{var['last']}  {var['file']}:{var['line']}  {var['message_template']}")
+        for record, result in zip(group, v.build_many(group, found)):
+            if write_dir is not None:
+                _echo_err(f"wrote {v.write(result, write_dir)}")
+            if as_json:
+                print_json(result)
+            else:
+                echo(f"{record['id']}  {record.get('slug')}: {len(result['variants'])} variant(s), scanned {', '.join(result['scanned'])}")
+                for var in result["variants"]:
+                    echo(f"  {var['first']}–{var['last']}  {var['file']}:{var['line']}  {var['message_template']}")
 
 
 @cli.group("site")

@@ -93,7 +93,7 @@ def test_json_shape(sibling_db, seed_record):
     assert (data["format"], data["mode"], data["lines"], data["matched"], data["nearMatches"]) == (1, "text", 1, True, [])
     best, other = data["matches"]
     assert set(best) == {"id", "slug", "repo", "errorClass", "severity", "score", "span", "message", "engine",
-                         "bounded", "occurrences", "proof", "record"}
+                         "bounded", "variant", "occurrences", "proof", "record"}
     assert best["id"] == SEED_ID and best["repo"] == "vllm-project/vllm" and best["occurrences"] is None
     assert best["record"] == seed_record  # the full record, exactly as ingested
     start, end = best["span"]

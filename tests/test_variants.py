@@ -144,16 +144,15 @@ def test_bundled_variants_parse_and_match_only_their_own_wording():
 
     folder = data_dir() / "variants"
     files = read_folder(folder)
+    from errkb.records.read import read_records
+    from errkb.store.db import bundled_record_paths
+
     records = {}
-    for path in data_dir().rglob("*.json"):
-        if "variants" in path.parts or "proofs" in path.parts or "findings" in path.parts:
-            continue
-        try:
-            r = json.loads(path.read_text())
-        except ValueError:
-            continue
-        if isinstance(r, dict) and "id" in r:
-            records[r["id"]] = r
+    for sourced in read_records(bundled_record_paths(data_dir())):
+        record = getattr(sourced, "record", None)
+        if isinstance(record, dict) and "id" in record:
+            records[record["id"]] = record
+    assert files, "no bundled variants files"
     for record_id, data in files.items():
         assert record_id in records, record_id
         assert data["scanned"], record_id

@@ -30,6 +30,12 @@ VARIANTS_DIR = "variants"
 # Variants are found by a similarity, not written by a person: they must pin down more
 # literal text than a record's pattern must (lint E203's bar) to be used at all.
 MIN_VARIANT_LITERALS = 16
+# drift's "reworded" is the closest message in the recorded file (similarity >= 0.6): a
+# sibling error of the same file ("LoRA is not supported with chunked prefill yet" for
+# "... with quantized models yet") passes that. A variant must be the same raise site:
+# in the recorded function (when the record names one) and much closer in wording.
+MIN_VARIANT_SIMILARITY = 0.8
+MIN_VARIANT_SIMILARITY_ELSEWHERE = 0.9  # when the site is in another function than the recorded one
 _VERSION = re.compile(r"-(\d+(?:\.\d+)*(?:[a-z]+\d*)?(?:\.post\d+)?(?:\+[A-Za-z0-9.]+)?)(?:-|\.tar\.gz$|\.zip$)")
 
 
@@ -79,23 +85,27 @@ def lint_variant(pattern: str, example: str, record_message: str | None) -> str 
 
 def build(record: dict, releases: list[Release]) -> dict:
     """The variants of ``record`` across ``releases``: the file ``data/variants/<id>.json`` holds."""
+    return build_many([record], releases)[0]
+
+
+def build_many(records: list[dict], releases: list[Release]) -> list[dict]:
+    """The variants of each record (of one project) across ``releases``, each release scanned once."""
     from errkb.mine.drift import _check, _ChunkIndex, _mentions_any, _record_path_prefix
     from errkb.mine.raise_sites import scan
     from errkb.mine.sources import SourceTree
 
-    found: dict[str, dict] = {}
+    found: list[dict[str, dict]] = [{} for _ in records]
+    dropped: list[list[dict]] = [[] for _ in records]
     scanned: list[str] = []
-    dropped: list[dict] = []
-    current = record["errorMessage"].strip()
     for release in sorted(releases, key=lambda r: _version_key(r.version)):
         try:
             tree = SourceTree.open(release.path)
         except (FileNotFoundError, OSError, ValueError) as e:
             raise VariantsError(f"cannot read release {release.version}: {e}", str(release.path)) from None
-        result = scan(tree, include=_mentions_any([record]))
+        result = scan(tree, include=_mentions_any(records))
         templated = result.templated
         files = {s.file for s in result.sites} | {f for f, _ in result.unparsable}
-        prefix = _record_path_prefix([record], tree.file_names())
+        index = _ChunkIndex(templated)
         texts: dict[str, str | None] = {}
 
         def file_text(rel: str, tree=tree, texts=texts) -> str | None:
@@ -103,35 +113,63 @@ def build(record: dict, releases: list[Release]) -> dict:
                 texts[rel] = tree.read_text(rel)
             return texts[rel]
 
-        entry = _check(record, prefix, _ChunkIndex(templated), templated, files, file_text)
         scanned.append(release.version)
-        if entry.status != "reworded" or entry.site is None:
-            continue
-        template = entry.site.template
-        pattern = template.pattern()
-        if pattern == record["messagePattern"]:
-            continue
-        variant = found.get(pattern)
-        if variant is None:
-            reason = lint_variant(pattern, template.render(), current)
-            if reason is not None:
-                dropped.append({"pattern": pattern, "release": release.version, "reason": reason})
+        names = tree.file_names()
+        for k, record in enumerate(records):
+            prefix = _record_path_prefix([record], names)
+            entry = _check(record, prefix, index, templated, files, file_text)
+            if entry.status != "reworded" or entry.site is None:
                 continue
-            variant = found[pattern] = {
-                "pattern": pattern,
-                "message_template": template.display(),
-                "example": template.render(),
-                "releases": [],
-                "file": prefix + entry.site.file,
-                "line": entry.site.line,
-            }
-        variant["releases"].append(release.version)
-        variant["file"], variant["line"] = prefix + entry.site.file, entry.site.line  # the latest release's location
-    variants = []
-    for v in found.values():
-        variants.append({**v, "first": v["releases"][0], "last": v["releases"][-1]})
-    return {"record_id": record["id"], "variants": variants, "scanned": scanned, "dropped": dropped,
-            "date": date.today().isoformat()}
+            close = _literal_similarity(record["messagePattern"], entry.site.template.pattern())
+            moved_function = "function" in entry.changes
+            if close < MIN_VARIANT_SIMILARITY or (moved_function and close < MIN_VARIANT_SIMILARITY_ELSEWHERE):
+                dropped[k].append({"pattern": entry.site.template.pattern(), "release": release.version,
+                                   "reason": f"not the same raise site: literal text similarity {close:.2f}"
+                                             + (" in another function" if moved_function else "")})
+                continue
+            template = entry.site.template
+            pattern = template.pattern()
+            if pattern == record["messagePattern"]:
+                continue
+            variant = found[k].get(pattern)
+            if variant is None:
+                reason = lint_variant(pattern, template.render(), record["errorMessage"].strip())
+                if reason is None:
+                    others = [r["id"] for r in records if r is not record and _matches(pattern, r["errorMessage"].strip())]
+                    reason = f"matches the message of record {others[0]}" if others else None
+                if reason is not None:
+                    dropped[k].append({"pattern": pattern, "release": release.version, "reason": reason})
+                    continue
+                variant = found[k][pattern] = {
+                    "pattern": pattern,
+                    "message_template": template.display(),
+                    "example": template.render(),
+                    "releases": [],
+                }
+            variant["releases"].append(release.version)
+            variant["file"], variant["line"] = prefix + entry.site.file, entry.site.line  # the latest release's location
+    out = []
+    for k, record in enumerate(records):
+        variants = [{**v, "first": v["releases"][0], "last": v["releases"][-1]} for v in found[k].values()]
+        out.append({"record_id": record["id"], "variants": variants, "scanned": list(scanned), "dropped": dropped[k],
+                    "date": date.today().isoformat()})
+    return out
+
+
+def _matches(pattern: str, message: str) -> bool:
+    from errkb.match import patterns
+    from errkb.records.lint import _self_match_normalised
+
+    return _self_match_normalised(patterns.analyze(pattern, translate=False), message) is not False
+
+
+def _literal_similarity(pattern_a: str, pattern_b: str) -> float:
+    """Word similarity of two patterns' literal text (values left out: a record's message
+    holds real values, a template none)."""
+    from errkb.match.patterns import analyze
+    from errkb.mine.drift import _similarity
+
+    return _similarity(" ".join(analyze(pattern_a).required_literals), " ".join(analyze(pattern_b).required_literals))
 
 
 def write(result: dict, folder: Path) -> Path:
@@ -227,13 +265,14 @@ def fetch_release(package: str, version: str, folder: Path | None = None) -> Rel
     folder = (folder or cache_dir()) / package.lower()
     folder.mkdir(parents=True, exist_ok=True)
     norm = re.sub(r"[-_.]+", "_", package.lower())
+    vnorm = re.sub(r"[-_.]+", "_", version.lower())
 
     def cached() -> Path | None:
         for p in sorted(folder.iterdir()):
             name = re.sub(r"[-_.]+", "_", p.name.lower())
-            if name.startswith(f"{norm}_{version}") and (name.endswith("tar_gz") or name.endswith("whl") or name.endswith("zip")):
-                rest = name[len(norm) + 1 + len(version):]
-                if rest[:1] in ("", "_") and not rest.startswith("_post"):
+            if name.startswith(f"{norm}_{vnorm}") and (name.endswith("tar_gz") or name.endswith("whl") or name.endswith("zip")):
+                rest = name[len(norm) + 1 + len(vnorm):]
+                if rest[:1] == "_" and not re.match(r"_(post|dev|rc|\d)", rest):
                     return p
         return None
 
