@@ -268,6 +268,9 @@ def fetch_release(package: str, version: str, folder: Path | None = None) -> Rel
     vnorm = re.sub(r"[-_.]+", "_", version.lower())
 
     def cached() -> Path | None:
+        unpacked = folder / f"{package}-{version}.unpacked"
+        if unpacked.is_dir():
+            return unpacked
         for p in sorted(folder.iterdir()):
             name = re.sub(r"[-_.]+", "_", p.name.lower())
             if name.startswith(f"{norm}_{vnorm}") and (name.endswith("tar_gz") or name.endswith("whl") or name.endswith("zip")):
@@ -285,5 +288,26 @@ def fetch_release(package: str, version: str, folder: Path | None = None) -> Rel
             out = subprocess.run([*base, "--only-binary", ":all:"], capture_output=True, text=True)
             have = cached()
         if have is None:
+            have = _unpacked_sdist(base, folder, package, version)
+        if have is None:
             raise VariantsError(f"cannot download {package}=={version}: {(out.stderr or out.stdout).strip()[-300:]}", "--releases")
     return Release(version, have)
+
+
+def _unpacked_sdist(base: list[str], folder: Path, package: str, version: str) -> Path | None:
+    """An sdist whose metadata cannot be built here (it imports torch in setup.py): pip
+    deletes it, but with ``--no-clean`` leaves its unpacked tree, which holds the .py files."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+        env = {**os.environ, "TMPDIR": tmp}
+        subprocess.run([*base, "--no-binary", ":all:", "--no-build-isolation", "--no-clean"], capture_output=True, text=True, env=env)
+        trees = [p for p in Path(tmp).glob("pip-download-*/*") if p.is_dir() and any(p.rglob("*.py"))]
+        if not trees:
+            return None
+        target = folder / f"{package}-{version}.unpacked"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.move(str(trees[0]), target)
+        return target
