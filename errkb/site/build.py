@@ -439,6 +439,7 @@ class _Entry:
     proof: dict | None = None  # the committed proof (data/proofs/<id>.json), if any
     proof_status: str = "unproven"  # proven on CPU | proven on GPU | GPU-only | unproven
     errkb_findings: dict | None = None  # data/findings/<id>.json: errkb's own findings on a kept-as-ingested record
+    variants: list | None = None  # data/variants/<id>.json: other releases' wordings of its raise site (errkb.mine.variants)
 
 
 def _status(record: dict, findings: list[dict]) -> str:
@@ -546,6 +547,10 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
     from errkb.verify.proof_data import all_proofs, coverage, load_findings, status_of
 
     proofs = all_proofs()
+    from errkb.mine.variants import bundled_folder, read_folder
+
+    variants_folder = bundled_folder()
+    variants = read_folder(variants_folder) if variants_folder is not None else {}
     entries: list[_Entry] = []
     for rec in records:
         path = _safe_relpath(fix_page_path(rec["repo"], rec["slug"]))
@@ -558,6 +563,7 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
             snippet=f"snippets/{snippet_filename(rec)}" if rec.get("validationCode") else None,
             proof=proofs.get(rec["id"]), proof_status=status_of(rec["id"], proofs.get(rec["id"])),
             errkb_findings=load_findings(rec["id"]),
+            variants=(variants.get(rec["id"]) or {}).get("variants") or [],
         ))
 
     yield MARKER, MARKER_TEXT.encode()
