@@ -746,6 +746,7 @@ def variants_build_command(ids, releases, package, last_n, write_dir, db_path, a
     if missing:
         raise v.VariantsError(f"no record {', '.join(missing)} in the store", "ID")
     given = [x.strip() for x in (releases or "").split(",") if x.strip()]
+    results: list[dict] = []  # --json: one list, a variants file's content per record
     by_package: dict[str, list[dict]] = {}
     for record in records:
         by_package.setdefault(package or (record.get("repo") or "").rsplit("/", 1)[-1], []).append(record)
@@ -759,11 +760,13 @@ def variants_build_command(ids, releases, package, last_n, write_dir, db_path, a
             if write_dir is not None:
                 _echo_err(f"wrote {v.write(result, write_dir)}")
             if as_json:
-                print_json(result)
+                results.append(result)
             else:
                 echo(f"{record['id']}  {record.get('slug')}: {len(result['variants'])} variant(s), scanned {', '.join(result['scanned'])}")
                 for var in result["variants"]:
                     echo(f"  {var['first']}–{var['last']}  {var['file']}:{var['line']}  {var['message_template']}")
+    if as_json:
+        print_json(results)
 
 
 @cli.group("site")

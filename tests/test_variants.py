@@ -113,6 +113,8 @@ def test_cli_writes_the_file_and_explain_matches_the_variant(project, tmp_path, 
     assert r.exit_code == 0, r.output
     assert "1 variant(s), scanned 0.1.0, 0.2.0, 0.3.0" in r.output
     data = json.loads((out / f"{record['id']}.json").read_text())
+    r = runner.invoke(cli, ["variants", "build", record["id"], "--db", str(db), "--releases", given, "--json"])
+    assert [v["releases"] for v in json.loads(r.output)[0]["variants"]] == [["0.1.0", "0.2.0"]]
     assert data["record_id"] == record["id"] and data["scanned"] == ["0.1.0", "0.2.0", "0.3.0"]
 
     monkeypatch.setenv("ERRKB_VARIANTS_DIR", str(out))
