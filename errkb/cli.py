@@ -739,12 +739,13 @@ def variants_build_command(ids, releases, package, last_n, write_dir, db_path, a
     variant with the releases it holds for. explain matches variants exactly.
     """
     from errkb.mine import variants as v
+    from errkb.records.variants import VariantsError
 
     with open_store(db_path, read_only=True) as store:
         records = [store.get(i) for i in ids]
     missing = [i for i, r in zip(ids, records) if r is None]
     if missing:
-        raise v.VariantsError(f"no record {', '.join(missing)} in the store", "ID")
+        raise VariantsError(f"no record {', '.join(missing)} in the store", "ID")
     given = [x.strip() for x in (releases or "").split(",") if x.strip()]
     results: list[dict] = []  # --json: one list, a variants file's content per record
     by_package: dict[str, list[dict]] = {}

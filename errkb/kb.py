@@ -148,7 +148,7 @@ class KnowledgeBase:
         root = _cache_root(path)
         fresh = _fresh_hash(path, root)
         if fresh is not None:
-            kb = cls._load(path, KeyedFolder(root, _prefix(), fresh), fresh)
+            kb = cls._load(path, KeyedFolder(root, _prefix(), _key(fresh)), fresh)
             if kb is not None:
                 return kb
         from errkb.store.db import Store
@@ -167,7 +167,7 @@ class KnowledgeBase:
         from errkb.match.matcher import Matcher, MatcherError
 
         dataset_hash = store.dataset_hash()
-        folder = KeyedFolder(_cache_root(store.path) if store.path else store.cache_dir, _prefix(), dataset_hash)
+        folder = KeyedFolder(_cache_root(store.path) if store.path else store.cache_dir, _prefix(), _key(dataset_hash))
         kb = cls._load(store.path, folder, dataset_hash)
         if kb is not None:
             return kb
@@ -290,13 +290,21 @@ class KnowledgeBase:
 
 
 def _variant_entries(records: list[dict]) -> list[dict]:
-    """The bundled variants of these records (errkb.mine.variants), indexed by the matcher."""
-    from errkb.mine.variants import VariantsError, variant_entries
+    """The variants of these records (errkb.records.variants), indexed by the matcher."""
+    from errkb.records.variants import VariantsError, variant_entries
 
     try:
         return variant_entries(records)
     except VariantsError:
         return []
+
+
+def _key(dataset_hash: str) -> str:
+    """The view's cache key: the dataset, and the variants indexed with it (a changed
+    variants file must rebuild the view although the store did not change)."""
+    from errkb.records.variants import signature
+
+    return f"{dataset_hash}v{signature()}"
 
 
 def _prefix() -> str:

@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
-from errkb.mine.variants import Release, build, lint_variant, read_folder, version_of
+from errkb.mine.variants import Release, build, version_of
+from errkb.records.variants import lint_variant, read_folder
 from errkb.resources import data_dir
 from errkb.store.db import Store
 
@@ -78,7 +79,7 @@ def test_build_finds_the_older_wording_with_its_release_range(project):
 
 
 def test_a_too_generic_variant_is_never_indexed(project, tmp_path):
-    from errkb.mine.variants import variant_entries
+    from errkb.records.variants import variant_entries
 
     _db, record, _releases = project
     folder = tmp_path / "variants"
@@ -142,7 +143,7 @@ def test_version_of_release_files():
 
 def test_bundled_variants_parse_and_match_only_their_own_wording():
     from errkb.match import patterns
-    from errkb.records.lint import _self_match_normalised
+    from errkb.records.lint import self_match_normalised
 
     folder = data_dir() / "variants"
     files = read_folder(folder)
@@ -160,6 +161,23 @@ def test_bundled_variants_parse_and_match_only_their_own_wording():
         assert data["scanned"], record_id
         for v in data["variants"]:
             analysis = patterns.analyze(v["pattern"], translate=False)
-            assert _self_match_normalised(analysis, v["example"]) is True, v
-            assert _self_match_normalised(analysis, records[record_id]["errorMessage"]) is False, v
+            assert self_match_normalised(analysis, v["example"]) is True, v
+            assert self_match_normalised(analysis, records[record_id]["errorMessage"]) is False, v
             assert v["first"] == v["releases"][0] and v["last"] == v["releases"][-1]
+
+
+def test_a_new_variants_file_rebuilds_the_cached_view(project, tmp_path, monkeypatch):
+    db, record, releases = project
+    out = tmp_path / "variants"
+    out.mkdir()
+    monkeypatch.setenv("ERRKB_VARIANTS_DIR", str(out))
+    old_wording = "ValueError: cannot load the config from /models/llama/config.json: the file is empty"
+    runner = CliRunner()
+    before = runner.invoke(cli, ["explain", "--db", str(db), "--json", old_wording])
+    assert before.exit_code == 1 and json.loads(before.output)["matches"] == []  # cached with no variants
+    given = ",".join(str(releases[v]) for v in ("0.1.0", "0.2.0", "0.3.0"))
+    r = runner.invoke(cli, ["variants", "build", record["id"], "--db", str(db), "--releases", given, "--write", str(out)])
+    assert r.exit_code == 0, r.output
+    after = runner.invoke(cli, ["explain", "--db", str(db), "--json", old_wording])
+    assert after.exit_code == 0, after.output
+    assert json.loads(after.output)["matches"][0]["variant"]["first"] == "0.1.0"

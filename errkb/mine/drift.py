@@ -144,11 +144,11 @@ def drift(store, path: str | Path, repo: str, *, sha: str | None = None, fix: bo
     if not records:
         raise DriftError(f"no records of {repo} in the store {store.path}")
 
-    found = scan(tree, include=_mentions_any(records), progress=progress)
+    found = scan(tree, include=mentions_any(records), progress=progress)
     templated = found.templated
     files = {s.file for s in found.sites} | {f for f, _ in found.unparsable}
-    prefix = _record_path_prefix(records, tree.file_names())
-    by_chunk = _ChunkIndex(templated)
+    prefix = record_path_prefix(records, tree.file_names())
+    by_chunk = ChunkIndex(templated)
     texts: dict[str, str | None] = {}
 
     def file_text(rel: str) -> str | None:
@@ -158,7 +158,7 @@ def drift(store, path: str | Path, repo: str, *, sha: str | None = None, fix: bo
 
     entries = []
     for record in sorted(records, key=lambda r: (r.get("filePath", ""), r.get("lineNumber", 0), r["id"])):
-        entries.append(_check(record, prefix, by_chunk, templated, files, file_text))
+        entries.append(check_record_site(record, prefix, by_chunk, templated, files, file_text))
     report = DriftReport(str(path), repo, provenance, sha, entries, found)
     if provenance.repo and provenance.repo.lower() != repo.lower():
         report.notes.append(f"{path} names {provenance.repo} as its repository, not {repo}")
@@ -170,7 +170,7 @@ def drift(store, path: str | Path, repo: str, *, sha: str | None = None, fix: bo
 # ---------------------------------------------------------------- matching
 
 
-class _ChunkIndex:
+class ChunkIndex:
     """Sites by the longest literal chunk of their template, so a record's message
     is tested only against sites whose literal text it contains."""
 
@@ -200,7 +200,7 @@ class _ChunkIndex:
         return [site for key in keys for site in self.by_key[key]]
 
 
-def _check(record: dict, prefix: str, index: _ChunkIndex, templated: list[RaiseSite], files: set[str], file_text) -> DriftEntry:
+def check_record_site(record: dict, prefix: str, index: ChunkIndex, templated: list[RaiseSite], files: set[str], file_text) -> DriftEntry:
     rec_file = record["filePath"]
     scan_file = rec_file[len(prefix):] if prefix and rec_file.startswith(prefix) else rec_file
     recorded_fn = recorded_function(record)
@@ -257,7 +257,7 @@ def _check(record: dict, prefix: str, index: _ChunkIndex, templated: list[RaiseS
     near = [s for s in templated if s.file == scan_file]
     best_site, best_key = None, None
     for site in near:
-        ratio = _similarity(message, site.template.render())
+        ratio = similarity(message, site.template.render())
         same_function = recorded_fn is not None and site.function_name == recorded_fn.name
         key = (ratio, same_function, -abs(site.line - record["lineNumber"]))
         if best_key is None or key > best_key:
@@ -302,7 +302,7 @@ def _closest(message: str, sites: list[RaiseSite]) -> tuple[RaiseSite, float] | 
         # Cheap bound first: the share of the message's words present at all.
         if len(words & set(rendered.split())) < REWORD_MIN_SIMILARITY * min(len(words), len(set(rendered.split()))):
             continue
-        ratio = _similarity(message, rendered)
+        ratio = similarity(message, rendered)
         if best is None or ratio > best[1]:
             best = (site, ratio)
     return best
@@ -362,7 +362,7 @@ def _function_change(recorded: RecordedFunction | None, site: RaiseSite, file_te
 COVERAGE_MIN_WORDS = 5
 
 
-def _similarity(old: str, new: str) -> float:
+def similarity(old: str, new: str) -> float:
     a, b = old.split(), new.split()
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     ratio = matcher.ratio()
@@ -402,7 +402,7 @@ def word_diff_text(ops: list[dict]) -> str:
 # ---------------------------------------------------------------- which files to parse
 
 
-def _mentions_any(records: list[dict]):
+def mentions_any(records: list[dict]):
     """A cheap file filter: parse only files that contain one of a record's longer
     words (taken from the literal text of its pattern) or that a record names."""
     from errkb.match.patterns import analyze
@@ -437,7 +437,7 @@ def _mentions_any(records: list[dict]):
     return include
 
 
-def _record_path_prefix(records: list[dict], files: set[str]) -> str:
+def record_path_prefix(records: list[dict], files: set[str]) -> str:
     """What records put in front of the scanned tree's paths (``src/`` for a src
     layout checked against an installed package); learned from the records whose
     files exist, "" when they match as they are."""

@@ -24,26 +24,14 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from errkb.errors import ErrkbError
+from errkb.records.variants import (
+    VariantsError,
+    lint_variant,
+)
 
-VARIANTS_DIR = "variants"
-# Variants are found by a similarity, not written by a person: they must pin down more
-# literal text than a record's pattern must (lint E203's bar) to be used at all.
-MIN_VARIANT_LITERALS = 16
-# drift's "reworded" is the closest message in the recorded file (similarity >= 0.6): a
-# sibling error of the same file ("LoRA is not supported with chunked prefill yet" for
-# "... with quantized models yet") passes that. A variant must be the same raise site:
-# in the recorded function (when the record names one) and much closer in wording.
 MIN_VARIANT_SIMILARITY = 0.8
 MIN_VARIANT_SIMILARITY_ELSEWHERE = 0.9  # when the site is in another function than the recorded one
 _VERSION = re.compile(r"-(\d+(?:\.\d+)*(?:[a-z]+\d*)?(?:\.post\d+)?(?:\+[A-Za-z0-9.]+)?)(?:-|\.tar\.gz$|\.zip$)")
-
-
-class VariantsError(ErrkbError):
-    """Variants cannot be built or read: unknown record, unreadable release, bad file."""
-
-    def __init__(self, message: str, where: str | None = "errkb variants"):
-        super().__init__(message, where)
 
 
 @dataclass
@@ -64,25 +52,6 @@ def _version_key(version: str) -> tuple:
     return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.+]", version))
 
 
-def lint_variant(pattern: str, example: str, record_message: str | None) -> str | None:
-    """Why the variant pattern must not be used (a lint code and reason), or None."""
-    from errkb.match import patterns
-    from errkb.records.lint import _self_match_normalised
-
-    analysis = patterns.analyze(pattern, translate=False)
-    if analysis.compile_error:
-        return f"E201 does not compile: {analysis.compile_error}"
-    if analysis.matches_empty:
-        return "E203 matches the empty string"
-    if analysis.too_generic or analysis.literal_chars < MIN_VARIANT_LITERALS:
-        return f"E203 pins down only {analysis.literal_chars} literal characters (a variant needs {MIN_VARIANT_LITERALS})"
-    if _self_match_normalised(analysis, example) is not True:
-        return "E202 does not match its own template example"
-    if record_message is not None and _self_match_normalised(analysis, record_message) is not False:
-        return "matches the record's current message (not another wording)"
-    return None
-
-
 def build(record: dict, releases: list[Release]) -> dict:
     """The variants of ``record`` across ``releases``: the file ``data/variants/<id>.json`` holds."""
     return build_many([record], releases)[0]
@@ -90,7 +59,7 @@ def build(record: dict, releases: list[Release]) -> dict:
 
 def build_many(records: list[dict], releases: list[Release]) -> list[dict]:
     """The variants of each record (of one project) across ``releases``, each release scanned once."""
-    from errkb.mine.drift import _check, _ChunkIndex, _mentions_any, _record_path_prefix
+    from errkb.mine.drift import ChunkIndex, check_record_site, mentions_any, record_path_prefix
     from errkb.mine.raise_sites import scan
     from errkb.mine.sources import SourceTree
 
@@ -102,10 +71,10 @@ def build_many(records: list[dict], releases: list[Release]) -> list[dict]:
             tree = SourceTree.open(release.path)
         except (FileNotFoundError, OSError, ValueError) as e:
             raise VariantsError(f"cannot read release {release.version}: {e}", str(release.path)) from None
-        result = scan(tree, include=_mentions_any(records))
+        result = scan(tree, include=mentions_any(records))
         templated = result.templated
         files = {s.file for s in result.sites} | {f for f, _ in result.unparsable}
-        index = _ChunkIndex(templated)
+        index = ChunkIndex(templated)
         texts: dict[str, str | None] = {}
 
         def file_text(rel: str, tree=tree, texts=texts) -> str | None:
@@ -116,8 +85,8 @@ def build_many(records: list[dict], releases: list[Release]) -> list[dict]:
         scanned.append(release.version)
         names = tree.file_names()
         for k, record in enumerate(records):
-            prefix = _record_path_prefix([record], names)
-            entry = _check(record, prefix, index, templated, files, file_text)
+            prefix = record_path_prefix([record], names)
+            entry = check_record_site(record, prefix, index, templated, files, file_text)
             if entry.status != "reworded" or entry.site is None:
                 continue
             close = _literal_similarity(record["messagePattern"], entry.site.template.pattern())
@@ -158,18 +127,18 @@ def build_many(records: list[dict], releases: list[Release]) -> list[dict]:
 
 def _matches(pattern: str, message: str) -> bool:
     from errkb.match import patterns
-    from errkb.records.lint import _self_match_normalised
+    from errkb.records.lint import self_match_normalised
 
-    return _self_match_normalised(patterns.analyze(pattern, translate=False), message) is not False
+    return self_match_normalised(patterns.analyze(pattern, translate=False), message) is not False
 
 
 def _literal_similarity(pattern_a: str, pattern_b: str) -> float:
     """Word similarity of two patterns' literal text (values left out: a record's message
     holds real values, a template none)."""
     from errkb.match.patterns import analyze
-    from errkb.mine.drift import _similarity
+    from errkb.mine.drift import similarity
 
-    return _similarity(" ".join(analyze(pattern_a).required_literals), " ".join(analyze(pattern_b).required_literals))
+    return similarity(" ".join(analyze(pattern_a).required_literals), " ".join(analyze(pattern_b).required_literals))
 
 
 def write(result: dict, folder: Path) -> Path:
@@ -177,63 +146,6 @@ def write(result: dict, folder: Path) -> Path:
     path = folder / f"{result['record_id']}.json"
     path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
-
-
-def read_folder(folder: Path) -> dict[str, dict]:
-    """Every ``<record-id>.json`` of a variants folder, by record id (none if absent)."""
-    out: dict[str, dict] = {}
-    if not folder.is_dir():
-        return out
-    for path in sorted(folder.glob("*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            out[str(data["record_id"])] = data
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise VariantsError(f"unreadable variants file: {e}", str(path)) from None
-    return out
-
-
-def bundled_folder() -> Path | None:
-    from errkb.resources import data_dir
-
-    try:
-        return data_dir() / VARIANTS_DIR
-    except FileNotFoundError:
-        return None
-
-
-def variant_entries(records: list[dict], folder: Path | None = None) -> list[dict]:
-    """Pseudo-records the matcher indexes for the variants of ``records``: the record's
-    id, slug, repo and class with the variant's pattern and a ``_variant`` field."""
-    if folder is None and os.environ.get("ERRKB_VARIANTS_DIR"):
-        folder = Path(os.environ["ERRKB_VARIANTS_DIR"])
-    folder = folder if folder is not None else bundled_folder()
-    if folder is None or not folder.is_dir():
-        return []
-    by_id = read_folder(folder)
-    out = []
-    for record in records:
-        data = by_id.get(str(record.get("id")))
-        if not data:
-            continue
-        for v in data.get("variants", []):
-            pattern = v.get("pattern")
-            # Linted again at load: a hand-edited file must not add a generic pattern.
-            if not isinstance(pattern, str) or lint_variant(pattern, _example(v), record.get("errorMessage")) is not None:
-                continue
-            out.append({
-                "id": record.get("id"), "slug": record.get("slug"), "repo": record.get("repo"),
-                "errorClass": record.get("errorClass"), "severity": record.get("severity"),
-                "filePath": record.get("filePath"), "messagePattern": pattern,
-                "_variant": {"releases": list(v.get("releases", [])), "first": v.get("first"), "last": v.get("last"),
-                             "project": (record.get("repo") or "").rsplit("/", 1)[-1]},
-            })
-    return out
-
-
-def _example(variant: dict) -> str:
-    """A message the variant's template produces (stored when it was built)."""
-    return variant.get("example") or variant.get("message_template") or ""
 
 
 # ---------------------------------------------------------------- releases from PyPI

@@ -132,7 +132,7 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
             elif analysis.too_generic:
                 add("E203", f"messagePattern pins down only {analysis.literal_chars} literal characters, so it matches almost any line")
             if isinstance(message, str):
-                verdict = _self_match_normalised(analysis, message)
+                verdict = self_match_normalised(analysis, message)
                 # Re-running a pattern per slot is cheap only for a linear one: a hostile
                 # pattern is not searched again (E202 stands for it).
                 linear = not analysis.exponential_in_re and not analysis.needs_backtracking
@@ -190,7 +190,7 @@ def _self_match(analysis: patterns.PatternAnalysis, message: str) -> bool | None
     return bounded.search(analysis.pattern, message, SELF_MATCH_TIMEOUT_S)
 
 
-def _self_match_normalised(analysis: patterns.PatternAnalysis, message: str) -> bool | None:
+def self_match_normalised(analysis: patterns.PatternAnalysis, message: str) -> bool | None:
     """Does the pattern match its message as the matcher sees it? The matcher runs a
     pattern on the normalised forms of a text (normalize.text_messages: the message's
     lines, prefixes and a leading newline gone), so a `^`-anchored pattern for a
@@ -236,7 +236,7 @@ def _empty_slots(pattern: str, message: str) -> list[str]:
             star = slot[:-3] + "*?)"
             text = text[:at + shift] + star + text[at + shift + len(slot):]
             shift += len(star) - len(slot)
-        return bool(_self_match_normalised(patterns.analyze(text, translate=False), message))
+        return bool(self_match_normalised(patterns.analyze(text, translate=False), message))
 
     named = [f"value slot {i} {slot} (at character {at + 1})" for i, (at, slot) in enumerate(slots, 1)]
     single = [name for name, s in zip(named, slots) if loosened([s])]
