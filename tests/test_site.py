@@ -139,7 +139,10 @@ def test_fix_page_shows_verification_runs_from_the_store(site_store, tmp_path):
     build(site_store, out)
     page = (out / SEED_PAGE).read_text()
     assert '<h2 id="verify-h">Verification</h2>' in page
-    assert '<span class="badge outcome-skipped">skipped</span> <span class="reason">needs vllm</span>' in page
+    assert '<td class="outcome"><span class="badge outcome-skipped">skipped</span></td>' in page
+    assert '<td class="reason">needs vllm</td>' in page
+    assert '<time datetime="2026-12-01T10:00:00+00:00">2026-12-01 10:00 UTC</time>' in page
+    assert "<summary>Python 3.11.7 · CPU</summary>" in page
     assert "host: ci-runner-1" in page and "1.2 s" in page
 
 

@@ -209,11 +209,12 @@ def test_copy_button_copies_the_code_without_line_numbers(browser, server):
         "window.__copied = null;"
         "if (navigator.clipboard) { navigator.clipboard.writeText = function(t) { window.__copied = t; return Promise.resolve(); }; }"
         "document.execCommand = function(c) { window.__copied = document.activeElement.value; return true; };")
-    browser.find_element(By.CSS_SELECTOR, ".code .copy").click()
+    source_copy = browser.find_element(By.CSS_SELECTOR, 'section[aria-labelledby="where-h"] .code .copy')
+    source_copy.click()
     copied = wait(browser, lambda d: d.execute_script("return window.__copied"))
     assert copied.startswith("    hidden_dim: int,\n")
     assert "203" not in copied.split("\n")[0]
-    assert browser.find_element(By.CSS_SELECTOR, ".code .copy").text == "Copied"
+    assert source_copy.text == "Copied"
 
 
 def test_pattern_tester_on_the_fix_page(browser, server):

@@ -7,8 +7,9 @@ sorted, so a rebuild is byte-identical and ``--check`` can compare against disk.
 
 Pages are produced by a generator of ``(relative path, bytes)`` so a 10k-record
 build never holds the whole site in memory. All links are relative (the site can be
-hosted under any path, or opened from ``file://``); the search index is inline JSON
-in ``index.html`` because ``fetch()`` does not work from ``file://``.
+hosted under any path, or opened from ``file://``); the search data is split into
+``search/*.js`` chunks that ``index.html`` loads with ``<script src>``, because
+``fetch()`` does not work from ``file://`` and one inline index grew 2.5 kB a record.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Callable, Iterator
 from urllib.parse import unquote
 
 from markupsafe import Markup
@@ -45,6 +46,14 @@ MAX_TEST_LINE = 2000
 # Character classes longer than this are stored once in the search index and
 # referenced from each pattern (Python's Unicode \w alone is ~12 kB).
 SHARED_CLASS_MIN = 256
+# The search data lives in chunks of about this many bytes (search/<k>-<hash>.js), not
+# in index.html: a chunk is a script that hands its records to site.js, and <script
+# src> works from file://, where fetch() and XMLHttpRequest of local files do not.
+SEARCH_CHUNK_BYTES = 1 << 20
+# index.html lists this many records in its HTML (the first screen, and readers without
+# scripts, who reach the rest through the repository and tag pages); site.js shows
+# search results this many at a time.
+INDEX_PAGE = 200
 
 SEVERITY_ORDER = ("fatal", "critical", "error", "warning", "info")
 
@@ -158,7 +167,7 @@ def re2_to_js(re2: str) -> str:
     return "".join(out)
 
 
-@lru_cache(maxsize=None)
+@cache
 def js_pattern(pattern: str) -> JsPattern:
     a = analyze(pattern)
     literals = sorted(set(a.required_literals))
@@ -343,6 +352,100 @@ def split_example_fix(text: str) -> list[tuple[str, str]]:
     return out
 
 
+# -- verification runs, as people read them ------------------------------------------
+
+
+def plain_text(value) -> str:
+    """Nested run data (dicts, lists, None, booleans) in words, never Python's repr."""
+    if value is None or value == "" or value == [] or value == {}:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {plain_text(v)}" for k, v in sorted(value.items(), key=lambda kv: str(kv[0])))
+    if isinstance(value, (list, tuple)):
+        return ", ".join(plain_text(v) for v in value)
+    return str(value)
+
+
+def _os_words(os_text: str) -> str:
+    """``Linux-6.8.0-1017-aws-x86_64-with-glibc2.39`` -> ``Linux``; ``macOS-14.5-arm64-arm-64bit`` -> ``macOS 14.5``."""
+    parts = os_text.split("-")
+    if parts[0] in ("macOS", "Windows", "Darwin") and len(parts) > 1:
+        return f"{parts[0]} {parts[1]}"
+    return parts[0]
+
+
+def _gpu_words(runner: dict) -> str:
+    gpus = runner.get("gpus")
+    names: list[str] = []
+    if isinstance(gpus, list):
+        names = [str(g.get("name") or "GPU") if isinstance(g, dict) else str(g) for g in gpus if g]
+    elif runner.get("gpu"):
+        g = runner["gpu"]
+        names = [str(g.get("name") or "GPU") if isinstance(g, dict) else str(g)]
+    if not names:
+        return "CPU"
+    counted = [f"{names.count(n)}× {n}" if names.count(n) > 1 else n for n in dict.fromkeys(names)]
+    return ", ".join(counted)
+
+
+def runner_summary(runner) -> str:
+    """Where a run ran, in words: ``Linux · Python 3.11.7 · CPU`` (or the GPU's name)."""
+    if not isinstance(runner, dict):
+        return "unknown runner" if runner in (None, "") else plain_text(runner)
+    words = []
+    if runner.get("os"):
+        words.append(_os_words(str(runner["os"])))
+    if runner.get("python"):
+        words.append(f"Python {runner['python']}")
+    words.append(_gpu_words(runner))
+    return " · ".join(words)
+
+
+def short_time(started_at) -> tuple[str, str]:
+    """(``2026-12-01 10:00 UTC``, the full ISO text) for a run's start."""
+    import datetime as dt
+
+    text = "" if started_at is None else str(started_at)
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return text, text
+    if when.tzinfo is not None:
+        when = when.astimezone(dt.UTC)
+    return when.strftime("%Y-%m-%d %H:%M") + " UTC", text
+
+
+def run_rows(runs: list[dict]) -> list[dict]:
+    """A record's stored runs for its fix page, newest first: outcome, check, reason,
+    when and where up front, everything else (tier, duration, the full runner, package
+    versions, the run's own details) as label/text pairs to fold away."""
+    rows = []
+    for run in sorted(runs, key=lambda r: (str(r.get("started_at") or ""), r.get("run_id") or 0), reverse=True):
+        when, when_iso = short_time(run.get("started_at"))
+        runner = run.get("runner")
+        details: list[tuple[str, str]] = [("tier", str(run.get("tier") or "none"))]
+        if run.get("duration_s") is not None:
+            details.append(("took", "%.1f s" % run["duration_s"]))
+        details.append(("started", when_iso or "unknown"))
+        if isinstance(runner, dict):
+            details.extend((str(k), plain_text(v)) for k, v in sorted(runner.items(), key=lambda kv: str(kv[0])) if v not in (None, ""))
+        elif runner not in (None, ""):
+            details.append(("runner", plain_text(runner)))
+        if run.get("exception_class") or run.get("exception_message"):
+            details.append(("raised", f"{run.get('exception_class') or ''}: {run.get('exception_message') or ''}".strip(": ")))
+        if run.get("message_matched") is not None:
+            details.append(("message matched", plain_text(run["message_matched"])))
+        if isinstance(run.get("details"), dict):
+            details.extend((str(k), plain_text(v)) for k, v in sorted(run["details"].items(), key=lambda kv: str(kv[0]))
+                           if v not in (None, "", [], {}))
+        rows.append({"outcome": str(run.get("outcome") or "unknown"), "check": str(run.get("check") or ""),
+                     "reason": str(run.get("reason") or ""), "when": when, "when_iso": when_iso,
+                     "where": runner_summary(runner), "details": details})
+    return rows
+
+
 # -- the build ----------------------------------------------------------------------
 
 
@@ -481,7 +584,7 @@ class _FixPages:
             fix_paired=any(b.label.startswith("Before") for b in fix_blocks) and any(b.label.startswith("After") for b in fix_blocks),
             validation=hl.block(rec["validationCode"], "python") if rec.get("validationCode") else None,
             extra_code=extra_code,
-            runs=runs,
+            runs=run_rows(runs),
             tester={"source": e.js.source, "plan": e.js.plan, "literals": e.js.literals, "ascii_only": e.js.ascii_only,
                     "max_input": MAX_TEST_INPUT, "max_line": MAX_TEST_LINE},
             **common,
@@ -547,7 +650,7 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
     from errkb.verify.proof_data import all_proofs, coverage, load_findings, status_of
 
     proofs = all_proofs()
-    from errkb.mine.variants import bundled_folder, read_folder
+    from errkb.records.variants import bundled_folder, read_folder
 
     variants_folder = bundled_folder()
     variants = read_folder(variants_folder) if variants_folder is not None else {}
@@ -599,7 +702,7 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
         path = repo_page_path(repo)
         yield path, repo_tpl.render(root=root_of(path), repo=repo, entries=repos[repo], **common).encode()
 
-    yield "index.html", _render_index(env, entries, tag_names, repo_names, common).encode()
+    yield from _render_index(env, entries, tag_names, repo_names, common)
     yield "404.html", env.get_template("404.html").render(root="", base=base, **common).encode()
 
     pages = ["index.html"] + [e.path for e in entries] + [tag_page_path(t) for t in tag_names] + [
@@ -609,35 +712,74 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
     yield "records.json", (json.dumps([e.record for e in entries], ensure_ascii=False, indent=1) + "\n").encode()
 
 
-def _render_index(env, entries: list[_Entry], tag_names, repo_names, common) -> str:
-    classes = SharedClasses()
-    index = []
-    for i, e in enumerate(entries):
-        r = RecordView.of(e.record)
-        text = "\n".join([r.error_message, r.error_class, r.slug, r.documentation, r.trigger_scenarios,
-                          r.common_situations, *r.solutions, *r.tags])
-        index.append({
-            "i": i,
-            "m": r.error_message,
-            "t": text.lower(),
-            "p": classes.compress(e.js.source) if e.js.source is not None else None,
-            "gp": e.js.plan,
-            "l": e.js.literals if e.js.ok else [],
-            "a": 1 if e.js.ascii_only else 0,
-            "r": r.repo,
-            "c": r.error_class,
-            "s": r.severity,
-            "g": sorted(r.tags),
-            "st": e.status,
-            "pr": e.proof_status,
-        })
-    data = {"records": index, "classes": classes.classes, "max_input": MAX_TEST_INPUT, "max_line": MAX_TEST_LINE}
-    return env.get_template("index.html").render(
-        root="", entries=entries, tag_names=tag_names, repo_names=repo_names,
+def _search_entry(e: _Entry, classes: SharedClasses) -> dict:
+    """One record as the search sees it (site.js): its text, its pattern, its filters and
+    what a result line shows."""
+    r = RecordView.of(e.record)
+    text = "\n".join([r.error_message, r.error_class, r.slug, r.documentation, r.trigger_scenarios,
+                      r.common_situations, *r.solutions, *r.tags])
+    item = {
+        "u": e.path,
+        "m": r.error_message,
+        "t": text.lower(),
+        "p": classes.compress(e.js.source) if e.js.source is not None else None,
+        "gp": e.js.plan,
+        "l": e.js.literals if e.js.ok else [],
+        "a": 1 if e.js.ascii_only else 0,
+        "r": r.repo,
+        "c": r.error_class,
+        "s": r.severity,
+        "g": sorted(r.tags),
+        "st": e.status,
+        "pr": e.proof_status,
+    }
+    shown = _excerpt(e.record["errorMessage"])
+    if shown != r.error_message:
+        item["x"] = shown  # the result line's text, when it is not the message itself
+    return item
+
+
+def search_chunks(entries: list[_Entry], chunk_bytes: int = SEARCH_CHUNK_BYTES) -> list[tuple[str, bytes, int]]:
+    """The search data as ``(path, script, record count)`` chunks of about ``chunk_bytes``,
+    in record order. Each chunk carries its own shared character classes, so it stands
+    alone; its name holds a hash of its content, so a browser never mixes a cached chunk
+    with a newer index."""
+    groups: list[tuple[list[dict], SharedClasses]] = []
+    size = chunk_bytes
+    for e in entries:
+        if size >= chunk_bytes:
+            groups.append(([], SharedClasses()))
+            size = 0
+        items, classes = groups[-1]
+        before = sum(len(c) for c in classes.classes)
+        item = _search_entry(e, classes)
+        items.append(item)
+        size += len(json.dumps(item, ensure_ascii=False)) + sum(len(c) for c in classes.classes) - before
+    out = []
+    for k, (items, classes) in enumerate(groups):
+        body = f"errkbSearchChunk({k},{script_json({'records': items, 'classes': classes.classes})});\n"
+        content = (f"/* errkb search data {k + 1}/{len(groups)}: {len(items)} records. "
+                   "Generated by `errkb site build`; loaded by static/site.js. */\n" + body).encode()
+        digest = hashlib.sha256(content).hexdigest()[:10]
+        out.append((f"search/{k}-{digest}.js", content, len(items)))
+    return out
+
+
+def _render_index(env, entries: list[_Entry], tag_names, repo_names, common) -> Iterator[tuple[str, bytes]]:
+    """The search chunks, then index.html: the filters, the first INDEX_PAGE records and a
+    small manifest naming the chunks."""
+    chunks = search_chunks(entries)
+    for path, content, _ in chunks:
+        yield path, content
+    manifest = {"chunks": [{"src": path, "n": n} for path, _, n in chunks], "total": len(entries), "page": INDEX_PAGE,
+                "max_input": MAX_TEST_INPUT, "max_line": MAX_TEST_LINE}
+    page = env.get_template("index.html").render(
+        root="", entries=entries[:INDEX_PAGE], tag_names=tag_names, repo_names=repo_names, page_size=INDEX_PAGE,
         classes=sorted({e.record["errorClass"] for e in entries}),
         severities=[s for s in SEVERITY_ORDER if any(e.record["severity"] == s for e in entries)],
-        search_data=data, **common,
+        search_data=manifest, **common,
     )
+    yield "index.html", page.encode()
 
 
 # -- writing and checking ------------------------------------------------------------

@@ -125,8 +125,18 @@
     return out;
   }
 
-  // A match, or null: literals first (cheap, and they bound what the regex sees).
+  // A match, or null: literals first (cheap, and they bound what the regex sees). m is a
+  // matcher, or a function making one: the index compiles a record's RegExp only when a
+  // text has all its literals.
   function tryPattern(m, literals, asciiOnly, texts) {
+    if (typeof m === "function") {
+      var make = m;
+      m = null;
+      for (var k = 0; k < texts.length && !m; k++) {
+        if (literals.every(function (lit) { return texts[k].indexOf(lit) >= 0; })) { m = make(); if (!m) { return null; } }
+      }
+      if (!m) { return null; }
+    }
     for (var i = 0; i < texts.length; i++) {
       var t = texts[i];
       var all = true;
@@ -184,18 +194,30 @@
   });
 
   // ---- the index: filters, full-text search, log-line matching -------------
+  // index.html holds the first page of records and a manifest of the search data's
+  // chunks (search/<k>-<hash>.js). Each chunk is a script calling errkbSearchChunk:
+  // <script src> works from file://, where fetch() of a local file does not. All chunks
+  // are requested at once and run in order; a search made before the last one arrives
+  // covers the records loaded so far, says so, and is redone as more arrive.
   var indexEl = document.getElementById("errkb-index");
   if (!indexEl) { return; }
   var data = JSON.parse(indexEl.textContent);
-  var records = data.records;
-  var regexes = records.map(function (r) { return matcherFor(r.p, r.gp, data.classes); });
+  var total = data.total;
+  var PAGE = data.page;
+  var start = 0;
+  var chunks = data.chunks.map(function (c) {
+    var chunk = { src: c.src, n: c.n, start: start, records: null, classes: null, matchers: null };
+    start += c.n;
+    return chunk;
+  });
+  var loaded = 0;
+  var loadedRecords = 0;
+  var failed = [];
   var all = document.getElementById("all-records");
-  var items = Array.prototype.slice.call(all.children);
   var results = document.getElementById("results");
   var more = document.getElementById("more");
   var q = document.getElementById("q");
   var count = document.getElementById("count");
-  var PAGE = 200;
   var limit = PAGE;
   var filters = {
     r: document.getElementById("f-repo"),
@@ -205,6 +227,62 @@
     st: document.getElementById("f-status"),
     pr: document.getElementById("f-proof")
   };
+
+  function complete() { return loaded === chunks.length; }
+  function filtersActive() { return Object.keys(filters).some(function (k) { return filters[k].value !== ""; }); }
+  // Whether what is on screen depends on the search data (not just the first page in the HTML).
+  function usesData() { return q.value.trim() !== "" || filtersActive() || limit > PAGE; }
+
+  var redraw = null;
+  function dataChanged() {
+    if (redraw === null && (usesData() || complete() || failed.length)) {
+      redraw = setTimeout(function () { redraw = null; update(true); }, 0);
+    }
+  }
+  window.errkbSearchChunk = function (k, payload) {
+    var chunk = chunks[k];
+    if (!chunk || chunk.records) { return; }
+    chunk.records = payload.records;
+    chunk.classes = payload.classes;
+    chunk.matchers = new Array(payload.records.length);
+    loaded++;
+    loadedRecords += payload.records.length;
+    dataChanged();
+  };
+  chunks.forEach(function (chunk) {
+    var script = document.createElement("script");
+    script.src = chunk.src;
+    script.async = false;  // run in order
+    script.onerror = function () { failed.push(chunk.src); dataChanged(); };
+    document.body.appendChild(script);
+  });
+
+  // A result line, as _record_list.html draws it; record text only through textContent.
+  function element(tag, className, text) {
+    var el = document.createElement(tag);
+    if (className) { el.className = className; }
+    if (text !== undefined) { el.textContent = text; }
+    return el;
+  }
+  function itemFor(r, i, hit) {
+    var li = element("li", "record");
+    li.setAttribute("data-i", String(i));
+    var link = element("a", "record-link");
+    link.setAttribute("href", r.u);
+    link.appendChild(element("span", "msg", r.x || r.m));
+    li.appendChild(link);
+    var meta = element("span", "meta");
+    meta.appendChild(element("span", "badge sev-" + r.s, r.s));
+    meta.appendChild(element("code", "cls", r.c));
+    meta.appendChild(element("span", "repo", r.r));
+    if (r.st === "draft") { meta.appendChild(element("span", "badge status-draft", "draft, not curated")); }
+    if (r.st === "findings") { meta.appendChild(element("span", "badge status-findings", "lint findings")); }
+    var badge = element("span", "pattern-hit", "pattern matches");
+    badge.hidden = !hit;
+    meta.appendChild(badge);
+    li.appendChild(meta);
+    return li;
+  }
 
   function passesFilters(r) {
     if (filters.r.value && r.r !== filters.r.value) { return false; }
@@ -224,32 +302,45 @@
   function update(keepPage) {
     if (!keepPage) { limit = PAGE; }
     var query = q.value;
+    if (!usesData()) {
+      // The plain list: its first page is in the HTML already.
+      results.hidden = true;
+      results.textContent = "";
+      all.hidden = false;
+      var after = total - Math.min(PAGE, total);
+      more.hidden = after === 0;
+      more.textContent = "Show " + Math.min(after, PAGE) + " more of " + after;
+      count.textContent = plural(total) + (after ? " · showing the first " + PAGE : "") + loadingNote();
+      return;
+    }
     var ws = words(query.slice(0, data.max_input));
     var texts = query.trim() ? candidates(query, data.max_input, data.max_line) : [];
     var shown = [];
     var hits = 0;
-    records.forEach(function (r, i) {
-      if (!passesFilters(r)) { return; }
-      var rank = null;
-      if (texts.length && regexes[i] && tryPattern(regexes[i], r.l, r.a, texts)) {
-        rank = 0;
-        hits++;
-      } else if (!ws.length) {
-        rank = 2;
-      } else if (ws.every(function (w) { return r.t.indexOf(w) >= 0; })) {
-        var msg = r.m.toLowerCase();
-        rank = ws.every(function (w) { return msg.indexOf(w) >= 0; }) ? 1 : 2;
-      }
-      if (rank !== null) { shown.push([rank, i]); }
+    chunks.forEach(function (chunk) {
+      if (!chunk.records) { return; }
+      chunk.records.forEach(function (r, j) {
+        if (!passesFilters(r)) { return; }
+        var rank = null;
+        if (texts.length && (r.p || r.gp) && tryPattern(function () {
+          if (chunk.matchers[j] === undefined) { chunk.matchers[j] = matcherFor(r.p, r.gp, chunk.classes); }
+          return chunk.matchers[j];
+        }, r.l, r.a, texts)) {
+          rank = 0;
+          hits++;
+        } else if (!ws.length) {
+          rank = 2;
+        } else if (ws.every(function (w) { return r.t.indexOf(w) >= 0; })) {
+          var msg = r.m.toLowerCase();
+          rank = ws.every(function (w) { return msg.indexOf(w) >= 0; }) ? 1 : 2;
+        }
+        if (rank !== null) { shown.push([rank, chunk.start + j, r]); }
+      });
     });
     // Pattern matches first, then message hits, then the rest; index order otherwise.
     shown.sort(function (a, b) { return a[0] - b[0] || a[1] - b[1]; });
     var frag = document.createDocumentFragment();
-    shown.slice(0, limit).forEach(function (s) {
-      var li = items[s[1]].cloneNode(true);
-      li.querySelector(".pattern-hit").hidden = s[0] !== 0;
-      frag.appendChild(li);
-    });
+    shown.slice(0, limit).forEach(function (s) { frag.appendChild(itemFor(s[2], s[1], s[0] === 0)); });
     results.textContent = "";
     results.appendChild(frag);
     all.hidden = true;
@@ -257,9 +348,14 @@
     var rest = shown.length - Math.min(limit, shown.length);
     more.hidden = rest === 0;
     more.textContent = "Show " + Math.min(rest, PAGE) + " more of " + rest;
-    count.textContent = (shown.length === records.length ? plural(records.length) : shown.length + " of " + plural(records.length)) +
+    count.textContent = (shown.length === total ? plural(total) : shown.length + " of " + plural(total)) +
       (hits ? " · " + hits + " matched by pattern" : "") +
-      (rest ? " · showing the first " + Math.min(limit, shown.length) : "");
+      (rest ? " · showing the first " + Math.min(limit, shown.length) : "") + loadingNote();
+  }
+  function loadingNote() {
+    if (failed.length) { return " · search data missing (" + failed.join(", ") + "): results may be incomplete"; }
+    if (complete()) { return ""; }
+    return " · searched " + loadedRecords + " so far, loading the rest";
   }
 
   more.addEventListener("click", function () { limit += PAGE; update(true); });
@@ -269,8 +365,5 @@
   Object.keys(filters).forEach(function (k) { filters[k].addEventListener("change", function () { update(); }); });
   var params = new URLSearchParams(window.location.search);
   if (params.get("q")) { q.value = params.get("q"); }
-  // With scripts on, the full list (there for readers without them) gives way to
-  // pages of results, even before anything is typed: laying out thousands of items
-  // is what makes a large index slow.
   update();
 })();
