@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
+from errkb.records.read import SIDECAR_DIRS
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
@@ -43,7 +44,7 @@ CONFUSABLE_PAIRS = [
 
 def _wrapped_files() -> list[Path]:
     # data/proofs and data/findings are errkb's own files next to the records, not records.
-    return sorted(p for p in DATA.rglob("*.json") if p.relative_to(DATA).parts[0] not in ("proofs", "findings"))
+    return sorted(p for p in DATA.rglob("*.json") if p.relative_to(DATA).parts[0] not in SIDECAR_DIRS)
 
 
 def _records() -> list[dict]:

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
+from errkb.records.read import SIDECAR_DIRS
 from errkb.resources import data_dir
 from errkb.store.db import bundled_record_paths
 from errkb.verify import proof_data as D
@@ -132,7 +133,7 @@ def test_the_bundled_reader_leaves_proofs_and_findings_out():
 def test_every_committed_proof_is_a_proven_run_of_a_registered_reproducer_whose_message_matches():
     records = {}
     for path in data_dir().rglob("*"):
-        if path.is_file() and path.parts[-2] not in ("proofs", "findings") and path.suffix in (".json", ".txt"):
+        if path.is_file() and path.relative_to(data_dir()).parts[0] not in SIDECAR_DIRS and path.suffix in (".json", ".txt"):
             rec = json.loads(path.read_text())["record"]
             records[rec["id"]] = rec
     proofs = D.all_proofs()
@@ -165,7 +166,7 @@ def test_stats_prints_the_coverage_figure():
 
 def _bundled_ids():
     for path in data_dir().rglob("*"):
-        if path.is_file() and path.parts[-2] not in ("proofs", "findings") and path.suffix in (".json", ".txt"):
+        if path.is_file() and path.relative_to(data_dir()).parts[0] not in SIDECAR_DIRS and path.suffix in (".json", ".txt"):
             yield json.loads(path.read_text())["record"]["id"]
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from errkb import __version__
 from errkb.errors import ErrkbError, signals_held
 from errkb.records.read import (
+    SIDECAR_DIRS,
     SourcedRecord,
     canonical_json,
     content_hash,
@@ -177,12 +178,11 @@ def resolve_db_path(path: str | os.PathLike | None) -> tuple[Path, bool]:
 
 
 # errkb's own files kept next to the bundled records (proof runs, findings): not records.
-BUNDLED_SIDECARS = ("proofs", "findings", "variants")
 
 
 def bundled_record_paths(root: Path) -> list[Path]:
     """The bundled data's top-level entries that hold records (its sidecar folders left out)."""
-    return sorted(p for p in root.iterdir() if not p.name.startswith(".") and p.name not in BUNDLED_SIDECARS)
+    return sorted(p for p in root.iterdir() if not p.name.startswith(".") and p.name not in SIDECAR_DIRS)
 
 
 def _bundled_manifest(root: Path) -> list[list]:
