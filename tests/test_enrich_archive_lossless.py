@@ -43,10 +43,10 @@ def write(path: Path, lines: list[bytes]) -> Path:
     return path
 
 
-def streamed(matcher, data: bytes) -> bytes:
+def streamed(matcher, data: bytes, only_matched: bool = False) -> bytes:
     """What the streaming filter (`errkb enrich < file`) writes for ``data``."""
     out = io.BytesIO()
-    stream([io.BytesIO(data)], out, LineEnricher(matcher), handle_signals=False)
+    stream([io.BytesIO(data)], out, LineEnricher(matcher, only_matched=only_matched), handle_signals=False)
     return out.getvalue()
 
 
@@ -125,6 +125,10 @@ def test_bad_lines_with_two_workers(matcher, tmp_path):
     summary = enrich_archive([str(src)], two, matcher, workers=2, batch_rows=500)
     assert one.read_bytes() == two.read_bytes() == streamed(matcher, src.read_bytes())
     assert (summary.rows, summary.not_json, summary.batches) == (3000, 600, 6)
+    only = tmp_path / "only.jsonl"
+    summary = enrich_archive([str(src)], only, matcher, workers=2, batch_rows=500, only_matched=True)
+    assert only.read_bytes() == streamed(matcher, src.read_bytes(), only_matched=True)
+    assert summary.written == summary.matched == 343
     p1, p2 = tmp_path / "one.parquet", tmp_path / "two.parquet"
     enrich_archive([str(src)], p1, matcher, workers=1, batch_rows=500)
     enrich_archive([str(src)], p2, matcher, workers=2, batch_rows=500)

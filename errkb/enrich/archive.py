@@ -412,15 +412,44 @@ def _enrich_lines(block: bytes, final: bool, enricher=None):
     return out, e.fragments.found, (c.lines, c.json_lines, c.invalid_utf8, c.already_enriched), _bounded(e.matcher)
 
 
-_KIND_OBJECT = ({"a non-empty object": True}, {})  # what LineEnricher._matched_line asks of the object
+def _not_json(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+# The streaming filter's strictness: NaN/Infinity are not JSON, so such a line is text.
+_STRICT = json.JSONDecoder(parse_constant=_not_json)
+
+
+def _match_lines(e, messages: list[str]) -> list[list]:
+    """The matcher's batch call; a failure there costs only the lines it failed on (as
+    in the streaming filter)."""
+    try:
+        return e.matcher.match_lines(messages)
+    except Exception:
+        out = []
+        for m in messages:
+            try:
+                out.append(e.matcher.match_lines([m])[0])
+            except Exception:
+                e.counters.matcher_errors += 1
+                out.append([])
+        return out
+
+
+def _splice(line: str, text: str, empty: bool) -> str:
+    """``line`` (a JSON object) with ``"errkb": text`` added before its closing brace, as
+    text: the input's members stay byte for byte (the streaming filter's rule)."""
+    body = line.rstrip()
+    return f'{body[:-1]}"errkb": {text}}}' if empty else f'{body[:-1]}, "errkb": {text}}}'
 
 
 def _objects_block(e, block: bytes) -> bytes | None:
     """``e.enrich_block(block)`` for the usual block of a JSON Lines archive, where every
     line is a JSON object (None for any other block): the block itself is the output of
     its unmatched lines, so only matched lines are rebuilt (the streaming filter wraps
-    every line as text first, for pipes that mostly carry text)."""
-    from errkb.enrich.lines import _decode_json, field_value
+    every line as text first, for pipes that mostly carry text). The tests hold the two
+    to the same bytes."""
+    from errkb.enrich.lines import field_value
 
     if b"\r" in block or not block.startswith(b"{"):
         return None
@@ -434,9 +463,7 @@ def _objects_block(e, block: bytes) -> bytes | None:
     # per line: 0 an object, 1 the empty object, 2 an object with an errkb member (kept
     # as flags, not dicts: a block's dicts alive at once would keep the collector busy)
     kinds, messages, paths = [], [], e.paths
-    # _decode_json's own scanner, without its whitespace regexes around the value (a
-    # line here starts with "{"); what follows the object may only be JSON whitespace.
-    scan = _decode_json.__self__.scan_once
+    scan = _STRICT.scan_once  # the decoder without its whitespace regexes: a line here starts with "{"
     try:
         for line in lines:
             obj, end = scan(line, 0)
@@ -447,35 +474,30 @@ def _objects_block(e, block: bytes) -> bytes | None:
     except (ValueError, RecursionError, StopIteration):
         return None
     counters = e.counters
-    counters.bytes_in += len(block) + 1
     counters.lines += len(lines)
     counters.json_lines += len(lines)
-    results = e._match(messages)
+    results = _match_lines(e, messages)
     matched = [i for i, r in enumerate(results) if r]
+    done = {i: lines[i] if kinds[i] == 2 else _splice(lines[i], e.fragments.text(results[i][0]), kinds[i] == 1)
+            for i in matched}
+    counters.already_enriched += sum(1 for i in matched if kinds[i] == 2)  # written as read (docs/enrich.md)
     if e.only_matched:
-        if not matched:
-            return b""
-        out = [lines[i] if kinds[i] == 2 else e._matched_line(lines[i], results[i][0], _KIND_OBJECT[kinds[i]], None)
-               for i in matched]
-        counters.already_enriched += sum(1 for i in matched if kinds[i] == 2)
-        return ("\n".join(out) + "\n").encode("utf-8")
+        return "".join(done[i] + "\n" for i in matched).encode("utf-8")
     if not matched:
         return block + b"\n"
     out_lines = block.split(b"\n")
-    for i in matched:
-        if kinds[i] == 2:
-            counters.already_enriched += 1  # written as read (docs/enrich.md)
-            continue
-        out_lines[i] = e._matched_line(lines[i], results[i][0], _KIND_OBJECT[kinds[i]], None).encode("utf-8")
+    for i, line in done.items():
+        out_lines[i] = line.encode("utf-8")
     out_lines.append(b"")
     return b"\n".join(out_lines)
 
 
 def _jsonl_to_jsonl(files, out, matcher, fields, site_url, only_matched, workers, max_lines, resolve_many,
                     summary: ArchiveSummary) -> None:
-    from errkb.enrich.lines import _Fragments
+    from errkb.enrich.lines import LineEnricher
 
-    fragments = _Fragments(site_url, resolve_many)
+    # the streaming filter's own errkb texts (one JSON text per record, the score put in)
+    fragments = LineEnricher(matcher, site_url=site_url, resolve_many=resolve_many).fragments
     per_process: dict = {}
     tasks = (((block, final), (block, final)) for _, block, final in raw_blocks(files, max_lines))
     if workers <= 1:
@@ -557,13 +579,11 @@ def _strict_objects(text, obj):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from errkb.enrich.lines import _decode_json
-
     flags = obj.to_pylist()
     suspects = pc.and_(obj, pc.or_(pc.match_substring(text, "NaN"), pc.match_substring(text, "Infinity")))
     for i in pc.indices_nonzero(suspects).to_pylist():
         try:
-            _decode_json(text[i].as_py())
+            _STRICT.decode(text[i].as_py())
         except ValueError:
             flags[i] = False
         except RecursionError:
