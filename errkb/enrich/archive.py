@@ -281,7 +281,7 @@ def _add_bounded(summary: ArchiveSummary, per_process: dict, report) -> None:
 
 # -- JSON Lines in: raw lines, never read_json ---------------------------------------------
 
-RAW_READ = 4 << 20
+RAW_READ = 16 << 20  # a block: up to batch_rows lines
 _CODECS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
 # A number DuckDB would not hold exactly in a BIGINT/DOUBLE column: 16 or more digits
 # before the point (beyond 2**53 possibly) or a 3-digit exponent (1e999 is not a
@@ -564,7 +564,7 @@ def _raw_batch(block: bytes, final: bool):
         text = pa.array(lines, pa.large_string())
     obj = pc.starts_with(text, "{")
     if b"NaN" in block or b"Infinity" in block:
-        obj = _strict_objects(text, obj)
+        obj = _strict_objects(block, newlines, obj)
     if b64 is None:
         b64_arr = pa.nulls(len(text), pa.string())
     else:
@@ -573,19 +573,29 @@ def _raw_batch(block: bytes, final: bool):
     return pa.table({"__text": text, "__b64": b64_arr, "__obj": obj})
 
 
-def _strict_objects(text, obj):
+def _strict_objects(block: bytes, newlines, obj):
     """``obj`` without the lines DuckDB takes for objects but JSON does not: NaN and
-    Infinity are no JSON values (the streaming filter makes such a line text too)."""
+    Infinity are no JSON values (the streaming filter makes such a line text too). Only
+    the lines holding either word are parsed here."""
+    import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    flags = obj.to_pylist()
-    suspects = pc.and_(obj, pc.or_(pc.match_substring(text, "NaN"), pc.match_substring(text, "Infinity")))
-    for i in pc.indices_nonzero(suspects).to_pylist():
+    flags = obj.to_numpy(zero_copy_only=False).copy()
+    suspects = set()
+    for word in (b"NaN", b"Infinity"):
+        i = block.find(word)
+        while i >= 0:
+            suspects.add(int(np.searchsorted(newlines, i)))  # the line: newlines before it
+            i = block.find(word, i + 1)
+    for n in suspects:
+        if not flags[n]:
+            continue
+        start = int(newlines[n - 1]) + 1 if n else 0
+        end = int(newlines[n]) if n < len(newlines) else len(block)
         try:
-            _STRICT.decode(text[i].as_py())
-        except ValueError:
-            flags[i] = False
+            _STRICT.decode(block[start:end].decode("utf-8"))
+        except ValueError:  # (UnicodeDecodeError too: such a line is no object here anyway)
+            flags[n] = False
         except RecursionError:
             pass
     return pa.array(flags, pa.bool_())
@@ -593,8 +603,9 @@ def _strict_objects(text, obj):
 
 # The block mapped so that a number's shape is left: digits -> "0", signs -> "+", e/E ->
 # "e", "." stays, what may precede a number (: , [ and JSON whitespace) -> ":", all else
-# -> "x". A risky number always leaves one of these shapes (a false alarm, such text
-# inside a string, costs one query over the block).
+# -> "x". A risky number always leaves one of these shapes: ":" (and a sign) and 16
+# digits, or an exponent "e000"/"e+000" right after ":" (and a sign), digits and points,
+# a digit last (a false alarm, such text inside a string, costs one query over the block).
 _SHAPE_TABLE = bytes(
     ord("0") if 48 <= b <= 57 else ord("+") if b in b"+-" else ord("e") if b in b"eE" else ord(".") if b == 46
     else ord(":") if b in b":,[ \t\r\n" else ord("x")
@@ -613,9 +624,10 @@ def _may_hold_risky_number(block: bytes) -> bool:
     for mark in (b"e000", b"e+000"):  # a 3-digit exponent: does a number start right before it?
         i = shape.find(mark)
         while i >= 0:
-            before = shape[max(0, i - 64):i].rstrip(b"0.")
-            if not before or before.endswith((b":", b":+")):  # (64 digits and points: say yes)
-                return True
+            if shape[i - 1:i] == b"0":  # in JSON a digit comes right before the exponent
+                before = shape[max(0, i - 64):i].rstrip(b"0.")
+                if not before or before.endswith((b":", b":+")):  # (64 digits and points: say yes)
+                    return True
             i = shape.find(mark, i + 1)
     return False
 
@@ -695,52 +707,96 @@ class _JsonPlan:
     json_columns: list[bool]
     message: str
     sql: str
+    fast_sql: str  # the same, for a block whose lines starting with "{" are all JSON
+
+
+def _block_structure(con, block: bytes, final: bool) -> tuple[Any, set[str], int, int, int]:
+    """(structure of the block's object lines, keys holding a risky number, object lines,
+    other lines, lines not UTF-8)."""
+    import duckdb
+
+    con.register(RAW_TABLE, _raw_batch(block, final))
+    query = (f"SELECT CAST(json_group_structure(j) AS VARCHAR), count(j), count(*) - count(j), count(__b64) "
+             f"FROM (SELECT CASE WHEN __obj THEN {{}}(__text AS JSON) END AS j, __b64 FROM {RAW_TABLE})")
+    try:  # the usual block: every line starting with "{" is JSON
+        text, n_obj, n_other, n_b64 = con.execute(query.format("CAST")).fetchall()[0]
+    except (duckdb.InvalidInputException, duckdb.ConversionException):
+        text, n_obj, n_other, n_b64 = con.execute(query.format("TRY_CAST")).fetchall()[0]
+    risky: set[str] = set()
+    if _may_hold_risky_number(block):
+        pattern = sql_string(_RISKY_NUMBER)
+        risky.update(k for (k,) in con.execute(
+            f"SELECT DISTINCT je.key FROM (SELECT TRY_CAST(__text AS JSON) AS j FROM {RAW_TABLE} "
+            f"WHERE __obj AND regexp_matches(__text, {pattern})) f, json_each(f.j) je "
+            f"WHERE regexp_matches(CAST(je.value AS VARCHAR), {pattern})"
+        ).fetchall())
+    found = None
+    if text:
+        try:
+            found = json.loads(text)
+        except RecursionError:  # nesting deeper than Python parses: per key, deep ones as JSON
+            found = {}
+            for key, sub in con.execute(
+                f"SELECT je.key, CAST(json_group_structure(je.value) AS VARCHAR) FROM "
+                f"(SELECT TRY_CAST(__text AS JSON) AS j, row_number() OVER () AS n FROM {RAW_TABLE} WHERE __obj) f, "
+                f"json_each(f.j) je GROUP BY je.key ORDER BY min(f.n)"
+            ).fetchall():
+                try:
+                    found[key] = json.loads(sub)
+                except RecursionError:
+                    found[key] = "JSON"
+        # every line here is an object: a structure that is not one (DuckDB says "JSON"
+        # for {}) means objects without members
+        found = found if isinstance(found, dict) else {}
+    return found, risky, n_obj, n_other, n_b64
 
 
 def _first_pass(con, files: Sequence[str], max_lines: int) -> tuple[Any, set[str], int, int, int]:
     """(merged structure of the object lines, keys holding a risky number, object lines,
-    other lines, lines not UTF-8) over every line of ``files``."""
+    other lines, lines not UTF-8) over every line of ``files``. Blocks are read and
+    asked in a few threads (DuckDB and numpy let go of the GIL), one block per thread
+    and one more in flight; their structures are merged in file order, so columns come
+    in the order their keys first appear."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
     import duckdb
+
+    local = threading.local()
+
+    def run(block: bytes, final: bool):
+        cursor = getattr(local, "cursor", None)
+        if cursor is None:
+            cursor = local.cursor = con.cursor()
+        return _block_structure(cursor, block, final)
 
     structure = None
     risky: set[str] = set()
     objects = others = invalid = 0
-    pattern = sql_string(_RISKY_NUMBER)
-    for path, block, final in raw_blocks(files, max_lines):
-        con.register(RAW_TABLE, _raw_batch(block, final))
-        try:
-            text, n_obj, n_other, n_b64 = con.execute(
-                f"SELECT CAST(json_group_structure(j) AS VARCHAR), count(j), count(*) - count(j), count(__b64) "
-                f"FROM (SELECT CASE WHEN __obj THEN TRY_CAST(__text AS JSON) END AS j, __b64 FROM {RAW_TABLE})"
-            ).fetchall()[0]
-            if _may_hold_risky_number(block):
-                risky.update(k for (k,) in con.execute(
-                    f"SELECT DISTINCT je.key FROM (SELECT TRY_CAST(__text AS JSON) AS j FROM {RAW_TABLE} "
-                    f"WHERE __obj AND regexp_matches(__text, {pattern})) f, json_each(f.j) je "
-                    f"WHERE regexp_matches(CAST(je.value AS VARCHAR), {pattern})"
-                ).fetchall())
-            if text:
-                try:
-                    found = json.loads(text)
-                except RecursionError:  # nesting deeper than Python parses: per key, deep ones as JSON
-                    found = {}
-                    for key, sub in con.execute(
-                        f"SELECT je.key, CAST(json_group_structure(je.value) AS VARCHAR) FROM "
-                        f"(SELECT TRY_CAST(__text AS JSON) AS j, row_number() OVER () AS n FROM {RAW_TABLE} WHERE __obj) f, "
-                        f"json_each(f.j) je GROUP BY je.key ORDER BY min(f.n)"
-                    ).fetchall():
-                        try:
-                            found[key] = json.loads(sub)
-                        except RecursionError:
-                            found[key] = "JSON"
-                # every line here is an object: a structure that is not one (DuckDB says
-                # "JSON" for {}) means objects without members
-                structure = _merge(structure, found if isinstance(found, dict) else {})
-        except duckdb.Error as e:
-            raise ArchiveError(f"{path}: {duck_error(e)}") from e
-        objects += n_obj
-        others += n_other
-        invalid += n_b64
+    threads = max(1, min(4, os.cpu_count() or 1))
+    with ThreadPoolExecutor(threads, thread_name_prefix="errkb-archive") as pool:
+        pending: deque[tuple[str, Future]] = deque()
+
+        def collect() -> None:
+            nonlocal structure, objects, others, invalid
+            path, fut = pending.popleft()
+            try:
+                found, keys, n_obj, n_other, n_b64 = fut.result()
+            except duckdb.Error as e:
+                raise ArchiveError(f"{path}: {duck_error(e)}") from e
+            if found is not None:
+                structure = _merge(structure, found)
+            risky.update(keys)
+            objects += n_obj
+            others += n_other
+            invalid += n_b64
+
+        for path, block, final in raw_blocks(files, max_lines):
+            pending.append((path, pool.submit(run, block, final)))
+            if len(pending) > threads:
+                collect()
+        while pending:
+            collect()
     return structure, risky, objects, others, invalid
 
 
@@ -814,13 +870,16 @@ def json_plan(con, files: Sequence[str], fields: Sequence[str], max_lines: int, 
     message = f"CASE WHEN __ok THEN {matched_on} ELSE __text END"
     parsed = [f"CASE WHEN __obj THEN TRY(json_transform(__text, {sql_string(json.dumps(g))})) END AS __j{i}"
               for i, g in enumerate(groups)]
+    fast = [p.replace("TRY(json_transform(", "(json_transform(") for p in parsed]
     ok = "__j0 IS NOT NULL" if groups else "(__obj AND json_valid(__text))"
     columns = [f"{e} AS c{i}" for i, e in enumerate(exprs)]
-    sql = (
-        f"SELECT {', '.join([*columns, f'{message} AS {MESSAGE_COLUMN}', f'NOT __ok AS {TEXT_COLUMN}'])} "
-        f"FROM (SELECT *, {ok} AS __ok FROM (SELECT {', '.join(['__text', '__b64', '__obj', *parsed])} FROM {RAW_TABLE}))"
-    )
-    return _JsonPlan(names, exprs, json_cols, message, sql)
+    def select(parsed: list[str]) -> str:
+        return (
+            f"SELECT {', '.join([*columns, f'{message} AS {MESSAGE_COLUMN}', f'NOT __ok AS {TEXT_COLUMN}'])} "
+            f"FROM (SELECT *, {ok} AS __ok FROM (SELECT {', '.join(['__text', '__b64', '__obj', *parsed])} FROM {RAW_TABLE}))"
+        )
+
+    return _JsonPlan(names, exprs, json_cols, message, select(parsed), select(fast))
 
 
 class _RecordColumns:
@@ -959,8 +1018,8 @@ def enrich_archive(
         files = json_files(inputs)
         plan = json_plan(con, files, fields, batch_rows, inputs[0])
         names, json_cols = plan.names, plan.json_columns
-        reader = _json_batches(con, files, plan.sql, batch_rows, summary)
         in_schema = _empty_result(con, plan.sql).schema
+        reader = _ahead(_json_batches(con.cursor(), files, plan, batch_rows, summary))
     else:
         source = source_sql(inputs)
         try:
@@ -1036,6 +1095,9 @@ def enrich_archive(
             raise failure[0] from None
         raise
     finally:
+        close = getattr(reader, "close", None)  # a generator: stops _ahead's thread if the run stopped early
+        if close is not None:
+            close()
         writer.close()
         con.close()
     summary.labels = records.labels
@@ -1053,7 +1115,7 @@ def _empty_result(con, sql: str):
     return _arrow(con.sql(sql)).drop_columns([TEXT_COLUMN])
 
 
-def _json_batches(con, files: Sequence[str], sql: str, max_lines: int, summary: ArchiveSummary) -> Iterator:
+def _json_batches(con, files: Sequence[str], plan: _JsonPlan, max_lines: int, summary: ArchiveSummary) -> Iterator:
     """Each block of raw lines converted by the plan's SQL: one Arrow batch per block."""
     import duckdb
     import pyarrow.compute as pc
@@ -1062,13 +1124,59 @@ def _json_batches(con, files: Sequence[str], sql: str, max_lines: int, summary: 
         raw = _raw_batch(block, final)
         con.register(RAW_TABLE, raw)
         try:
-            table = _arrow(con.sql(sql)).combine_chunks()
+            try:  # the usual block: every line starting with "{" is JSON
+                table = _arrow(con.sql(plan.fast_sql)).combine_chunks()
+            except (duckdb.InvalidInputException, duckdb.ConversionException):
+                table = _arrow(con.sql(plan.sql)).combine_chunks()
         except duckdb.Error as e:
             raise ArchiveError(f"{path}: {duck_error(e)}") from e
         summary.invalid_utf8 += len(raw) - raw.column("__b64").null_count
         summary.not_json += pc.sum(table.column(TEXT_COLUMN)).as_py() or 0
         table = table.drop_columns([TEXT_COLUMN])
         yield from table.to_batches()
+
+
+def _ahead(items: Iterator) -> Iterator:
+    """``items``, each produced in a thread while the one before is used: reading and
+    converting the next block (numpy, DuckDB: no GIL held) overlaps matching this one."""
+    import queue
+    import threading
+
+    slot: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    end = object()
+
+    def put(entry) -> bool:
+        while not stop.is_set():
+            try:
+                slot.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put((item, None)):
+                    return
+            put((end, None))
+        except BaseException as e:  # handed to the consumer, raised there
+            put((end, e))
+
+    worker = threading.Thread(target=produce, name="errkb-archive-read", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item, error = slot.get()
+            if item is end:
+                if error is not None:
+                    raise error
+                return
+            yield item
+    finally:
+        stop.set()
+        worker.join()
 
 
 def _write(con, batches, tmp: str, out_ext: str, names: list[str] | None, json_cols: list[bool]) -> None:
