@@ -12,7 +12,7 @@ if not __package__:
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 
-from errkb.cli import cli
+from errkb.cli import main
 
 if __name__ == "__main__":
-    cli(prog_name="errkb")
+    main()

@@ -97,6 +97,28 @@ class ErrkbGroup(click.Group):
             raise UsageError(f"internal error at {where}: {type(e).__name__}: {e} (ERRKB_DEBUG=1 shows the traceback)") from e
 
 
+def main() -> None:
+    """The ``errkb`` console script: :func:`cli`, and then, while the process winds down
+    after its work (DuckDB closing, the interpreter's teardown), a stop signal ends it with
+    128 + signal quietly instead of a traceback or death by the signal's default action."""
+    import os
+    import signal
+
+    def exit_now(signum, frame):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(128 + signum)
+
+    try:
+        cli(prog_name="errkb")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, exit_now)
+
+
 @click.group(cls=ErrkbGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="errkb")
 def cli():
