@@ -773,7 +773,8 @@ def _first_pass(con, files: Sequence[str], max_lines: int) -> tuple[Any, set[str
     structure = None
     risky: set[str] = set()
     objects = others = invalid = 0
-    threads = max(1, min(4, os.cpu_count() or 1))
+    # half the cores, up to 4: the workers and DuckDB's own threads want the rest
+    threads = max(1, min(4, (os.cpu_count() or 1) // 2))
     with ThreadPoolExecutor(threads, thread_name_prefix="errkb-archive") as pool:
         pending: deque[tuple[str, Future]] = deque()
 
@@ -1019,7 +1020,7 @@ def enrich_archive(
         plan = json_plan(con, files, fields, batch_rows, inputs[0])
         names, json_cols = plan.names, plan.json_columns
         in_schema = _empty_result(con, plan.sql).schema
-        reader = _ahead(_json_batches(con.cursor(), files, plan, batch_rows, summary))
+        reader = _json_batches(con, files, plan, batch_rows, summary)
     else:
         source = source_sql(inputs)
         try:
@@ -1095,9 +1096,6 @@ def enrich_archive(
             raise failure[0] from None
         raise
     finally:
-        close = getattr(reader, "close", None)  # a generator: stops _ahead's thread if the run stopped early
-        if close is not None:
-            close()
         writer.close()
         con.close()
     summary.labels = records.labels
@@ -1134,49 +1132,6 @@ def _json_batches(con, files: Sequence[str], plan: _JsonPlan, max_lines: int, su
         summary.not_json += pc.sum(table.column(TEXT_COLUMN)).as_py() or 0
         table = table.drop_columns([TEXT_COLUMN])
         yield from table.to_batches()
-
-
-def _ahead(items: Iterator) -> Iterator:
-    """``items``, each produced in a thread while the one before is used: reading and
-    converting the next block (numpy, DuckDB: no GIL held) overlaps matching this one."""
-    import queue
-    import threading
-
-    slot: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
-    end = object()
-
-    def put(entry) -> bool:
-        while not stop.is_set():
-            try:
-                slot.put(entry, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if not put((item, None)):
-                    return
-            put((end, None))
-        except BaseException as e:  # handed to the consumer, raised there
-            put((end, e))
-
-    worker = threading.Thread(target=produce, name="errkb-archive-read", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item, error = slot.get()
-            if item is end:
-                if error is not None:
-                    raise error
-                return
-            yield item
-    finally:
-        stop.set()
-        worker.join()
 
 
 def _write(con, batches, tmp: str, out_ext: str, names: list[str] | None, json_cols: list[bool]) -> None:
