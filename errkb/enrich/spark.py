@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from errkb.errors import ErrkbError
+from errkb.resources import cache_root
 from errkb.store.cache import atomic_write
-from errkb.store.db import cache_root
 
 if TYPE_CHECKING:  # pyspark is an optional extra: `pip install 'errkb[spark]'`
     from pyspark.sql import DataFrame, SparkSession

@@ -28,6 +28,7 @@ from errkb.records.variants import (
     VariantsError,
     lint_variant,
 )
+from errkb.resources import cache_root
 
 MIN_VARIANT_SIMILARITY = 0.8
 MIN_VARIANT_SIMILARITY_ELSEWHERE = 0.9  # when the site is in another function than the recorded one
@@ -152,8 +153,7 @@ def write(result: dict, folder: Path) -> Path:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("ERRKB_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "errkb")
-    return Path(base) / "releases"
+    return cache_root() / "releases"
 
 
 def latest_versions(package: str, n: int) -> list[str]:

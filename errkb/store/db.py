@@ -31,7 +31,7 @@ from errkb.records.read import (
     iter_files,
     read_records,
 )
-from errkb.resources import data_dir
+from errkb.resources import cache_root, data_dir
 from errkb.store.cache import atomic_write
 
 # errkb runs offline and in pipelines: DuckDB must never fetch an extension at run
@@ -136,13 +136,6 @@ class IngestReport:
 
 
 # -- locations ---------------------------------------------------------------
-
-
-def cache_root() -> Path:
-    if os.environ.get("ERRKB_CACHE_DIR"):
-        return Path(os.environ["ERRKB_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "errkb"
 
 
 def default_db_path() -> Path:

@@ -428,8 +428,9 @@ def _store_files() -> list[str]:
     for name in ("ERRKB_DB",):
         if os.environ.get(name):
             found.update(p for p in (os.environ[name], os.environ[name] + ".wal") if os.path.isfile(p))
-    cache = os.environ.get("ERRKB_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "errkb")
+    # errkb.resources.cache_root(), spelled out: this module imports only the standard library.
+    cache = os.path.abspath(os.environ.get("ERRKB_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "errkb"))
     if os.path.isdir(cache):
         found.update(os.path.join(cache, n) for n in os.listdir(cache) if ".duckdb" in n and os.path.isfile(os.path.join(cache, n)))
     return sorted(found)

