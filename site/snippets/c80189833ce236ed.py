@@ -22,10 +22,22 @@ ANALYZED_SHA = 'c0c2335ce027486d254c31f665ce00d7db427d22'
 
 
 def validate() -> None:
-    import psutil
-    swap_space_gib, tensor_parallel_size = 2, 8
-    total = psutil.virtual_memory().total
-    assert swap_space_gib * tensor_parallel_size * (1 << 30) <= 0.7 * total, "swap space over 70% of RAM"
+    import argparse
+    import os
+
+    # python validate.py --tensor-parallel-size 8 --swap-space 2   (the flags you start vLLM with)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--swap-space", type=float, default=4)  # GiB of CPU swap per GPU; vLLM's default
+    parser.add_argument("--tensor-parallel-size", type=int, default=1)
+    args, _ = parser.parse_known_args()
+    try:
+        import psutil
+        total = psutil.virtual_memory().total  # what vLLM's get_cpu_memory() reads
+    except ImportError:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    swap = args.swap_space * args.tensor_parallel_size * (1 << 30)
+    assert swap <= 0.7 * total, (f"--swap-space x --tensor-parallel-size = {swap / (1 << 30):.2f} GiB, over 70% of "
+                                 f"this host's {total / (1 << 30):.2f} GiB of RAM: lower --swap-space")
 
 
 def main() -> int:
