@@ -117,6 +117,7 @@ def test_cli_writes_the_file_and_explain_matches_the_variant(project, tmp_path, 
     r = runner.invoke(cli, ["variants", "build", record["id"], "--db", str(db), "--releases", given, "--json"])
     assert [v["releases"] for v in json.loads(r.output)[0]["variants"]] == [["0.1.0", "0.2.0"]]
     assert data["record_id"] == record["id"] and data["scanned"] == ["0.1.0", "0.2.0", "0.3.0"]
+    assert data["record_releases"] == ["0.3.0"]  # where the record's own wording is raised: the variant is older
 
     monkeypatch.setenv("ERRKB_VARIANTS_DIR", str(out))
     text = "ValueError: cannot load the config from /models/llama/config.json: the file is empty"
@@ -126,7 +127,7 @@ def test_cli_writes_the_file_and_explain_matches_the_variant(project, tmp_path, 
     r = runner.invoke(cli, ["explain", "--db", str(db), "--json", text])
     match = json.loads(r.output)["matches"][0]
     assert match["id"] == record["id"]
-    assert match["variant"] == {"releases": ["0.1.0", "0.2.0"], "first": "0.1.0", "last": "0.2.0"}
+    assert match["variant"] == {"releases": ["0.1.0", "0.2.0"], "first": "0.1.0", "last": "0.2.0", "relation": "older"}
     # The record's own wording is a plain match.
     own = "ValueError: cannot load the model config from /m/c.json: the file is empty or truncated"
     r = runner.invoke(cli, ["explain", "--db", str(db), "--json", own])
@@ -134,6 +135,36 @@ def test_cli_writes_the_file_and_explain_matches_the_variant(project, tmp_path, 
     # Text that is neither wording matches nothing.
     r = runner.invoke(cli, ["explain", "--db", str(db), "--json", "ValueError: failed to read the weights file"])
     assert json.loads(r.output)["matches"] == []
+
+
+def test_a_wording_after_every_release_of_the_records_own_is_newer_and_one_release_is_not_a_range(
+        project, tmp_path, monkeypatch):
+    # The record was written from the older code: its wording holds in 0.1.0-0.2.0, the reworded one in 0.3.0.
+    db, record, releases = project
+    for version in ("0.1.0", "0.2.0"):
+        (releases[version] / "proj" / "core.py").write_text(CURRENT)
+    (releases["0.3.0"] / "proj" / "core.py").write_text(OLD)
+    result = build(record, [Release(v, p) for v, p in releases.items()])
+    assert result["record_releases"] == ["0.1.0", "0.2.0"]
+    assert [(v["first"], v["last"]) for v in result["variants"]] == [("0.3.0", "0.3.0")]
+    out = tmp_path / "variants"
+    out.mkdir()
+    (out / f"{record['id']}.json").write_text(json.dumps(result))
+    monkeypatch.setenv("ERRKB_VARIANTS_DIR", str(out))
+    text = "ValueError: cannot load the config from /models/llama/config.json: the file is empty"
+    r = CliRunner().invoke(cli, ["explain", "--db", str(db), text])
+    assert r.exit_code == 0, r.output
+    assert f"newer wording (proj 0.3.0) of {record['slug']}" in " ".join(r.output.split())
+
+
+def test_relation_of_a_variant_to_the_records_own_releases():
+    from errkb.records.variants import relation
+
+    v = {"first": "0.9.0", "last": "0.10.2"}
+    assert relation(v, ["0.11.0", "0.12.1"]) == "older"  # 0.10 before 0.11, not as strings
+    assert relation(v, ["0.8.5"]) == "newer"
+    assert relation(v, ["0.8.5", "0.11.0"]) == "other"  # the wordings alternate
+    assert relation(v, []) == "other"  # no scanned release raises the record's own wording
 
 
 def test_version_of_release_files():

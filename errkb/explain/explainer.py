@@ -150,7 +150,7 @@ class Found:
     bounded: bool
     record: dict | None
     occurrences: Occurrences | None = None
-    variant: dict | None = None  # matched another release's wording: {"releases", "first", "last", "project"}
+    variant: dict | None = None  # matched another release's wording: {"releases", "first", "last", "relation", "project"}
 
     @classmethod
     def from_match(cls, m, record: dict | None) -> Found:
@@ -169,7 +169,7 @@ class Found:
             "message": self.message,
             "engine": self.engine,
             "bounded": self.bounded,
-            "variant": ({k: self.variant.get(k) for k in ("releases", "first", "last")} if self.variant else None),
+            "variant": ({k: self.variant.get(k) for k in ("releases", "first", "last", "relation")} if self.variant else None),
             "occurrences": self.occurrences.as_dict() if self.occurrences else None,
             "proof": _proof(self.record_id),
             "record": self.record,

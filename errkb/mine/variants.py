@@ -27,6 +27,7 @@ from pathlib import Path
 from errkb.records.variants import (
     VariantsError,
     lint_variant,
+    version_key,
 )
 from errkb.resources import cache_root
 
@@ -49,10 +50,6 @@ def version_of(path: Path) -> str:
     return m.group(1)
 
 
-def _version_key(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.+]", version))
-
-
 def build(record: dict, releases: list[Release]) -> dict:
     """The variants of ``record`` across ``releases``: the file ``data/variants/<id>.json`` holds."""
     return build_many([record], releases)[0]
@@ -66,8 +63,9 @@ def build_many(records: list[dict], releases: list[Release]) -> list[dict]:
 
     found: list[dict[str, dict]] = [{} for _ in records]
     dropped: list[list[dict]] = [[] for _ in records]
+    holds: list[list[str]] = [[] for _ in records]  # releases that raise the record's own wording
     scanned: list[str] = []
-    for release in sorted(releases, key=lambda r: _version_key(r.version)):
+    for release in sorted(releases, key=lambda r: version_key(r.version)):
         try:
             tree = SourceTree.open(release.path)
         except (FileNotFoundError, OSError, ValueError) as e:
@@ -88,6 +86,8 @@ def build_many(records: list[dict], releases: list[Release]) -> list[dict]:
         for k, record in enumerate(records):
             prefix = record_path_prefix([record], names)
             entry = check_record_site(record, prefix, index, templated, files, file_text)
+            if entry.status in ("same", "moved"):
+                holds[k].append(release.version)
             if entry.status != "reworded" or entry.site is None:
                 continue
             close = _literal_similarity(record["messagePattern"], entry.site.template.pattern())
@@ -121,7 +121,8 @@ def build_many(records: list[dict], releases: list[Release]) -> list[dict]:
     out = []
     for k, record in enumerate(records):
         variants = [{**v, "first": v["releases"][0], "last": v["releases"][-1]} for v in found[k].values()]
-        out.append({"record_id": record["id"], "variants": variants, "scanned": list(scanned), "dropped": dropped[k],
+        out.append({"record_id": record["id"], "variants": variants, "scanned": list(scanned),
+                    "record_releases": holds[k], "dropped": dropped[k],
                     "date": date.today().isoformat()})
     return out
 
@@ -166,7 +167,7 @@ def latest_versions(package: str, n: int) -> list[str]:
     if out.returncode != 0 or not m:
         raise VariantsError(f"cannot list the releases of {package}: {(out.stderr or out.stdout).strip()[-200:]}", "--package")
     versions = [v.strip() for v in m.group(1).split(",") if re.fullmatch(r"[0-9.]+", v.strip())]
-    return sorted(versions, key=_version_key)[-n:]
+    return sorted(versions, key=version_key)[-n:]
 
 
 def fetch_release(package: str, version: str, folder: Path | None = None) -> Release:

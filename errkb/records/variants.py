@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from errkb.errors import ErrkbError
@@ -48,6 +49,25 @@ def lint_variant(pattern: str, example: str, record_message: str | None) -> str 
     if record_message is not None and self_match_normalised(analysis, record_message) is not False:
         return "matches the record's current message (not another wording)"
     return None
+
+
+def version_key(version: str) -> tuple:
+    """Orders release versions: ``0.10.1`` after ``0.9.2``."""
+    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.+]", version))
+
+
+def relation(variant: dict, record_releases: list[str]) -> str:
+    """"older" or "newer" when every release of the variant's wording comes before (after)
+    every scanned release that raises the record's own wording; else "other" (the two
+    alternate, or no scanned release raises the record's wording)."""
+    if not record_releases or not variant.get("first") or not variant.get("last"):
+        return "other"
+    own = sorted(map(version_key, record_releases))
+    if version_key(variant["last"]) < own[0]:
+        return "older"
+    if version_key(variant["first"]) > own[-1]:
+        return "newer"
+    return "other"
 
 
 def read_folder(folder: Path) -> dict[str, dict]:
@@ -107,6 +127,7 @@ def variant_entries(records: list[dict], folder: Path | None = None) -> list[dic
         data = by_id.get(str(record.get("id")))
         if not data:
             continue
+        record_releases = data.get("record_releases") or []
         for v in data.get("variants", []):
             pattern = v.get("pattern")
             # Linted again at load: a hand-edited file must not add a generic pattern.
@@ -117,6 +138,7 @@ def variant_entries(records: list[dict], folder: Path | None = None) -> list[dic
                 "errorClass": record.get("errorClass"), "severity": record.get("severity"),
                 "filePath": record.get("filePath"), "messagePattern": pattern,
                 "_variant": {"releases": list(v.get("releases", [])), "first": v.get("first"), "last": v.get("last"),
+                             "relation": relation(v, record_releases),
                              "project": (record.get("repo") or "").rsplit("/", 1)[-1]},
             })
     return out

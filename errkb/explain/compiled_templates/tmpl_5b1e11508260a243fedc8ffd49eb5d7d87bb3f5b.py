@@ -8,6 +8,7 @@ def root(context, missing=missing):
     cond_expr_undefined = Undefined
     if 0: yield None
     l_0_v = resolve('v')
+    l_0_va = resolve('va')
     l_0_r = missing
     try:
         t_1 = environment.filters['code']
@@ -41,7 +42,10 @@ def root(context, missing=missing):
     yield '\n'
     if environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'variant'):
         pass
-        yield str(environment.finalize(t_4(t_2('older wording (%s %s–%s) of %s', environment.getattr(environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'variant'), 'project'), environment.getattr(environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'variant'), 'first'), environment.getattr(environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'variant'), 'last'), environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'slug')), 2)))
+        l_0_va = environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'variant')
+        context.vars['va'] = l_0_va
+        context.exported_vars.add('va')
+        yield str(environment.finalize(t_4(t_2('%s wording (%s %s) of %s', (environment.getattr((undefined(name='va') if l_0_va is missing else l_0_va), 'relation') or 'other'), environment.getattr((undefined(name='va') if l_0_va is missing else l_0_va), 'project'), (environment.getattr((undefined(name='va') if l_0_va is missing else l_0_va), 'first') if (environment.getattr((undefined(name='va') if l_0_va is missing else l_0_va), 'first') == environment.getattr((undefined(name='va') if l_0_va is missing else l_0_va), 'last')) else str_join((environment.getattr((undefined(name='va') if l_0_va is missing else l_0_va), 'first'), '–', environment.getattr((undefined(name='va') if l_0_va is missing else l_0_va), 'last'), ))), environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'slug')), 2)))
         yield '\n'
     yield str(environment.finalize(t_3(t_4(str_join((environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'repo'), t_2('  score %.2f  id %s', environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'score'), environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'record_id')), ('  (bounded regex path)' if environment.getattr(environment.getattr((undefined(name='v') if l_0_v is missing else l_0_v), 'f'), 'bounded') else ''), )), 2), 'dim')))
     yield '\n'
@@ -112,4 +116,4 @@ def root(context, missing=missing):
         l_1_t = missing
 
 blocks = {}
-debug_info = '2=37&3=40&4=42&5=44&7=46&8=48&9=50&11=52&12=54&13=56&17=59&20=62&22=64&25=67&26=69&27=71&30=73&33=76&34=78&36=80&37=82&40=84&43=88&44=91&47=94&50=97&52=99&55=102&57=104&60=107&61=110'
+debug_info = '2=38&3=41&4=43&5=45&6=48&8=50&9=52&10=54&12=56&13=58&14=60&18=63&21=66&23=68&26=71&27=73&28=75&31=77&34=80&35=82&37=84&38=86&41=88&44=92&45=95&48=98&51=101&53=103&56=106&58=108&61=111&62=114'
