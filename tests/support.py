@@ -14,7 +14,9 @@ import copy
 import hashlib
 import json
 import os
+import pty
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -201,3 +203,30 @@ def visible_in_sandbox(path: Path) -> bool:
     if any(path == Path(h) or Path(h) in path.parents for h in hidden):
         return False
     return all(p.stat().st_mode & 0o001 for p in [*reversed(path.parents), path] if p.exists())
+
+
+def on_terminal(args: list[str], env: dict | None = None, stdout_on_terminal: bool = True,
+                timeout: float = 120) -> tuple[str, str]:
+    """Run ``python -m errkb ARGS`` with stderr (and stdout, unless ``stdout_on_terminal`` is
+    false) on a pseudo-terminal: (what the terminal showed, stdout when it was a pipe else "").
+    Asserts exit 0."""
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "errkb", *args], stderr=follower,
+                                stdout=follower if stdout_on_terminal else subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, env=env or dict(os.environ), cwd=REPO)
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # EIO: the other side closed
+                break
+            if not data:
+                break
+            chunks.append(data)
+        stdout = "" if stdout_on_terminal else proc.stdout.read().decode()
+        assert proc.wait(timeout=timeout) == 0
+    finally:
+        os.close(leader)
+    return b"".join(chunks).decode(), stdout

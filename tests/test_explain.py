@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import pty
 import re
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from click.testing import CliRunner
 
 from errkb.cli import cli
 from errkb.store.db import Store
-from tests.support import REPO, SEED_ID, SEED_MESSAGE, force_stored_record, write_jsonl
+from tests.support import REPO, SEED_ID, SEED_MESSAGE, force_stored_record, on_terminal, write_jsonl
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SEED_FILE_PATH = "vllm/distributed/device_communicators/flashinfer_all_reduce.py"
@@ -255,32 +254,12 @@ def test_warm_call_does_not_open_duckdb(sibling_db):
 
 
 def test_colour_only_on_a_tty_and_never_with_no_color(sibling_db):
-    def on_tty(env):
-        leader, follower = pty.openpty()
-        try:
-            proc = subprocess.Popen([sys.executable, "-m", "errkb", "explain", "--db", str(sibling_db), SEED_MESSAGE],
-                                    stdout=follower, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                    env=env, cwd=REPO)
-            os.close(follower)
-            chunks = []
-            while True:
-                try:
-                    data = os.read(leader, 65536)
-                except OSError:  # EIO: the other side closed
-                    break
-                if not data:
-                    break
-                chunks.append(data)
-            assert proc.wait(timeout=60) == 0
-        finally:
-            os.close(leader)
-        return b"".join(chunks).decode()
-
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     env["COLUMNS"] = "80"
-    coloured = on_tty(env)
+    args = ["explain", "--db", str(sibling_db), SEED_MESSAGE]
+    coloured, _ = on_terminal(args, env)
     assert "\x1b[" in coloured and "What it is" in coloured
-    assert "\x1b[" not in on_tty({**env, "NO_COLOR": "1"})
+    assert "\x1b[" not in on_terminal(args, {**env, "NO_COLOR": "1"})[0]
     piped = _cli_process(["explain", "--db", str(sibling_db), SEED_MESSAGE], env={"NO_COLOR": ""})
     assert piped.returncode == 0 and "\x1b[" not in piped.stdout
 

@@ -6,9 +6,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import pty
-import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
@@ -16,7 +13,7 @@ from click.testing import CliRunner
 from errkb import progress as progress_module
 from errkb.cli import cli
 from errkb.progress import Progress
-from tests.support import REPO, SEED_FILE, SEED_MESSAGE
+from tests.support import SEED_FILE, SEED_MESSAGE, on_terminal
 
 
 class Clock:
@@ -66,33 +63,11 @@ def test_json_stdout_stays_json_and_progress_goes_to_stderr(tmp_path, monkeypatc
     assert result.stderr.startswith("ingest: records read: done, 1 in ")
 
 
-def _stderr_on_a_terminal(args, env):
-    """Run errkb with stderr on a terminal and stdout on a pipe: (stdout, what the terminal showed)."""
-    leader, follower = pty.openpty()
-    try:
-        proc = subprocess.Popen([sys.executable, "-m", "errkb", *args], stdout=subprocess.PIPE, stderr=follower,
-                                stdin=subprocess.DEVNULL, env=env, cwd=REPO)
-        os.close(follower)
-        chunks = []
-        while True:
-            try:
-                data = os.read(leader, 65536)
-            except OSError:  # EIO: the other side closed
-                break
-            if not data:
-                break
-            chunks.append(data)
-        stdout = proc.stdout.read().decode()
-        assert proc.wait(timeout=120) == 0
-    finally:
-        os.close(leader)
-    return stdout, b"".join(chunks).decode()
-
-
 def test_site_build_draws_a_bar_on_a_terminal_and_never_on_stdout(seed_db, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     env["TERM"] = "xterm"
-    stdout, terminal = _stderr_on_a_terminal(["site", "build", "--db", str(seed_db), "--out", str(tmp_path / "site")], env)
+    terminal, stdout = on_terminal(["site", "build", "--db", str(seed_db), "--out", str(tmp_path / "site")], env,
+                                   stdout_on_terminal=False)
     assert "site: fix pages  [####################################]  1/1" in terminal
     assert stdout.startswith(f"{tmp_path / 'site'}: ")
     assert "#" not in stdout and "\x1b" not in stdout and "\r" not in stdout
@@ -103,7 +78,8 @@ def test_dumb_terminal_and_no_color_draw_no_bar(seed_db, tmp_path, variable):
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     env["TERM"] = "xterm"
     env.update(variable)
-    _, terminal = _stderr_on_a_terminal(["site", "build", "--db", str(seed_db), "--out", str(tmp_path / "site")], env)
+    terminal, _ = on_terminal(["site", "build", "--db", str(seed_db), "--out", str(tmp_path / "site")], env,
+                              stdout_on_terminal=False)
     assert "#" not in terminal and "\x1b" not in terminal and "\r" not in terminal.replace("\r\n", "\n")
 
 

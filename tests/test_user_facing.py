@@ -4,16 +4,12 @@
 from __future__ import annotations
 
 import json
-import os
-import pty
-import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
-from tests.support import REPO, SEED_ID, SEED_MESSAGE
+from tests.support import REPO, SEED_ID, SEED_MESSAGE, on_terminal
 
 TRACEBACK = f"""Traceback (most recent call last):
   File "/usr/lib/python3/dist-packages/vllm/v1/engine/core.py", line 701, in run_engine_core
@@ -46,28 +42,6 @@ def test_message_wrapped_over_lines_is_still_found_joined(seed_db):
     assert json.loads(result.stdout)["matches"][0]["message"] == SEED_MESSAGE
 
 
-def on_tty(args: list[str], env: dict | None = None) -> tuple[str, str]:
-    """Run errkb with its stdout and stderr on a terminal; (what the terminal showed, stderr)."""
-    leader, follower = pty.openpty()
-    try:
-        proc = subprocess.Popen([sys.executable, "-m", "errkb", *args], stdout=follower, stderr=follower,
-                                stdin=subprocess.DEVNULL, env=env or dict(os.environ), cwd=REPO)
-        os.close(follower)
-        chunks = []
-        while True:
-            try:
-                data = os.read(leader, 65536)
-            except OSError:  # EIO: the other side closed
-                break
-            if not data:
-                break
-            chunks.append(data)
-        assert proc.wait(timeout=120) == 0
-    finally:
-        os.close(leader)
-    return b"".join(chunks).decode().replace("\r\n", "\n")
-
-
 @pytest.fixture(scope="module")
 def records_folders_db(tmp_path_factory) -> str:
     """data/ ingested through the CLI, as a user would; the path as a str. The reader leaves
@@ -79,7 +53,7 @@ def records_folders_db(tmp_path_factory) -> str:
 
 
 def test_list_on_a_tty_has_a_header_and_aligned_columns(records_folders_db):
-    shown = on_tty(["list", "--db", records_folders_db])
+    shown = on_terminal(["list", "--db", records_folders_db])[0].replace("\r\n", "\n")
     lines = shown.rstrip("\n").split("\n")
     records = json.loads(CliRunner().invoke(cli, ["list", "--json", "--db", records_folders_db]).stdout)
     assert lines[-1] == f"{len(records)} record(s)"
