@@ -11,6 +11,7 @@ that sees records one at a time, so ingest can stream.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -51,6 +52,10 @@ RULES = {
         # message held in a constant far above it (urllib3's NODE_JSPI_ERROR) is still right.
         Rule("W303", "raise-line-lacks-message", "warning", "point lineNumber at the raise that builds this message"),
         Rule("E304", "github-url-mismatch", "error", "build githubUrl from repo, analyzedSha, filePath and the source window"),
+        Rule("W501", "validation-reads-no-setup", "warning",
+             "make validationCode read the setup it judges (its flags from sys.argv/argparse, environment variables, "
+             "a config file, the installed library or device) instead of values written into it"),
+        Rule("W502", "validation-not-python", "warning", "write validationCode as a Python script"),
         Rule("E401", "duplicate-id", "error", "give each record its own id"),
         Rule("E402", "duplicate-slug", "error", "give each record of a repo its own slug"),
     ]
@@ -171,7 +176,61 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
         want = f"https://github.com/{record['repo']}/blob/{record['analyzedSha']}/{record['filePath']}#L{start}-L{end}"
         if url != want:
             add("E304", f"githubUrl is {url}, expected {want}")
+
+    code = record.get("validationCode")
+    if isinstance(code, str) and code.strip() and "draft" not in (record.get("tags") or []):
+        reads = validation_reads_setup(code)
+        if isinstance(reads, str):
+            add("W502", f"validationCode is not Python: {reads}")
+        elif reads is False:
+            add("W501", "validationCode reads nothing of the user's setup (no arguments, environment variables, files, "
+                        "or library/device queries of its own): the values it judges are written into it, so it "
+                        "cannot tell the user's broken setup from the fixed one")
     return out
+
+
+# What counts as reading the setup a validation judges. Validation code runs as its own
+# script (`python validate.py <the user's flags>`), so a value it assigns itself is never
+# the user's. Names, not data flow: a cheap, conservative static check (a warning).
+_SETUP_MODULES = {"argparse", "getopt", "click", "fileinput", "configparser", "tomllib", "subprocess", "json", "yaml"}
+_SETUP_ATTRIBUTES = {("sys", "argv"), ("sys", "stdin"), ("os", "environ"), ("os", "getenv"), ("os", "environb")}
+_SETUP_CALLS = {"open", "input"}
+_SETUP_METHODS = {  # file reads, and queries of the installed library, the host or the device
+    "read_text", "read_bytes", "from_pretrained", "is_available", "device_count", "get_device_capability",
+    "get_device_properties", "get_device_name", "mem_get_info", "virtual_memory", "cpu_count", "sysconf",
+    "is_built", "is_mpi_available", "is_nccl_available", "is_gloo_available", "is_initialized", "get_start_method",
+}
+MAX_VALIDATION_CODE = 64 * 1024  # longer code is not analysed (parsing untrusted text costs memory)
+
+
+def validation_reads_setup(code: str) -> bool | str | None:
+    """True when validation code reads its input (arguments, environment, files, the installed
+    library, host or device); False when it only checks values written into it; a reason
+    string when it is not Python; None when it was not analysed (too long)."""
+    if len(code) > MAX_VALIDATION_CODE:
+        return None
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as e:
+        return f"line {e.lineno}: {e.msg}" if e.lineno else e.msg
+    except (ValueError, RecursionError, MemoryError) as e:  # NUL bytes, absurd nesting
+        return f"{type(e).__name__}: {e}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] in _SETUP_MODULES for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom):
+            if (node.module or "").split(".")[0] in _SETUP_MODULES:
+                return True
+            if node.module in ("os", "sys") and any((node.module, a.name) in _SETUP_ATTRIBUTES for a in node.names):
+                return True
+        if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and (node.value.id, node.attr) in _SETUP_ATTRIBUTES:
+                return True
+            if node.attr in _SETUP_METHODS:
+                return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _SETUP_CALLS:
+            return True
+    return False
 
 
 # Self-match runs the dataset's own regex on its own message: both untrusted, so it

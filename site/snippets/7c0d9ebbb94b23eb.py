@@ -24,21 +24,26 @@ ANALYZED_SHA = 'c0c2335ce027486d254c31f665ce00d7db427d22'
 def validate() -> None:
     import argparse
 
-    # python validate.py <the flags you pass to `vllm serve` / the engine>
+    # python validate.py <the flags you pass to the vLLM api_server / the engine>
     p = argparse.ArgumentParser(allow_abbrev=False)
     p.add_argument("--model", required=True)
     p.add_argument("--max-model-len", type=int)
     a, _ = p.parse_known_args()
 
-    import os
-
     from transformers import AutoConfig
 
-    derived = getattr(AutoConfig.from_pretrained(a.model), "max_position_embeddings", None)
-    if a.max_model_len and derived and os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") != "1":
+    config = AutoConfig.from_pretrained(a.model)
+    # What this vLLM derives from config.json: the smallest of these keys, times rope_scaling's factor.
+    keys = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length", "max_seq_length", "seq_len")
+    found = [getattr(config, k) for k in keys if getattr(config, k, None) is not None]
+    rope = getattr(config, "rope_scaling", None)
+    if a.max_model_len and found:
+        derived = min(found)
+        if rope:
+            derived = (rope["original_max_position_embeddings"] if rope.get("type") == "yarn" else derived) * rope["factor"]
         assert a.max_model_len <= derived, (
-            f"--max-model-len {a.max_model_len} > the model's max_position_embeddings {derived} "
-            "(set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 only with RoPE scaling you trust)")
+            f"--max-model-len {a.max_model_len} > the context length {derived} derived from {a.model}'s config.json: "
+            "lower it, or fix the model's config.json if it really supports more")
 
 
 def main() -> int:

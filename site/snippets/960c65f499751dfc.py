@@ -22,9 +22,22 @@ ANALYZED_SHA = 'c0c2335ce027486d254c31f665ce00d7db427d22'
 
 
 def validate() -> None:
+    import argparse
+
+    # python validate.py <the flags you pass to the vLLM api_server / the engine>
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--model", required=True)
+    p.add_argument("--enable-lora", action="store_true")
+    p.add_argument("--quantization", "-q")
+    a, _ = p.parse_known_args()
+
     from transformers import AutoConfig
-    config = AutoConfig.from_pretrained("meta-llama/Llama-2-7b-chat-hf")
-    assert getattr(config, "quantization_config", None) is None, "LoRA needs an unquantised base model here"
+
+    # Quantised by the flag or by the checkpoint's own quantization_config (what ModelConfig reads).
+    quant = a.quantization or (getattr(AutoConfig.from_pretrained(a.model), "quantization_config", None) or {}).get("quant_method")
+    assert not (a.enable_lora and quant), (
+        f"--enable-lora with a quantised model ({a.model}, {quant}): this vLLM cannot combine them; "
+        "serve the unquantised base model for LoRA")
 
 
 def main() -> int:
