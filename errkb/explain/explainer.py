@@ -416,8 +416,7 @@ def _near(kb: KnowledgeBase, texts: list[str]) -> list:
 
 def render_text(explanation: Explanation, show_all: bool = False, color: bool = False, width: int = 80) -> str:
     """The human explanation, from ``templates/explain.txt.j2``, fitting ``width`` columns."""
-    env = _environment(color=color, width=width)
-    template = env.get_template("explain.txt.j2")
+    template = _templates(color=color, width=width).get_template("explain.txt.j2")
     found = explanation.found
     limit = len(found) if show_all else (LOG_EXPLAINED if explanation.mode == "log" else 1)
     shown = found[:limit]
@@ -473,6 +472,32 @@ def _near_view(n) -> dict:
 
 
 @functools.lru_cache(maxsize=8)
+def _templates(color: bool, width: int):
+    """What renders the explain templates: the precompiled modules on errkb's own small
+    runtime (``errkb.explain.runtime``: no Jinja2 import, a third of a cold call) when
+    they match the templates on disk, else a Jinja2 environment (:func:`_environment`)."""
+    from errkb.explain import compiled
+    from errkb.resources import templates_dir
+
+    if compiled.lite_usable(templates_dir()):
+        modules = compiled.lite_modules()
+        if modules is not None:
+            from errkb.explain.runtime import Environment
+
+            return Environment(modules, finalize=_finalize, filters=_filters(color, width), globals={"width": width})
+    return _environment(color, width)
+
+
+def _filters(color: bool, width: int) -> dict:
+    # made visible before wrapping, so an escape's width counts
+    return {
+        "wrap": lambda text, indent=2, hang=None: wrap(visible(text), width, indent, hang),
+        "code": lambda text, indent=4: fold_code(visible(text), width, indent),
+        "style": (lambda text, name: _Styled(_style(visible(text), name))) if color else (lambda text, name: text),
+    }
+
+
+@functools.lru_cache(maxsize=8)
 def _environment(color: bool, width: int):
     """A Jinja2 environment for terminal text: no HTML escaping (this is not HTML),
     and filters that wrap to ``width`` and colour only when asked.
@@ -500,10 +525,7 @@ def _environment(color: bool, width: int):
         undefined=jinja2.StrictUndefined,
         extensions=["jinja2.ext.do"],
     )
-    # made visible before wrapping, so an escape's width counts
-    env.filters["wrap"] = lambda text, indent=2, hang=None: wrap(visible(text), width, indent, hang)
-    env.filters["code"] = lambda text, indent=4: fold_code(visible(text), width, indent)
-    env.filters["style"] = (lambda text, name: _Styled(_style(visible(text), name))) if color else (lambda text, name: text)
+    env.filters.update(_filters(color, width))
     env.globals["width"] = width
     return env
 
