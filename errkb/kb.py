@@ -37,8 +37,9 @@ if TYPE_CHECKING:
     from errkb.match.search import SearchHit, SearchIndex
     from errkb.store.db import Store
 
-KB_FORMAT = 3  # 3: variants (other releases' wordings) indexed with the records
+KB_FORMAT = 4  # 4: the records' offset table is JSON lines, searched, not parsed whole
 FRESH_MARKER = "kb-fresh.json"
+OFFSETS = "records.offsets.jsonl"
 
 
 class KnowledgeBaseError(ErrkbError):
@@ -52,17 +53,40 @@ class _Damaged(Exception):
 class RecordFile:
     """Records as JSON lines, looked up by id through an offset table (no DuckDB).
 
-    Each entry of the table is ``[offset, length, crc32]``: a record whose bytes do not
-    match is reported as damage instead of being served.
+    The table has one line per record, ``["<id>",offset,length,crc32]``: a lookup finds
+    its id's line in the table's bytes (no parsing of 10,000 entries for the one a call
+    needs), and a record whose bytes do not match its CRC is reported as damage instead
+    of being served.
     """
 
-    def __init__(self, records_path: Path, offsets_path: Path) -> None:
-        self.offsets: dict[str, list[int]] = json.loads(offsets_path.read_text(encoding="utf-8"))
+    def __init__(self, records_path: Path, table: bytes) -> None:
+        self._table = table
+        self._offsets: dict[str, list[int]] | None = None
         # Opened now: the folder may be replaced later and the handle keeps this one.
         self._fh = open(records_path, "rb")
 
+    @property
+    def offsets(self) -> dict[str, list[int]]:
+        """Every id with its [offset, length, crc32], in the order they were written."""
+        if self._offsets is None:
+            rows = (json.loads(line) for line in self._table.split(b"\n") if line)
+            self._offsets = {row[0]: row[1:] for row in rows}
+        return self._offsets
+
+    def _where(self, record_id: str) -> list[int] | None:
+        if self._offsets is not None:
+            return self._offsets.get(record_id)
+        # each line starts with the id's JSON text, written by this class: unambiguous
+        key = b"\n" + json.dumps([record_id])[:-1].encode("ascii") + b","
+        at = self._table.find(key)
+        if at < 0:
+            return None
+        end = self._table.find(b"\n", at + 1)
+        row = json.loads(self._table[at + 1:end if end >= 0 else None])
+        return row[1:]
+
     def get(self, record_id: str) -> dict | None:
-        where = self.offsets.get(record_id)
+        where = self._where(record_id)
         if where is None:
             return None
         self._fh.seek(where[0])
@@ -78,19 +102,20 @@ class RecordFile:
                 yield record
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return self._table.count(b"\n[")
 
     @staticmethod
-    def write(records: Iterable[dict], records_path: Path) -> dict[str, list[int]]:
-        offsets: dict[str, list[int]] = {}
+    def write(records: Iterable[dict], records_path: Path) -> bytes:
+        """Write the records file; returns its offset table (for :meth:`write_table`)."""
+        table = [b""]
         pos = 0
         with open(records_path, "wb") as f:
             for r in records:
                 data = json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-                offsets[str(r.get("id"))] = [pos, len(data), zlib.crc32(data)]
+                table.append(json.dumps([str(r.get("id")), pos, len(data), zlib.crc32(data)]).encode("ascii"))
                 f.write(data + b"\n")
                 pos += len(data) + 1
-        return offsets
+        return b"\n".join(table) + b"\n"
 
 
 class RecordMap:
@@ -178,30 +203,29 @@ class KnowledgeBase:
             raise KnowledgeBaseError(f"cannot build the matcher index: {e}", str(store.path or "store")) from e
         matcher.dataset_hash = dataset_hash
         matcher._records = None  # records are served by the knowledge base
-        offsets_holder: dict = {}
+        table: list[bytes] = []
         wrote = (
             folder.put("matcher.idx", lambda p: matcher.save(p, include_records=False))
-            and folder.put("records.jsonl", lambda p: offsets_holder.update(RecordFile.write(records, p)))
-            and folder.put("records.offsets.json", lambda p: p.write_text(json.dumps(offsets_holder), encoding="utf-8"))
+            and folder.put("records.jsonl", lambda p: table.append(RecordFile.write(records, p)))
+            and folder.put(OFFSETS, lambda p: p.write_bytes(table[0]))
         )
         if wrote:
             # The matcher just built serves this process; the files serve the next.
-            return cls(store.path, folder, dataset_hash, matcher,
-                       RecordFile(folder.file("records.jsonl"), folder.file("records.offsets.json")))
+            return cls(store.path, folder, dataset_hash, matcher, RecordFile(folder.file("records.jsonl"), table[0]))
         return cls(store.path, None, dataset_hash, matcher, RecordMap(records))
 
     @classmethod
     def _load(cls, db_path: Path | None, folder: KeyedFolder, dataset_hash: str) -> KnowledgeBase | None:
         from errkb.match.matcher import Matcher, MatcherError
 
-        index = folder.intact("matcher.idx")
         records = folder.file("records.jsonl")
-        offsets = folder.intact("records.offsets.json")
-        if index is None or offsets is None or not records.is_file():
+        table = folder.read(OFFSETS)
+        index = folder.read("matcher.idx") if table is not None else None
+        if index is None or table is None or not records.is_file():
             return None
         try:
-            matcher = Matcher.load(index)
-            record_file = RecordFile(records, offsets)
+            matcher = Matcher.loads(index, folder.file("matcher.idx"))
+            record_file = RecordFile(records, table)
         except (MatcherError, OSError, ValueError):
             return None
         return cls(db_path, folder, dataset_hash, matcher, record_file)
@@ -240,7 +264,7 @@ class KnowledgeBase:
         from errkb.store.db import Store
 
         if self.folder is not None:
-            self.folder.file("records.offsets.json.sum").unlink(missing_ok=True)
+            self.folder.file(OFFSETS + ".sum").unlink(missing_ok=True)
         with Store.open(self.db_path, read_only=True) as store:
             self._records = RecordMap(store.records())
         return self._records

@@ -50,13 +50,27 @@ try:
 except ImportError:
     _re2_module = None
     _re2 = None
-try:
-    import regex as _regex
-except ImportError:
-    _regex = None
 import re as _re
 
-INDEX_FORMAT = 5
+# The `regex` module runs the bounded path only (patterns that need backtracking): it is
+# imported on first use, not by every process that loads an index (a cold `errkb
+# explain` on a linear-safe match never needs it).
+_REGEX_UNSET = object()
+_regex_cache = _REGEX_UNSET
+
+
+def _regex_module():
+    """The `regex` module, or None where it is not installed."""
+    global _regex_cache
+    if _regex_cache is _REGEX_UNSET:
+        try:
+            import regex
+        except ImportError:
+            regex = None
+        _regex_cache = regex
+    return _regex_cache
+
+INDEX_FORMAT = 6  # 6: entry line ends in the header (entries are cut on access)
 _MAGIC = b"ERRKB-MATCHER\n"
 # The bounded path (patterns that need backtracking) gives up on one text after
 # BOUNDED_TIMEOUT_S and does not run at all on texts longer than BOUNDED_MAX_CHARS
@@ -143,7 +157,7 @@ class Match:
         """The engine that decided the match: "re2", "re" (the pure-Python path: the
         pattern's exact translation on the `regex` module, time-bounded) or "regex-bounded"."""
         entry = self._entry
-        if entry.bounded or (self._matcher.confirm == "re" and entry.exponential and _regex is not None):
+        if entry.bounded or (self._matcher.confirm == "re" and entry.exponential and _regex_module() is not None):
             return "regex-bounded"
         return self._matcher.confirm
 
@@ -226,21 +240,28 @@ def _hints_for(record: dict) -> list[str]:
 class _LazyEntries:
     """The entries of a loaded index, each decoded from its JSON text on first access."""
 
-    def __init__(self, rows: list[str]) -> None:
-        self._rows = rows
-        self._decoded: list[_Entry | None] = [None] * len(rows)
+    def __init__(self, blob: bytes, ends: list[int]) -> None:
+        # one JSON line per entry; ``ends[i]`` is where entry i's line ends in ``blob``
+        # (the lines are cut on access: a CLI call touches a handful of 10,000)
+        self._blob = blob
+        self._ends = ends
+        self._decoded: list[_Entry | None] = [None] * len(ends)
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._ends)
 
     def __getitem__(self, i: int) -> _Entry:
         entry = self._decoded[i]
         if entry is None:
-            entry = self._decoded[i] = _Entry(**dict(zip(_Entry.FIELDS, json.loads(self._rows[i]))))
+            if i < 0:
+                i += len(self._ends)
+            start = self._ends[i - 1] + 1 if i > 0 else 0
+            row = json.loads(self._blob[start:self._ends[i]])
+            entry = self._decoded[i] = _Entry(**dict(zip(_Entry.FIELDS, row)))
         return entry
 
     def __iter__(self):
-        return (self[i] for i in range(len(self._rows)))
+        return (self[i] for i in range(len(self._ends)))
 
 
 class Matcher:
@@ -304,7 +325,7 @@ class Matcher:
                 m.skipped.append({"id": record.get("id"), "pattern": pattern, "reason": f"does not compile: {a.compile_error}"})
                 continue
             bounded = not a.linear_safe
-            if bounded and _regex is None:
+            if bounded and _regex_module() is None:
                 m.skipped.append({"id": record.get("id"), "pattern": pattern,
                                   "reason": f"{a.re2_issue}; the bounded path needs the 'regex' package"})
                 continue
@@ -321,7 +342,7 @@ class Matcher:
                 try:
                     m._compile_re2(entry)
                 except MatcherError as e:  # e.g. a program above RE2's memory budget
-                    if _regex is None:
+                    if _regex_module() is None:
                         m.skipped.append({"id": entry.record_id, "pattern": pattern, "reason": str(e)})
                         continue
                     entry.bounded = entry.needs_context = True
@@ -486,8 +507,13 @@ class Matcher:
             "records": list(self._records.values()) if include_records and self._records is not None else None,
         }
         # one JSON line per entry, decoded on first use: a CLI call touches a handful
-        entries = "\n".join(json.dumps([getattr(e, k) for k in _Entry.FIELDS], ensure_ascii=False)
-                            for e in self.entries).encode("utf-8")
+        rows = [json.dumps([getattr(e, k) for k in _Entry.FIELDS], ensure_ascii=False).encode("utf-8") for e in self.entries]
+        entries = b"\n".join(rows)
+        ends, end = [], -1
+        for row in rows:
+            end += len(row) + 1
+            ends.append(end)
+        header["entry_ends"] = ends
         blobs = [self._hs_bytes or b"", entries, *self._full_bytes]
         header["blobs"] = [len(b) for b in blobs]
         header["full_chunk_of"] = sorted(self._full_chunk_of.items()) if self.full_db else None
@@ -500,7 +526,15 @@ class Matcher:
     def load(cls, path: str | Path, prefilter: str | None = None, confirm: str | None = None) -> Matcher:
         path = Path(path)
         try:
-            data = path.read_bytes()
+            return cls.loads(path.read_bytes(), path, prefilter, confirm)
+        except OSError as e:
+            raise MatcherError(f"{path}: cannot read matcher index: {e}") from e
+
+    @classmethod
+    def loads(cls, data: bytes, path: str | Path = "matcher index", prefilter: str | None = None,
+              confirm: str | None = None) -> Matcher:
+        """:meth:`load` from the index file's bytes (read once, e.g. by the cache's check)."""
+        try:
             if not data.startswith(_MAGIC):
                 raise MatcherError(f"{path}: not an errkb matcher index")
             n_blob, n_hs = struct.unpack_from("<QQ", data, len(_MAGIC))
@@ -519,7 +553,7 @@ class Matcher:
         m = cls()
         m.prefilter, m.confirm = _resolve_engines(prefilter or header["prefilter"], confirm or header["confirm"])
         m.dataset_hash = header.get("dataset_hash")
-        m.entries = _LazyEntries(blobs[1].split(b"\n") if header["entries"] else [])
+        m.entries = _LazyEntries(blobs[1], header["entry_ends"] if header["entries"] else [])
         m.skipped = header["skipped"]
         m.literals = header["literals"]
         m.literal_entries = [tuple(v) for v in header["literal_entries"]]
@@ -842,6 +876,7 @@ class Matcher:
     def _bounded_search(self, ei: int, text: str) -> tuple[int, int] | None:
         compiled = self._compiled_bounded.get(ei)
         if compiled is None:
+            _regex = _regex_module()
             if _regex is None or ei in self._strikes and self._strikes[ei] >= BOUNDED_STRIKES:
                 self.bounded_skipped += 1
                 return None

@@ -62,6 +62,21 @@ def seal(path: str | os.PathLike) -> None:
         f.write(f"{path.stat().st_size} {_digest(path)}\n")
 
 
+def read_intact(path: str | os.PathLike) -> bytes | None:
+    """The bytes of ``path`` when it is exactly the file that was sealed, else None: one
+    read serves both the check and the caller (a cold CLI call reads its index once)."""
+    path = Path(path)
+    try:
+        size, digest = _sum_path(path).read_text(encoding="ascii").split()
+        size = int(size)
+        data = path.read_bytes()
+    except (OSError, ValueError):
+        return None
+    if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+        return None
+    return data
+
+
 def is_intact(path: str | os.PathLike) -> bool:
     """True when ``path`` exists and is exactly the file that was sealed."""
     path = Path(path)
@@ -92,6 +107,10 @@ class KeyedFolder:
         """The cache file ``name`` if it is present and undamaged, else None."""
         path = self.file(name)
         return path if is_intact(path) else None
+
+    def read(self, name: str) -> bytes | None:
+        """The content of the cache file ``name`` if it is present and undamaged, else None."""
+        return read_intact(self.file(name))
 
     def put(self, name: str, write) -> Path | None:
         """Write a cache file with ``write(tmp_path)`` and seal it; None where the folder
