@@ -5,10 +5,11 @@
 Inputs, all built from the shared bench corpus (``$ERRKB_BENCH_CORPUS``, else
 ``../shared/bench-corpus``):
 
-* records: the first N real message patterns of ``patterns.jsonl.gz``, each wrapped in
-  a minimal schema-valid record (the seed's prose; the pattern, a message rendered
-  from it, its error class, a one-line source window holding the message), ingested
-  into a temporary store with full validation and lint (rejects are counted);
+* records: the first N real message patterns of ``patterns.jsonl.gz``, each made a full
+  record (``bench/full_records.py``: the seed's whole text, a 37-line source excerpt,
+  solutions, fix, validation; the pattern, a message rendered from it, its error
+  class), ingested into a temporary store with full validation and lint (rejects are
+  counted);
 * the log: ``lines.txt.gz`` (200k realistic lines, ~10% rendered from the corpus's
   56,804 patterns) repeated to the wanted number of lines;
 * the archive: the same lines as a Parquet file (ts, host, message) of M rows.
@@ -39,9 +40,7 @@ Prints a table and writes ``bench/results/enrich.json``.
 from __future__ import annotations
 
 import argparse
-import copy
 import gzip
-import hashlib
 import json
 import os
 import re
@@ -57,53 +56,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import full_records  # noqa: E402
+
 CORPUS = Path(os.environ.get("ERRKB_BENCH_CORPUS", ROOT / ".." / "shared" / "bench-corpus"))
 SEED_FILE = ROOT / "data" / "vllm-project" / "vllm" / "000_82135fca3cf8df92.txt"
 ERRKB = str(Path(sys.executable).parent / "errkb")
 RESULTS = ROOT / "bench" / "results"
-_GROUP = re.compile(r"\(\.\+\?\)")
-_ESCAPE = re.compile(r"\\(.)", re.S)
 
 
 # -- inputs ---------------------------------------------------------------------------
 
 
-def render(pattern: str) -> str:
-    """A message the corpus pattern matches: values become "X", escapes their character."""
-    return _ESCAPE.sub(r"\1", _GROUP.sub("X", pattern))
-
-
 def pattern_record(p: dict, template: dict, version: str) -> dict | None:
-    message = render(p["pattern"])
-    try:
-        if re.search(p["pattern"], message) is None:
-            return None
-    except re.error:
-        return None
-    rec = copy.deepcopy(template)
-    error_class = p["error_class"] if re.fullmatch(r"[A-Za-z_][\w.]*", p["error_class"] or "") else "Exception"
-    rec.update({
-        "id": hashlib.sha256(f"bench\n{p['id']}\n{p['pattern']}".encode()).hexdigest()[:16],
-        "repo": "errkb-bench/corpus",
-        "slug": f"pattern-{p['id']}",
-        "errorMessage": message,
-        "messagePattern": p["pattern"],
-        "errorClass": error_class,
-        "filePath": "corpus/" + p["source"].rsplit(":", 1)[0].lstrip("/"),
-        "lineNumber": 1,
-        "sourceCodeStart": 1,
-        "sourceCodeEnd": 1,
-        "sourceCode": f"raise {error_class}({json.dumps(message)})",
-    })
-    rec["githubUrl"] = f"https://github.com/{rec['repo']}/blob/{rec['analyzedSha']}/{rec['filePath']}#L1-L1"
-    return {"record": rec, "datasetVersion": version}
+    """A full record for one corpus pattern (bench/full_records.py: the seed's whole text)."""
+    rec = full_records.full_record(p, template)
+    return None if rec is None else {"record": rec, "datasetVersion": version}
 
 
 def build_store(work: Path, n_records: int) -> tuple[Path, dict]:
     from errkb.store.db import Store, StoreError
 
-    db = work / f"store-{n_records}.duckdb"
-    info_path = work / f"store-{n_records}.json"
+    db = work / f"store-full-{n_records}.duckdb"
+    info_path = work / f"store-full-{n_records}.json"
     if db.exists() and info_path.exists():
         try:
             Store.open(db, read_only=True).close()
@@ -112,7 +86,7 @@ def build_store(work: Path, n_records: int) -> tuple[Path, dict]:
             db.unlink()
     wrapper = json.loads(SEED_FILE.read_text())
     template, version = wrapper["record"], wrapper["datasetVersion"]
-    src = work / f"records-{n_records}.jsonl"
+    src = work / f"records-full-{n_records}.jsonl"
     written = 0
     with gzip.open(CORPUS / "patterns.jsonl.gz", "rt") as f, open(src, "w") as out:
         for line in f:

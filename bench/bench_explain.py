@@ -2,93 +2,66 @@
 
     python -m bench.bench_explain [--runs 15] [--sizes 10,10000]
 
-For each size N a store is built from N schema-valid, lint-clean records: the seed
-record plus N-1 records made from the real message patterns of
-``shared/bench-corpus/patterns.jsonl.gz`` (each with a raise line holding its
-message, so every lint rule passes). Then, in the same run and interleaved so machine
-noise hits all alike:
+For each size N a store is built from N schema-valid, lint-clean full records: the
+seed record plus N-1 records made from the real message patterns of
+``shared/bench-corpus/patterns.jsonl.gz`` with the seed's whole text (37-line source
+excerpt, solutions, fix, validation: ``bench/full_records.py``). Then, in the same run
+and interleaved so machine noise hits all alike:
 
+* ``python -c pass``: the interpreter's own start (issue 18's goal: explain <= 8x this);
 * ``python -c "import errkb"``: the floor every errkb command pays (interpreter + package);
 * ``errkb explain "<line>"``: the seed's message behind a vLLM log prefix (a match);
 * ``errkb explain --json "<line>"``;
+* ``errkb explain "<traceback>"``: a pasted vLLM traceback ending in the seed's error;
 * ``errkb explain "<drifted line>"``: no pattern matches, near matches are computed;
 * ``errkb explain --json --file lines.txt``: the corpus's 200,000-line log as a whole
   log (lines/s), against ``python -c`` reading the same file line by line.
 
-Every explain call runs after one warm-up call that builds the cached bundle (the
-compiled matcher, records and near-match index next to the store), which is what a
-user's second and later calls pay; the warm-up (first call after an ingest) is timed
-too. Prints a table (median and p90 seconds, ratio to the import floor) and writes
+Python runs as an installed errkb does, with bytecode written once (to a private
+``PYTHONPYCACHEPREFIX``; ``--no-bytecode`` keeps a shell's PYTHONDONTWRITEBYTECODE=1,
+under which every call compiles errkb's modules from source). Every explain call runs
+after one warm-up call that builds the cached bundle (the compiled matcher, records and
+near-match index next to the store), which is what a user's second and later calls pay;
+the warm-up (first call after an ingest) is timed too. Prints a table (median and p90
+seconds, ratios to the import floor and to ``python -c pass``) and writes
 ``bench/results/explain.json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import gzip
-import hashlib
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from itertools import islice
 from pathlib import Path
+
+from bench import full_records
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("ERRKB_BENCH_CORPUS") or ROOT / ".." / "shared" / "bench-corpus")
 SEED_FILE = ROOT / "data" / "vllm-project" / "vllm" / "000_82135fca3cf8df92.txt"
-SHA = "0" * 40
-
-
-def _render(pattern: str) -> str:
-    """An example message for a corpus pattern (escaped literals and `(.+?)` values)."""
-    return re.sub(r"\\(.)", r"\1", pattern.replace("(.+?)", "value_1"), flags=re.S)
 
 
 def corpus_records(seed: dict, n: int) -> list[dict]:
-    out = []
-    slugs: set[str] = set()
-    with gzip.open(CORPUS / "patterns.jsonl.gz", "rt", encoding="utf-8") as f:
-        for row in islice(map(json.loads, f), n * 2):
-            if len(out) >= n:
-                break
-            pattern, message = row["pattern"], _render(row["pattern"])
-            # the store's lint rejects a pattern that misses its own message (E202);
-            # the message is short and rendered from the pattern, so `re` is safe here
-            if "\n" in message or not re.search(r"[A-Za-z]{2,}", message) or not re.search(pattern, message):
-                continue
-            path, _, line = row["source"].rpartition(":")
-            line = max(int(line), 2)
-            rec = copy.deepcopy(seed)
-            slug = re.sub(r"[^a-z0-9]+", "-", message.lower()).strip("-")[:40].strip("-") or "error"
-            base, k = slug, 1
-            while slug in slugs:
-                k += 1
-                slug = f"{base}-{k}"
-            slugs.add(slug)
-            rec.update(
-                id=hashlib.sha256(f"bench\n{pattern}".encode()).hexdigest()[:16],
-                repo="bench/corpus",
-                slug=slug,
-                errorMessage=message,
-                messagePattern=pattern,
-                errorClass=row["error_class"] if re.fullmatch(r"[A-Za-z_][\w.]*", row["error_class"]) else "RuntimeError",
-                filePath=path,
-                lineNumber=line,
-                sourceCode=f"def check(value_1):\n    raise Error({message!r})\n",
-                sourceCodeStart=line - 1,
-                sourceCodeEnd=line + 1,
-                githubUrl=f"https://github.com/bench/corpus/blob/{SHA}/{path}#L{line - 1}-L{line + 1}",
-                analyzedSha=SHA,
-            )
-            out.append(rec)
-    return out
+    """n full records (bench/full_records.py: the seed's whole text, a 37-line excerpt)."""
+    return list(full_records.corpus_records(CORPUS, n, seed))
+
+
+TRACEBACK = """Traceback (most recent call last):
+  File "/usr/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 691, in run_engine_core
+    engine_core = EngineCoreProc(*args, **kwargs)
+  File "/usr/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 492, in __init__
+    super().__init__(vllm_config, executor_class, log_stats, executor_fail_callback)
+  File "/usr/lib/python3.12/site-packages/vllm/distributed/device_communicators/flashinfer_all_reduce.py", line 221, in get_flashinfer_allreduce_quant_workspace
+    raise ValueError(
+ValueError: {message}
+"""
 
 
 def build_store(folder: Path, records: list[dict]) -> tuple[Path, int]:
@@ -115,16 +88,25 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--sizes", default="10,10000")
+    ap.add_argument("--no-bytecode", action="store_true",
+                    help="keep the shell's PYTHONDONTWRITEBYTECODE (every call compiles errkb from source)")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
 
     seed = json.loads(SEED_FILE.read_text())["record"]
     line = f"(EngineCore_DP0 pid=1234) ERROR 08-14 21:17:39 [core.py:700] ValueError: {seed['errorMessage']}"
     drifted = line.replace("trtllm", "nccl")
+    traceback = TRACEBACK.format(message=seed["errorMessage"])
     errkb = str(Path(sys.executable).with_name("errkb"))
     work = Path(tempfile.mkdtemp(prefix="bench-explain-"))
     env = {**os.environ, "ERRKB_CACHE_DIR": str(work / "cache"), "NO_COLOR": "1"}
     env.pop("ERRKB_DB", None)
+    if not args.no_bytecode:
+        # As installed (pip writes every module's bytecode at install time): a development
+        # shell's PYTHONDONTWRITEBYTECODE=1 would have every call compile errkb from source.
+        # The bytecode goes to a private folder; the warm-up calls write it.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
     try:
         stores = {}
         for n in sizes:
@@ -144,12 +126,18 @@ def main(argv: list[str] | None = None) -> int:
         with gzip.open(CORPUS / "lines.txt.gz", "rb") as src, open(log, "wb") as dst:
             shutil.copyfileobj(src, dst)
         n_lines = sum(1 for _ in open(log, "rb"))
-        cases: dict[str, tuple[list[str], int]] = {"python -c 'import errkb'": ([sys.executable, "-c", "import errkb"], 0)}
+        cases: dict[str, tuple[list[str], int]] = {
+            "python -c pass": ([sys.executable, "-c", "pass"], 0),
+            "python -c 'import errkb'": ([sys.executable, "-c", "import errkb"], 0),
+        }
         for n in sizes:
             db = str(stores[n]["db"])
             cases[f"explain, {stores[n]['records']} records"] = ([errkb, "explain", "--db", db, line], 0)
             cases[f"explain --json, {stores[n]['records']} records"] = ([errkb, "explain", "--json", "--db", db, line], 0)
+            cases[f"explain <pasted traceback>, {stores[n]['records']} records"] = ([errkb, "explain", "--db", db, traceback], 0)
             cases[f"explain no match (near), {stores[n]['records']} records"] = ([errkb, "explain", "--db", db, drifted], 1)
+        for cmd, expect in cases.values():  # warm-up: bytecode written, caches fresh
+            timed(cmd, env, expect)
         times: dict[str, list[float]] = {k: [] for k in cases}
         for _ in range(args.runs):
             for name, (cmd, expect) in cases.items():
@@ -163,17 +151,19 @@ def main(argv: list[str] | None = None) -> int:
         log_times = {k: [timed(cmd, env, expect) for _ in range(max(1, args.runs // 5))] for k, (cmd, expect) in log_cases.items()}
 
         floor = statistics.median(times["python -c 'import errkb'"])
+        python = statistics.median(times["python -c pass"])
         rows = []
         for name, samples in times.items():
             s = sorted(samples)
             med = statistics.median(s)
             p90 = s[min(len(s) - 1, int(round(0.9 * (len(s) - 1))))]
-            rows.append({"case": name, "median_s": med, "p90_s": p90, "min_s": s[0], "ratio_to_import": med / floor, "runs": len(s)})
+            rows.append({"case": name, "median_s": med, "p90_s": p90, "min_s": s[0], "ratio_to_import": med / floor,
+                         "ratio_to_python": med / python, "runs": len(s)})
         width = max(len(r["case"]) for r in rows)
-        print(f"{'case':<{width}}  {'median':>8}  {'p90':>8}  {'min':>8}  {'x import':>8}")
+        print(f"{'case':<{width}}  {'median':>8}  {'p90':>8}  {'min':>8}  {'x import':>8}  {'x python':>8}")
         for r in rows:
             print(f"{r['case']:<{width}}  {r['median_s'] * 1000:6.0f}ms  {r['p90_s'] * 1000:6.0f}ms  "
-                  f"{r['min_s'] * 1000:6.0f}ms  {r['ratio_to_import']:8.2f}")
+                  f"{r['min_s'] * 1000:6.0f}ms  {r['ratio_to_import']:8.2f}  {r['ratio_to_python']:8.2f}")
         for n in sizes:
             st = stores[n]
             print(f"first call after ingest ({st['records']} records, builds the bundle): {st['first_call_s']:.2f} s")
@@ -189,10 +179,12 @@ def main(argv: list[str] | None = None) -> int:
         result = {
             "command": "python -m bench.bench_explain " + " ".join(argv if argv is not None else sys.argv[1:]),
             "line": line,
+            "traceback": traceback,
             "rows": rows,
             "log": {"lines": n_lines, "rows": log_rows},
             "stores": {str(n): {k: v for k, v in st.items() if k != "db"} for n, st in stores.items()},
             "python": sys.version.split()[0],
+            "bytecode": not args.no_bytecode,
             "cpus": os.cpu_count(),
         }
         out.write_text(json.dumps(result, indent=1), encoding="utf-8")

@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 KB_FORMAT = 4  # 4: the records' offset table is JSON lines, searched, not parsed whole
 FRESH_MARKER = "kb-fresh.json"
 OFFSETS = "records.offsets.jsonl"
+# Record look-ups served by searching the offset table's bytes (each costs a scan of it);
+# past these the table is parsed once into a dict.
+SEARCHED_LOOKUPS = 16
 
 
 class KnowledgeBaseError(ErrkbError):
@@ -62,6 +65,7 @@ class RecordFile:
     def __init__(self, records_path: Path, table: bytes) -> None:
         self._table = table
         self._offsets: dict[str, list[int]] | None = None
+        self._lookups = 0
         # Opened now: the folder may be replaced later and the handle keeps this one.
         self._fh = open(records_path, "rb")
 
@@ -69,13 +73,16 @@ class RecordFile:
     def offsets(self) -> dict[str, list[int]]:
         """Every id with its [offset, length, crc32], in the order they were written."""
         if self._offsets is None:
-            rows = (json.loads(line) for line in self._table.split(b"\n") if line)
+            rows = json.loads(b"[" + self._table.strip(b"\n").replace(b"\n", b",") + b"]")
             self._offsets = {row[0]: row[1:] for row in rows}
         return self._offsets
 
     def _where(self, record_id: str) -> list[int] | None:
         if self._offsets is not None:
             return self._offsets.get(record_id)
+        self._lookups += 1
+        if self._lookups > SEARCHED_LOOKUPS:  # many look-ups (enrich, a site build): one parse
+            return self.offsets.get(record_id)
         # each line starts with the id's JSON text, written by this class: unambiguous
         key = b"\n" + json.dumps([record_id])[:-1].encode("ascii") + b","
         at = self._table.find(key)
