@@ -124,6 +124,26 @@ class NearMatch:
         }
 
 
+def site_constants() -> dict:
+    """The scoring constants, for the static site's port of this module (templates/site/static/site.js
+    reads them from the index page's manifest, so the two cannot drift apart by a copied number)."""
+    names = ("MIN_SIMILARITY", "DEFAULT_LIMIT", "CANDIDATES", "COMMON_SHARE", "MAX_TEXT_WORDS", "MAX_VALUE_WORDS",
+             "MIN_SHARED_WORDS", "MIN_SPAN_SHARE", "TRUNCATED_BASE", "CUT_WORDS", "EXTRA_TEXT_CAP", "CONTAINED_SHARE",
+             "MIN_SPAN_WORDS", "MARGIN_FLOOR", "MARGIN_RATIO")
+    return {name: globals()[name] for name in names}
+
+
+def record_words(record: dict) -> str | None:
+    """A record's literal message words as the index keeps them: space-separated, NUL for a
+    slot; None for a record without literal words (it is not indexed)."""
+    message = record.get("errorMessage") if isinstance(record.get("errorMessage"), str) else ""
+    pattern = record.get("messagePattern") if isinstance(record.get("messagePattern"), str) else ""
+    seq = pattern_words(pattern, message)
+    if not any(w is not _SLOT for w in seq):
+        return None
+    return " ".join(_NUL if w is _SLOT else w for w in seq)
+
+
 def words(text: str) -> list[str]:
     return _WORD.findall(text)
 
@@ -201,12 +221,9 @@ class SimilarIndex:
         for r in records:
             if not isinstance(r, dict):
                 continue
-            message = r.get("errorMessage") if isinstance(r.get("errorMessage"), str) else ""
-            pattern = r.get("messagePattern") if isinstance(r.get("messagePattern"), str) else ""
-            seq = pattern_words(pattern, message)
-            if not any(w is not _SLOT for w in seq):
+            joined = record_words(r)
+            if joined is None:
                 continue
-            joined = " ".join(_NUL if w is _SLOT else w for w in seq)
             index.items.append((str(r.get("id")), r.get("slug") or "", r.get("repo") or "", r.get("errorClass"), joined))
         lowered = [_split(item[4]) for item in index.items]
         for i, seq in enumerate(lowered):

@@ -28,6 +28,7 @@ from urllib.parse import unquote
 from markupsafe import Markup
 
 from errkb.errors import ErrkbError
+from errkb.match.near import record_words, site_constants
 from errkb.match.patterns import analyze
 from errkb.records.urls import fix_page_path
 from errkb.records.view import RecordView
@@ -543,6 +544,8 @@ class _Entry:
     proof_status: str = "unproven"  # proven on CPU | proven on GPU | GPU-only | unproven
     errkb_findings: dict | None = None  # data/findings/<id>.json: errkb's own findings on a kept-as-ingested record
     variants: list | None = None  # data/variants/<id>.json: other releases' wordings of its raise site (errkb.mine.variants)
+    # the variants the matcher indexes (errkb.records.variants.variant_entries: linted again), for the paste box
+    matched_variants: list | None = None
 
 
 def _status(record: dict, findings: list[dict]) -> str:
@@ -654,6 +657,17 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
 
     variants_folder = bundled_folder()
     variants = read_folder(variants_folder) if variants_folder is not None else {}
+    from errkb.records.variants import VariantsError, variant_entries
+
+    try:
+        # the same pseudo-records `errkb explain` matches (and the same folder: $ERRKB_VARIANTS_DIR or bundled)
+        indexed_variants = variant_entries(records)
+    except VariantsError as e:
+        warnings.append(f"variants left out of the paste box: {e}")
+        indexed_variants = []
+    variants_by_id: dict[str, list[dict]] = {}
+    for v in indexed_variants:
+        variants_by_id.setdefault(str(v["id"]), []).append(v)
     entries: list[_Entry] = []
     for rec in records:
         path = _safe_relpath(fix_page_path(rec["repo"], rec["slug"]))
@@ -667,6 +681,7 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
             proof=proofs.get(rec["id"]), proof_status=status_of(rec["id"], proofs.get(rec["id"])),
             errkb_findings=load_findings(rec["id"]),
             variants=(variants.get(rec["id"]) or {}).get("variants") or [],
+            matched_variants=variants_by_id.get(str(rec["id"]), []),
         ))
 
     yield MARKER, MARKER_TEXT.encode()
@@ -719,6 +734,8 @@ def _search_entry(e: _Entry, classes: SharedClasses) -> dict:
     text = "\n".join([r.error_message, r.error_class, r.slug, r.documentation, r.trigger_scenarios,
                       r.common_situations, *r.solutions, *r.tags])
     item = {
+        "id": r.id,
+        "sl": r.slug,
         "u": e.path,
         "m": r.error_message,
         "t": text.lower(),
@@ -736,7 +753,26 @@ def _search_entry(e: _Entry, classes: SharedClasses) -> dict:
     shown = _excerpt(e.record["errorMessage"])
     if shown != r.error_message:
         item["x"] = shown  # the result line's text, when it is not the message itself
+    joined = record_words(e.record)
+    if joined is not None:
+        item["w"] = joined  # its literal words for near matches (errkb.match.near), NUL for a slot
+    found = []
+    for v in e.matched_variants or []:
+        js = js_pattern(v["messagePattern"])
+        if js.ok:
+            found.append({"p": classes.compress(js.source) if js.source is not None else None, "gp": js.plan,
+                          "l": js.literals, "a": 1 if js.ascii_only else 0, "label": variant_label(v["_variant"], r.slug)})
+    if found:
+        item["v"] = found  # other releases' wordings, matched exactly like the record's own pattern
     return item
+
+
+def variant_label(variant: dict, slug: str) -> str:
+    """What `errkb explain` says of a variant match (templates/_explain_record.txt.j2):
+    ``older wording (vllm 0.2.0–0.5.4) of <slug>``."""
+    first, last = variant.get("first"), variant.get("last")
+    span = first if first == last else f"{first}–{last}"
+    return f"{variant.get('relation') or 'other'} wording ({variant.get('project')} {span}) of {slug}"
 
 
 def search_chunks(entries: list[_Entry], chunk_bytes: int = SEARCH_CHUNK_BYTES) -> list[tuple[str, bytes, int]]:
@@ -772,7 +808,7 @@ def _render_index(env, entries: list[_Entry], tag_names, repo_names, common) -> 
     for path, content, _ in chunks:
         yield path, content
     manifest = {"chunks": [{"src": path, "n": n} for path, _, n in chunks], "total": len(entries), "page": INDEX_PAGE,
-                "max_input": MAX_TEST_INPUT, "max_line": MAX_TEST_LINE}
+                "max_input": MAX_TEST_INPUT, "max_line": MAX_TEST_LINE, "near": site_constants()}
     page = env.get_template("index.html").render(
         root="", entries=entries[:INDEX_PAGE], tag_names=tag_names, repo_names=repo_names, page_size=INDEX_PAGE,
         classes=sorted({e.record["errorClass"] for e in entries}),
