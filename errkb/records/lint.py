@@ -192,14 +192,20 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
 # What counts as reading the setup a validation judges. Validation code runs as its own
 # script (`python validate.py <the user's flags>`), so a value it assigns itself is never
 # the user's. Names, not data flow: a cheap, conservative static check (a warning).
-_SETUP_MODULES = {"argparse", "getopt", "click", "fileinput", "configparser", "tomllib", "subprocess", "json", "yaml"}
-_SETUP_ATTRIBUTES = {("sys", "argv"), ("sys", "stdin"), ("os", "environ"), ("os", "getenv"), ("os", "environb")}
+_SETUP_MODULES = {  # json/yaml left out: what they parse comes from open()/stdin/environ, counted there
+    "argparse", "getopt", "click", "fileinput", "configparser", "tomllib", "subprocess", "importlib", "platform", "pynvml",
+}
+_SETUP_ATTRIBUTES = {("sys", "argv"), ("sys", "stdin"), ("os", "environ"), ("os", "getenv"), ("os", "environb"),
+                     ("sys", "version_info"), ("sys", "version")}
 _SETUP_CALLS = {"open", "input"}
 _SETUP_METHODS = {  # file reads, and queries of the installed library, the host or the device
-    "read_text", "read_bytes", "from_pretrained", "is_available", "device_count", "get_device_capability",
+    "read_text", "read_bytes", "is_available", "device_count", "get_device_capability",
     "get_device_properties", "get_device_name", "mem_get_info", "virtual_memory", "cpu_count", "sysconf",
     "is_built", "is_mpi_available", "is_nccl_available", "is_gloo_available", "is_initialized", "get_start_method",
+    "__version__", "version", "exists", "is_file", "is_dir", "isfile", "isdir", "which", "is_bf16_supported",
+    "get_world_size", "get_rank", "get_backend", "sched_getaffinity", "open",
 }
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
 MAX_VALIDATION_CODE = 64 * 1024  # longer code is not analysed (parsing untrusted text costs memory)
 
 
@@ -213,8 +219,15 @@ def validation_reads_setup(code: str) -> bool | str | None:
         tree = ast.parse(code)
     except SyntaxError as e:
         return f"line {e.lineno}: {e.msg}" if e.lineno else e.msg
-    except (ValueError, RecursionError, MemoryError) as e:  # NUL bytes, absurd nesting
-        return f"{type(e).__name__}: {e}"
+    except (RecursionError, MemoryError):  # CPython's parser refuses absurd nesting this way
+        return "nested too deeply for Python's parser"
+    except ValueError as e:  # NUL bytes, lone surrogates
+        return str(e)
+    # `import os as o`: o.environ is os.environ.
+    alias = {"os": "os", "sys": "sys"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            alias.update({a.asname: a.name for a in node.names if a.asname and a.name in ("os", "sys")})
     for node in ast.walk(tree):
         if isinstance(node, ast.Import) and any(a.name.split(".")[0] in _SETUP_MODULES for a in node.names):
             return True
@@ -224,11 +237,21 @@ def validation_reads_setup(code: str) -> bool | str | None:
             if node.module in ("os", "sys") and any((node.module, a.name) in _SETUP_ATTRIBUTES for a in node.names):
                 return True
         if isinstance(node, ast.Attribute):
-            if isinstance(node.value, ast.Name) and (node.value.id, node.attr) in _SETUP_ATTRIBUTES:
+            if isinstance(node.value, ast.Name) and (alias.get(node.value.id), node.attr) in _SETUP_ATTRIBUTES:
                 return True
             if node.attr in _SETUP_METHODS:
                 return True
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _SETUP_CALLS:
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id in _SETUP_CALLS:
+                return True
+            # AutoConfig.from_pretrained("org/model") reads a checkpoint named in the code, not the user's.
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "from_pretrained" and not (
+                    node.args and isinstance(node.args[0], ast.Constant)):
+                return True
+        if isinstance(node, ast.Try) and any(  # try: import flash_attn / except ImportError: an install probe
+                isinstance(h.type, ast.Name) and h.type.id in _IMPORT_ERRORS
+                or isinstance(h.type, ast.Tuple) and any(isinstance(t, ast.Name) and t.id in _IMPORT_ERRORS for t in h.type.elts)
+                for h in node.handlers) and any(isinstance(b, (ast.Import, ast.ImportFrom)) for b in node.body):
             return True
     return False
 
