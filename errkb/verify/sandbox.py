@@ -429,8 +429,8 @@ def _store_files() -> list[str]:
         if os.environ.get(name):
             found.update(p for p in (os.environ[name], os.environ[name] + ".wal") if os.path.isfile(p))
     # errkb.resources.cache_root(), spelled out: this module imports only the standard library.
-    cache = os.path.abspath(os.environ.get("ERRKB_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "errkb"))
+    cache = os.path.abspath(os.path.expanduser(os.environ["ERRKB_CACHE_DIR"])) if os.environ.get("ERRKB_CACHE_DIR") else \
+        os.path.abspath(os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "errkb"))
     if os.path.isdir(cache):
         found.update(os.path.join(cache, n) for n in os.listdir(cache) if ".duckdb" in n and os.path.isfile(os.path.join(cache, n)))
     return sorted(found)
