@@ -7,7 +7,11 @@ attention heads, 8 KV heads, 80 layers; no weights). ParallelConfig._verify_args
 create_engine_configs() builds the parallel config, the api_server's first start-up step (see
 _vllm033.py; `--device cuda` stands for the user's GPU host). In the fixed state the case also
 runs the head/layer divisibility check LLMEngine.__init__ runs next
-(ModelConfig.verify_with_parallel_config); eight workers would then be started with Ray.
+(ModelConfig.verify_with_parallel_config). It leaves out the swap-space check _verify_args runs
+after that (CacheConfig.verify_with_parallel_config, c8018983's): the default 4 GiB x 8 GPUs =
+32 GiB must be under 70% of the host's RAM, so a runner under 46 GiB would raise there (a 23.5
+GiB runner does) while an 8-GPU host serving a 70B model has far more. Eight workers would then
+be started with Ray (not installed in the venv).
 """
 
 from _vllm033 import LLAMA2_70B, accepted, engine_configs, write
