@@ -2,11 +2,14 @@
 
 S401 env var not in source, S402 CLI flag not in source, S403 a literal part of
 errorMessage that the raise's format code cannot produce (only what can be shown:
-a float formatted with a fixed precision ``{x:.1f}`` never prints more decimals).
+a float formatted with a fixed precision ``{x:.1f}`` never prints more decimals; an
+interpolated ``round(x, 2)``, ``format(x, ".2f")``, ``int(x)`` or a call to a helper of the
+same source tree returning one of those prints a float repr, exactly 2 places or an integer).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -92,22 +95,266 @@ def _fixed_precision_problem(record: dict, tree: SourceTree) -> str | None:
     if site is None or site.template is None:
         return None
     parts = site.template.parts
+    printf = _printf_specs(site.source_code) if site.message_kind == "percent" else None
+    holes = sum(1 for p in parts if not isinstance(p, str))
+    hole = -1
     for i, part in enumerate(parts):
         if isinstance(part, str):
             continue
-        m = _FIXED.search(part.format_spec.strip())
-        if not m:
-            continue
-        digits = int(m.group(1))
+        hole += 1
+        spec = part.format_spec.strip()
+        if printf is not None and len(printf) == holes:
+            spec = printf[hole]  # the template keeps %.2f as "f"; the format string has the places
+        m = _FIXED.search(spec)
         before = parts[i - 1] if i > 0 and isinstance(parts[i - 1], str) else None
-        if not before or before not in message:
+        if i == 0:
+            start = 0
+        elif not before or before not in message:
             continue
-        start = message.index(before) + len(before)
+        else:
+            start = message.index(before) + len(before)
         num = re.match(r"-?\d+(?:\.(\d+))?", message[start:])
-        if num and len(num.group(1) or "") != digits:
-            return (f"errorMessage has {num.group(0)!r} after {before.strip()!r} but {site.file}:{site.line} formats "
-                    f"{{{part.expr}:{part.format_spec}}} with {digits} decimal(s)")
+        if not num:
+            continue
+        if m:
+            digits = int(m.group(1))
+            if len(num.group(1) or "") != digits:
+                return (f"errorMessage has {num.group(0)!r} after {(before or '').strip()!r} but {site.file}:{site.line} "
+                        f"formats {{{part.expr}:{spec}}} with {digits} decimal(s)")
+            continue
+        if part.format_spec.strip() or part.conversion not in ("", "s", "r"):
+            continue
+        form = _Resolver(tree, record["filePath"], text, site.line).form(part.expr)
+        if form is None:
+            continue
+        printed = _printed(num.group(0), form)
+        if printed is not None and printed != num.group(0):
+            return (f"errorMessage says {num.group(0)!r} but {site.file}:{site.line} prints {form.describe}: "
+                    f"{printed!r}")
     return None
+
+
+_PRINTF = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\d+|\*)?(?:\.(\d+))?([diouxXeEfFgGcrsa%])")
+
+
+def _printf_specs(source: str) -> list[str] | None:
+    """The precision spec (".2f", or "") of each conversion of the raise's literal ``%`` format string."""
+    try:
+        tree = ast.parse(source.strip())
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) \
+                and isinstance(node.left.value, str):
+            return [f".{m.group(1)}{m.group(2)}" if m.group(1) and m.group(2) in "fF" else ""
+                    for m in _PRINTF.finditer(node.left.value) if m.group(2) != "%"]
+    return None
+
+
+@dataclass(frozen=True)
+class _Form:
+    """What an interpolated expression prints: a float repr after round(x, n), n fixed places, or an integer."""
+
+    kind: str  # "round", "fixed" or "int"
+    places: int
+    describe: str
+
+
+def _printed(num: str, form: _Form) -> str | None:
+    """The text the code would print for the value the message shows (None when it cannot tell)."""
+    try:
+        value = float(num)
+    except ValueError:
+        return None
+    if form.kind == "fixed":
+        return f"{value:.{form.places}f}"
+    if form.kind == "int":
+        return str(int(value)) if value == int(value) else None
+    if form.kind == "round":
+        printed = repr(round(value, form.places))
+        return printed if "e" not in printed else None
+    return None
+
+
+def _short(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 40 else text[:37] + "…"
+
+
+class _Resolver:
+    """Resolves an interpolated expression to the form it prints, following local variables
+    assigned once before the raise and helpers defined in the same source tree (imports followed)."""
+
+    def __init__(self, tree: SourceTree, file: str, text: str, line: int):
+        self.tree = tree
+        self.file = file
+        self.line = line
+        self.modules: dict[str, ast.Module | None] = {}
+        self.module = self._parse(file, text)
+        self.depth = 0
+
+    def _parse(self, rel: str, text: str | None) -> ast.Module | None:
+        if rel not in self.modules:
+            try:
+                self.modules[rel] = ast.parse(text) if text is not None else None
+            except (SyntaxError, ValueError):
+                self.modules[rel] = None
+        return self.modules[rel]
+
+    def form(self, expr: str) -> _Form | None:
+        if not expr or self.module is None:
+            return None
+        try:
+            node = ast.parse(expr, mode="eval").body
+        except (SyntaxError, ValueError):
+            return None
+        func = self._enclosing(self.module, self.line)
+        return self._expr(node, self.file, self.module, func, self.line)
+
+    @staticmethod
+    def _enclosing(module: ast.Module, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        best = None
+        for node in ast.walk(module):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or 0):
+                if best is None or node.lineno > best.lineno:
+                    best = node
+        return best
+
+    def _expr(self, node: ast.expr, rel: str, module: ast.Module, func, line: int) -> _Form | None:
+        self.depth += 1
+        try:
+            if self.depth > 12:
+                return None
+            return self._expr_inner(node, rel, module, func, line)
+        finally:
+            self.depth -= 1
+
+    def _expr_inner(self, node: ast.expr, rel: str, module: ast.Module, func, line: int) -> _Form | None:
+        if isinstance(node, ast.JoinedStr) and len(node.values) == 1 and isinstance(node.values[0], ast.FormattedValue):
+            spec = node.values[0].format_spec
+            if spec is None and node.values[0].conversion in (-1, ord("s")):
+                return self._expr(node.values[0].value, rel, module, func, line)
+            if isinstance(spec, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in spec.values):
+                m = _FIXED.search("".join(str(v.value) for v in spec.values))
+                if m:
+                    return _Form("fixed", int(m.group(1)), f"{_short(node)}, {m.group(1)} places")
+            return None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) \
+                and isinstance(node.left.value, str):
+            m = re.fullmatch(r"%\.(\d+)f", node.left.value)
+            return _Form("fixed", int(m.group(1)), f"{_short(node)}, {m.group(1)} places") if m else None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
+            return _Form("int", 0, f"{_short(node)}, an integer")
+        if isinstance(node, ast.Name) and func is not None:
+            value = self._assigned_once(func, node.id, line)
+            if value is not None:
+                inner = self._expr(value, rel, module, func, value.lineno)
+                if inner is not None:
+                    return _Form(inner.kind, inner.places, f"{node.id} = {inner.describe}")
+            return None
+        if not isinstance(node, ast.Call) or node.keywords and not isinstance(node.func, ast.Name):
+            return None
+        name = node.func.id if isinstance(node.func, ast.Name) else None
+        if name == "round":
+            if len(node.args) == 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, int) \
+                    and not node.keywords:
+                n = node.args[1].value
+                return _Form("round", n, f"{_short(node)}, a float")
+            if len(node.args) == 1 and not node.keywords:
+                return _Form("int", 0, f"{_short(node)}, an integer")
+            return None
+        if name == "int" and len(node.args) == 1:
+            return _Form("int", 0, f"{_short(node)}, an integer")
+        if name == "format" and len(node.args) == 2 and isinstance(node.args[1], ast.Constant) \
+                and isinstance(node.args[1].value, str):
+            m = re.fullmatch(r"\.(\d+)f", node.args[1].value)
+            return _Form("fixed", int(m.group(1)), f"{_short(node)}, {m.group(1)} places") if m else None
+        if name == "str" and len(node.args) == 1:
+            return self._expr(node.args[0], rel, module, func, line)
+        if name is None:
+            return None
+        found = self._helper(name, rel, module)
+        if found is None:
+            return None
+        hrel, hmodule, hdef = found
+        returns = [r for r in ast.walk(hdef) if isinstance(r, ast.Return)]
+        if not returns or any(r.value is None for r in returns):
+            return None
+        forms = {self._expr(r.value, hrel, hmodule, hdef, r.lineno) for r in returns}
+        if len(forms) != 1 or None in forms:
+            return None
+        form = forms.pop()
+        return _Form(form.kind, form.places, f"{name}(...) = {form.describe}")
+
+    @staticmethod
+    def _assigned_once(func, name: str, line: int) -> ast.expr | None:
+        values = []
+        for node in ast.walk(func):
+            if isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name) and node.target.id == name:
+                if isinstance(node, ast.AnnAssign) and node.value is not None:
+                    values.append(node)
+                else:
+                    return None
+            elif isinstance(node, ast.Assign):
+                targets = [t for t in node.targets]
+                if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                    if len(targets) != 1:
+                        return None
+                    values.append(node)
+                elif any(name in {n.id for n in ast.walk(t) if isinstance(n, ast.Name)} for t in targets):
+                    return None
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.NamedExpr)):
+                target = getattr(node, "target", None)
+                if target is not None and name in {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}:
+                    return None
+        if any(isinstance(a, ast.arg) and a.arg == name for a in ast.walk(func.args)):
+            return None
+        if len(values) != 1 or values[0].lineno >= line:
+            return None
+        return values[0].value
+
+    def _helper(self, name: str, rel: str, module: ast.Module):
+        for node in module.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+                return rel, module, node
+        for node in ast.walk(module):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            for alias in node.names:
+                if (alias.asname or alias.name) != name:
+                    continue
+                target = self._module_file(node.module or "", node.level, rel)
+                if target is None:
+                    return None
+                trel, tmod = target
+                for d in tmod.body:
+                    if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.name == alias.name:
+                        return trel, tmod, d
+                return None
+        return None
+
+    def _module_file(self, dotted: str, level: int, rel: str) -> tuple[str, ast.Module] | None:
+        if level:
+            base = rel.split("/")[:-1]
+            if level > 1:
+                base = base[: len(base) - (level - 1)]
+            parts = base + (dotted.split(".") if dotted else [])
+        else:
+            parts = dotted.split(".")
+        prefixes = [""]
+        # A checkout or sdist keeps the package under a folder (vllm-0.18.0/vllm/...): the raise's
+        # file path tells where the package starts.
+        top = parts[0] if parts else ""
+        segs = rel.split("/")
+        if not level and top in segs:
+            prefixes = ["/".join(segs[: segs.index(top)])]
+        for prefix in prefixes:
+            stem = "/".join(([prefix] if prefix else []) + parts)
+            for cand in (stem + ".py", stem + "/__init__.py"):
+                mod = self._parse(cand, self.tree.read_text(cand)) if cand not in self.modules else self.modules[cand]
+                if mod is not None:
+                    return cand, mod
+        return None
 
 
 def check_records(records: Iterable[dict], source: str | Path) -> list[SourceFinding]:
