@@ -258,8 +258,14 @@ class _Resolver:
         if name == "round":
             if len(node.args) == 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, int) \
                     and not node.keywords:
-                n = node.args[1].value
-                return _Form("round", n, f"{_short(node)}, a float")
+                # round() of an int stays an int: only a value that is surely a float (a true
+                # division, a float literal, float(...)) is known to print a float repr.
+                if not any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)
+                           or isinstance(n, ast.Constant) and isinstance(n.value, float)
+                           or isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "float"
+                           for n in ast.walk(node.args[0])):
+                    return None
+                return _Form("round", node.args[1].value, f"{_short(node)}, a float")
             if len(node.args) == 1 and not node.keywords:
                 return _Form("int", 0, f"{_short(node)}, an integer")
             return None
