@@ -193,6 +193,393 @@
     input.addEventListener("input", run);
   });
 
+  // ---- normalisation, as errkb.match.normalize does it for a pasted text ----
+  // A port of text_messages for what people paste (a line, a few lines): the text, its
+  // lines, each without colour codes and log prefixes, a JSON log's message, the message
+  // after an `ErrorClass: `. Our own regexes (Python's, with \w and \d as Python's Unicode
+  // sets), bounded, run only on the capped input; no record text is ever a RegExp here.
+  function pyRegExp(src, flags) {
+    var out = "";
+    var inClass = false;
+    for (var i = 0; i < src.length; i++) {
+      var c = src[i];
+      if (c === "\\") {
+        var n = src[i + 1];
+        if (n === "w") { out += inClass ? "\\p{L}\\p{N}_" : "[\\p{L}\\p{N}_]"; }
+        else if (n === "d") { out += "\\p{Nd}"; }
+        else { out += c + n; }
+        i++;
+        continue;
+      }
+      if (c === "[" && !inClass) { inClass = true; } else if (c === "]" && inClass) { inClass = false; }
+      out += c;
+    }
+    return new RegExp(out.replace(/\(\?P</g, "(?<"), flags);
+  }
+  var LEVEL = "(?:TRACE|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|ERR|CRITICAL|FATAL|EXCEPTION|SEVERE)";
+  var NORM_ANSI = pyRegExp(String.raw`\x1b(?:\[[0-?]{0,32}[ -/]{0,8}[@-~]|\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)|[@-Z\\-_])`, "gu");
+  var PREFIX = pyRegExp("(?:" +
+    String.raw`(?P<ts>\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2}| ?UTC)?\]?(?: \| | - | ?))` +
+    String.raw`|(?P<vllm>` + LEVEL + String.raw` \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})? ?)` +
+    String.raw`|(?P<syslog>[A-Z][a-z]{2} [ \d]?\d \d{2}:\d{2}:\d{2} [\w.-]{1,255} [\w./@-]{1,255}?(?:\[\d{1,10}\])?: ?)` +
+    String.raw`|(?P<glog>[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d{1,9} {1,16}\d{1,10} [\w./-]{1,255}:\d{1,10}\] ?)` +
+    String.raw`|(?P<proc>\([\w.-]{1,100}(?: [\w.-]{1,40}=[\w.-]{1,40}){1,4}\) ?)` +
+    String.raw`|(?P<rank>\[rank\d{1,6}\]: ?)` +
+    String.raw`|(?P<file>\[[\w./<>-]{1,255}:\d{1,10}(?: [^\]\n]{1,100})?\] ?)` +
+    String.raw`|(?P<pylog>` + LEVEL + String.raw`:(?:[A-Za-z_][\w.]{0,200}:(?=\S))?(?: {1,16})?)` +
+    String.raw`|(?P<loguru>\| ?` + LEVEL + String.raw` {0,16}\| ?(?:[\w.<>]{1,255}:[\w.<>]{0,255}:?\d{1,10} - )?)` +
+    String.raw`|(?P<loguru2>` + LEVEL + String.raw` {0,16}\| (?:[\w.<>]{1,255}:[\w.<>]{0,255}:?\d{1,10} - )?)` +
+    String.raw`|(?P<blevel>\[` + LEVEL + String.raw`\] ?)` +
+    String.raw`|(?P<level>` + LEVEL + String.raw`(?: - | \| | {1,16}(?=\S)))` + ")", "uy");
+  var LOGGER = pyRegExp(String.raw`(?:\[[^\]\s]{1,100}\]|[A-Za-z_]\w{0,100}(?:[.\-/]\w{1,100}){1,12}|[A-Za-z]{1,100}_\d{1,10})(?::? | - )(?=\S)`, "uy");
+  var ERROR_LINE = pyRegExp(String.raw`((?:[A-Za-z_]\w{0,100}\.){0,12}[A-Za-z_]\w{0,100}` +
+    String.raw`(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure|Iteration|Timeout|Refused|Denied|NotFound|Err|Exists))` +
+    String.raw`(?::(?: |$)|$)`, "uy");
+  var PREFIX_FAMILIES = ["ts", "vllm", "syslog", "glog", "proc", "rank", "file", "pylog", "loguru", "loguru2", "blevel", "level"];
+  var TERMINAL_PREFIXES = { syslog: 1, glog: 1, file: 1, pylog: 1, loguru: 1, loguru2: 1 };
+  var LEVEL_PREFIXES = { vllm: 1, pylog: 1, loguru: 1, loguru2: 1, blevel: 1, level: 1 };
+  var JSON_MESSAGE_KEYS = ["message", "msg", "log", "error", "err", "exception", "exc_info", "stack_trace", "text", "event"];
+
+  function stickyAt(re, text, pos) { re.lastIndex = pos; return re.exec(text); }
+  function pyStrip(s) { return s.replace(/^[\s\x1c-\x1f]+|[\s\x1c-\x1f]+$/gu, ""); }
+  function stripAnsi(text) { return text.indexOf("\x1b") < 0 ? text : text.replace(NORM_ANSI, ""); }
+  function prefixLength(line) {
+    var pos = 0;
+    var seen = {};
+    var levelSeen = false;
+    for (var n = 0; n < 12; n++) {
+      var m = stickyAt(PREFIX, line, pos);
+      if (m === null || m.index + m[0].length === pos) {
+        if (seen.ts && (seen.level || seen.blevel)) { pos = loggerEnd(line, pos); }
+        break;
+      }
+      var family = PREFIX_FAMILIES.filter(function (f) { return m.groups[f] !== undefined; })[0];
+      if (seen[family] || (LEVEL_PREFIXES[family] && levelSeen)) { break; }
+      seen[family] = true;
+      if (LEVEL_PREFIXES[family]) { levelSeen = true; }
+      pos = m.index + m[0].length;
+      if (TERMINAL_PREFIXES[family]) { break; }
+    }
+    return pos;
+  }
+  function loggerEnd(line, pos) {
+    var m = stickyAt(LOGGER, line, pos);
+    if (m === null || stickyAt(ERROR_LINE, line, pos) !== null) { return pos; }
+    var end = pos + m[0].length;
+    var name = m[0].replace(/[: -]+$/, "");
+    var next = line.slice(end, end + 1);
+    if (/\p{Nd}$/u.test(name) || name.slice(-1) === "]" || (next && next === next.toUpperCase() && next !== next.toLowerCase())) {
+      return end;
+    }
+    return pos;
+  }
+  function stripPrefixes(line) { var n = prefixLength(line); return n ? line.slice(n) : line; }
+  function splitErrorClass(message) {
+    var m = stickyAt(ERROR_LINE, message, 0);
+    return m === null ? null : [m[1], message.slice(m[0].length)];
+  }
+  function isDict(o) { return o !== null && typeof o === "object" && !Array.isArray(o); }
+  function jsonMessage(line) {
+    var stripped = pyStrip(line);
+    if (!(stripped.charAt(0) === "{" && stripped.slice(-1) === "}")) { return null; }
+    var obj;
+    try { obj = JSON.parse(stripped); } catch (e) { return null; }
+    for (var depth = 0; depth < 3; depth++) {
+      if (!isDict(obj)) { return null; }
+      var next = null;
+      for (var k = 0; k < JSON_MESSAGE_KEYS.length; k++) {
+        var key = JSON_MESSAGE_KEYS[k];
+        if (!Object.prototype.hasOwnProperty.call(obj, key)) { continue; }
+        var value = obj[key];
+        if (typeof value === "string" && value) { return value; }
+        if (isDict(value)) { next = value; break; }
+      }
+      if (next === null) { return null; }
+      obj = next;
+    }
+    return null;
+  }
+  function addLineForms(line, out, depth) {
+    var body = stripPrefixes(line);
+    if (body !== line) { out.push(body); }
+    var inner = jsonMessage(body);
+    if (inner !== null && depth < 2) {
+      textMessages(inner, depth + 1).forEach(function (t) { out.push(t); });
+      return;
+    }
+    var split = splitErrorClass(body);
+    if (split) { out.push(body); out.push(split[1]); }
+  }
+  function dedupe(texts) {
+    var seen = {};
+    return texts.filter(function (t) { if (Object.prototype.hasOwnProperty.call(seen, "k" + t)) { return false; } seen["k" + t] = 1; return true; });
+  }
+  // errkb.match.normalize.text_messages (the texts only). A text of several lines is taken
+  // line by line, with its lines joined (a wrapped message); tracebacks are not grouped.
+  function textMessages(text, depth) {
+    var out = [text];
+    if (text.indexOf("\r") >= 0) { text = text.replace(/\r\n/g, "\n"); }
+    text = stripAnsi(text);
+    var lines = text.split("\n");
+    while (lines.length && !pyStrip(lines[lines.length - 1])) { lines.pop(); }
+    if (!lines.length) { return dedupe(out); }
+    if (lines.length === 1) {
+      if (lines[0] !== out[0]) { out.push(lines[0]); }
+      addLineForms(lines[0], out, depth);
+      return dedupe(out);
+    }
+    if (lines.length <= 50) {
+      var bodies = lines.map(function (l) { return pyStrip(stripPrefixes(l)); });
+      [bodies.join(""), bodies.filter(function (b) { return b; }).join(" ")].forEach(function (joined) {
+        out.push(joined);
+        var split = splitErrorClass(joined);
+        if (split) { out.push(split[1]); }
+      });
+    }
+    lines.forEach(function (line) {
+      if (line.slice(-1) === "\r") { line = line.slice(0, -1); }
+      out.push(line);
+      var clean = stripAnsi(line);
+      if (clean !== line) { out.push(clean); }
+      addLineForms(clean, out, 0);
+    });
+    return dedupe(out);
+  }
+  window.errkbTextMessages = function (text) { return textMessages(text, 0); };  // for tests
+
+  // ---- near matches: errkb.match.near, ported ------------------------------
+  // The same words, weights, word alignment (difflib.SequenceMatcher, autojunk off) and
+  // span scoring, with the constants errkb.match.near exports (the manifest's "near").
+  // Records' words come from the build (errkb.match.near.record_words): patterns are
+  // never parsed or run here.
+  var WORD = /[\p{L}\p{N}_]+(?:['’][\p{L}\p{N}_]+)*/gu;
+  var NUL = "\0";
+  function nearWords(text) { return text.match(WORD) || []; }
+  function fsum(values) { var s = 0; for (var i = 0; i < values.length; i++) { s += values[i]; } return s; }  // Python's sum(), left to right
+
+  // difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+  function opcodes(a, b) {
+    var b2j = new Map();
+    b.forEach(function (elt, j) { var l = b2j.get(elt); if (!l) { l = []; b2j.set(elt, l); } l.push(j); });
+    function longest(alo, ahi, blo, bhi) {
+      var besti = alo, bestj = blo, bestsize = 0;
+      var j2len = new Map();
+      for (var i = alo; i < ahi; i++) {
+        var newj2len = new Map();
+        var js = b2j.get(a[i]) || [];
+        for (var n = 0; n < js.length; n++) {
+          var j = js[n];
+          if (j < blo) { continue; }
+          if (j >= bhi) { break; }
+          var k = (j2len.get(j - 1) || 0) + 1;
+          newj2len.set(j, k);
+          if (k > bestsize) { besti = i - k + 1; bestj = j - k + 1; bestsize = k; }
+        }
+        j2len = newj2len;
+      }
+      while (besti > alo && bestj > blo && a[besti - 1] === b[bestj - 1]) { besti--; bestj--; bestsize++; }
+      while (besti + bestsize < ahi && bestj + bestsize < bhi && a[besti + bestsize] === b[bestj + bestsize]) { bestsize++; }
+      return [besti, bestj, bestsize];
+    }
+    var queue = [[0, a.length, 0, b.length]];
+    var blocks = [];
+    while (queue.length) {
+      var q = queue.pop();
+      var x = longest(q[0], q[1], q[2], q[3]);
+      var i = x[0], j = x[1], k = x[2];
+      if (k) {
+        blocks.push(x);
+        if (q[0] < i && q[2] < j) { queue.push([q[0], i, q[2], j]); }
+        if (i + k < q[1] && j + k < q[3]) { queue.push([i + k, q[1], j + k, q[3]]); }
+      }
+    }
+    blocks.sort(function (p, r) { return p[0] - r[0] || p[1] - r[1] || p[2] - r[2]; });
+    var i1 = 0, j1 = 0, k1 = 0;
+    var merged = [];
+    blocks.forEach(function (blk) {
+      if (i1 + k1 === blk[0] && j1 + k1 === blk[1]) { k1 += blk[2]; }
+      else { if (k1) { merged.push([i1, j1, k1]); } i1 = blk[0]; j1 = blk[1]; k1 = blk[2]; }
+    });
+    if (k1) { merged.push([i1, j1, k1]); }
+    merged.push([a.length, b.length, 0]);
+    var ops = [];
+    var ai = 0, bj = 0;
+    merged.forEach(function (blk) {
+      var tag = "";
+      if (ai < blk[0] && bj < blk[1]) { tag = "replace"; } else if (ai < blk[0]) { tag = "delete"; } else if (bj < blk[1]) { tag = "insert"; }
+      if (tag) { ops.push([tag, ai, blk[0], bj, blk[1]]); }
+      ai = blk[0] + blk[2];
+      bj = blk[1] + blk[2];
+      if (blk[2]) { ops.push(["equal", blk[0], ai, blk[1], bj]); }
+    });
+    return ops;
+  }
+
+  function splitWords(joined) { return joined.split(" ").map(function (w) { return w === NUL ? null : w.toLowerCase(); }); }
+
+  // items: [{w, id, slug, repo, r}] in record order, those with literal words only.
+  function NearIndex(items, C) {
+    this.C = C;
+    this.items = items;
+    this.seqs = items.map(function (it) { return splitWords(it.w); });
+    this.postings = new Map();
+    this.idfs = new Map();
+    var self = this;
+    this.seqs.forEach(function (seq, i) {
+      var seen = new Set();
+      seq.forEach(function (w) {
+        if (w === null || seen.has(w)) { return; }
+        seen.add(w);
+        var p = self.postings.get(w);
+        if (!p) { p = []; self.postings.set(w, p); }
+        p.push(i);
+      });
+    });
+    this.weights = this.seqs.map(function (seq) { return fsum(seq.filter(function (w) { return w !== null; }).map(self.idf, self)); });
+  }
+  NearIndex.prototype.idf = function (word) {
+    var value = this.idfs.get(word);
+    if (value === undefined) {
+      var posting = this.postings.get(word);
+      value = Math.log(1.0 + (this.items.length + 1) / ((posting ? posting.length : 0) + 0.5));
+      this.idfs.set(word, value);
+    }
+    return value;
+  };
+  NearIndex.prototype.candidates = function (lowered) {
+    var common = Math.max(8, Math.floor(this.items.length * this.C.COMMON_SHARE));
+    var acc = new Map();
+    var self = this;
+    Array.from(new Set(lowered)).forEach(function (w) {
+      var posting = self.postings.get(w);
+      if (!posting || posting.length > common) { return; }
+      var weight = self.idf(w);
+      posting.forEach(function (i) { acc.set(i, (acc.get(i) || 0.0) + weight); });
+    });
+    var keys = Array.from(acc.keys());
+    var key = function (i) { return acc.get(i) / (self.weights[i] || 1.0); };
+    keys.sort(function (p, r) { return key(r) - key(p) || p - r; });
+    return keys.slice(0, this.C.CANDIDATES);
+  };
+  NearIndex.prototype.compare = function (i, text, original, lowered) {
+    var C = this.C, self = this, idf = function (w) { return self.idf(w); };
+    var item = this.items[i];
+    var seq = this.seqs[i];
+    var keyed = seq.map(function (w, k) { return w === null ? "\0slot" + k : w; });
+    var display = item.w.split(" ").map(function (w) { return w === NUL ? "…" : w; });
+    var ops = opcodes(keyed, lowered);
+    var matched = 0.0, extra = 0.0;
+    var total = fsum(seq.filter(function (w) { return w !== null; }).map(idf));
+    var diff = [];
+    ops.forEach(function (op) {
+      var tag = op[0], i1 = op[1], i2 = op[2], j1 = op[3], j2 = op[4];
+      var recWords = [], hasSlot = false, slots = 0;
+      for (var k = i1; k < i2; k++) { if (seq[k] === null) { hasSlot = true; slots++; } else { recWords.push(display[k]); } }
+      var txt = original.slice(j1, j2);
+      if (tag === "equal") {
+        matched += fsum(seq.slice(i1, i2).map(idf));
+        diff.push(["same", recWords.join(" "), txt.join(" ")]);
+        return;
+      }
+      if (hasSlot && txt.length) {
+        var keep = C.MAX_VALUE_WORDS * slots;
+        diff.push(["value", "…", txt.slice(0, keep).join(" ")]);
+        if (txt.length > keep) {
+          diff.push(["extra", "", txt.slice(keep).join(" ")]);
+          extra += fsum(lowered.slice(j1 + keep, j2).map(idf));
+        }
+        if (recWords.length) { diff.push(["missing", recWords.join(" "), ""]); }
+        return;
+      }
+      if (recWords.length && txt.length) { diff.push(["changed", recWords.join(" "), txt.join(" ")]); }
+      else if (recWords.length) { diff.push(["missing", recWords.join(" "), ""]); }
+      else if (txt.length) { diff.push(["extra", "", txt.join(" ")]); }
+      extra += (txt.length && !hasSlot) ? fsum(lowered.slice(j1, j2).map(idf)) : 0.0;
+    });
+    var shared = 0;
+    ops.forEach(function (op) { if (op[0] === "equal") { shared += op[2] - op[1]; } });
+    if (matched === 0.0 || total === 0.0 || shared < C.MIN_SHARED_WORDS) { return null; }
+    var similarity = matched / (total + extra);
+    var span = this.spanScore(seq, lowered, ops, matched, total, extra, shared);
+    return { i: i, item: item, similarity: Math.max(similarity, span[0]), closeness: span[1], message: text, diff: diff,
+             differences: diff.filter(function (d) { return d[0] === "changed" || d[0] === "missing" || d[0] === "extra"; }).length };
+  };
+  NearIndex.prototype.spanScore = function (seq, lowered, ops, matched, total, extra, shared) {
+    var C = this.C, self = this, idf = function (w) { return self.idf(w); };
+    var equal = [];
+    ops.forEach(function (op, k) { if (op[0] === "equal") { equal.push(k); } });
+    var first = equal[0], last = equal[equal.length - 1];
+    function slotCount(i1, i2) { var n = 0; for (var k = i1; k < i2; k++) { if (seq[k] === null) { n++; } } return n; }
+    function textWeight(list) {
+      var weight = 0.0, count = 0;
+      list.forEach(function (op) {
+        var j1 = op[3], j2 = op[4];
+        var slots = slotCount(op[1], op[2]);
+        if (slots) { j1 = Math.min(j2, j1 + C.MAX_VALUE_WORDS * slots); }
+        weight += fsum(lowered.slice(j1, j2).map(idf));
+        count += j2 - j1;
+      });
+      return [weight, count];
+    }
+    var lead = textWeight(ops.slice(0, first));
+    var trail = textWeight(ops.slice(last + 1));
+    var cutWeights = [];
+    var after = 0;
+    ops.slice(last + 1).forEach(function (op) {
+      for (var k = op[1]; k < op[2]; k++) { if (seq[k] !== null) { cutWeights.push(idf(seq[k])); } }
+      after += op[4] - op[3];
+    });
+    var cut = fsum(cutWeights);
+    var truncated = cut > 0.0 && after <= C.CUT_WORDS && matched >= C.MIN_SPAN_SHARE * total;
+    var inner = ops.slice(first, last + 1).some(function (op) {
+      var tag = op[0], i1 = op[1], i2 = op[2], j1 = op[3], j2 = op[4];
+      return tag !== "equal" && (i2 > i1 || j2 > j1) &&
+        !(tag === "replace" && slotCount(i1, i2) === i2 - i1 && j2 - j1 <= C.MAX_VALUE_WORDS);
+    });
+    var closeness = [];
+    if (truncated) { closeness.push("truncated"); }
+    if (lead[1] || (trail[1] && !truncated)) { closeness.push("extra text"); }
+    if (inner || (cut && !truncated)) { closeness.push("reworded"); }
+    if (!closeness.length) { closeness.push("same words"); }
+    if (matched < C.MIN_SPAN_SHARE * total || shared < C.MIN_SPAN_WORDS) { return [0.0, closeness]; }
+    var forgivenCut = truncated ? cut : 0.0;
+    var contained = matched >= C.CONTAINED_SHARE * (total - forgivenCut);
+    var forgivenExtra = contained ? lead[0] + trail[0] : 0.0;
+    var score = matched / Math.max(total - forgivenCut + Math.max(extra - forgivenExtra, 0.0), matched);
+    if (truncated) { score *= C.TRUNCATED_BASE + (1.0 - C.TRUNCATED_BASE) * matched / total; }
+    if (forgivenExtra) { score = Math.min(score, C.EXTRA_TEXT_CAP); }
+    return [score, closeness];
+  };
+  NearIndex.prototype.near = function (texts) {
+    var C = this.C, self = this;
+    if (!this.items.length) { return []; }
+    var best = new Map();
+    var floor = Math.min(C.MIN_SIMILARITY, C.MARGIN_FLOOR);
+    dedupe(texts.filter(function (t) { return t && pyStrip(t); })).forEach(function (text) {
+      var original = nearWords(text).slice(0, C.MAX_TEXT_WORDS);
+      if (!original.length) { return; }
+      var lowered = original.map(function (w) { return w.toLowerCase(); });
+      self.candidates(lowered).forEach(function (i) {
+        var found = self.compare(i, text, original, lowered);
+        if (found === null || found.similarity < floor) { return; }
+        var kept = best.get(i);
+        if (kept === undefined || found.similarity > kept.similarity ||
+            (found.similarity === kept.similarity && found.differences < kept.differences)) { best.set(i, found); }
+      });
+    });
+    var ranked = Array.from(best.values()).sort(function (p, r) {
+      return r.similarity - p.similarity || (p.item.repo < r.item.repo ? -1 : p.item.repo > r.item.repo ? 1 : 0) ||
+        (p.item.slug < r.item.slug ? -1 : p.item.slug > r.item.slug ? 1 : 0);
+    });
+    var shown = ranked.filter(function (m) { return m.similarity >= C.MIN_SIMILARITY; });
+    if (!shown.length && ranked.length) {
+      var runnerUp = ranked.length > 1 ? ranked[1].similarity : 0.0;
+      if (ranked[0].similarity >= C.MARGIN_RATIO * runnerUp) { shown = ranked.slice(0, 1); }
+    }
+    return shown.slice(0, C.DEFAULT_LIMIT);
+  };
+  window.errkbNearIndex = NearIndex;  // for tests
+
   // ---- the index: filters, full-text search, log-line matching -------------
   // index.html holds the first page of records and a manifest of the search data's
   // chunks (search/<k>-<hash>.js). Each chunk is a script calling errkbSearchChunk:
@@ -206,7 +593,7 @@
   var PAGE = data.page;
   var start = 0;
   var chunks = data.chunks.map(function (c) {
-    var chunk = { src: c.src, n: c.n, start: start, records: null, classes: null, matchers: null };
+    var chunk = { src: c.src, n: c.n, start: start, records: null, classes: null, matchers: null, vmatchers: null };
     start += c.n;
     return chunk;
   });
@@ -218,6 +605,7 @@
   var more = document.getElementById("more");
   var q = document.getElementById("q");
   var count = document.getElementById("count");
+  var answer = document.getElementById("paste-answer");
   var limit = PAGE;
   var filters = {
     r: document.getElementById("f-repo"),
@@ -245,6 +633,7 @@
     chunk.records = payload.records;
     chunk.classes = payload.classes;
     chunk.matchers = new Array(payload.records.length);
+    chunk.vmatchers = new Array(payload.records.length);
     loaded++;
     loadedRecords += payload.records.length;
     dataChanged();
@@ -314,7 +703,8 @@
       return;
     }
     var ws = words(query.slice(0, data.max_input));
-    var texts = query.trim() ? candidates(query, data.max_input, data.max_line) : [];
+    var texts = query.trim() ? pasteForms(query) : [];
+    showAnswer(query, texts);
     var shown = [];
     var hits = 0;
     chunks.forEach(function (chunk) {
@@ -352,6 +742,106 @@
       (hits ? " · " + hits + " matched by pattern" : "") +
       (rest ? " · showing the first " + Math.min(limit, shown.length) : "") + loadingNote();
   }
+  // ---- the paste answer: what `errkb explain --json` says of the same text ----------
+  // The record whose pattern matches (as the list marks it), else another release's wording
+  // of a record (data/variants, matched the same way), else the near matches
+  // ("Similar, not exact") of errkb.match.near, else nothing.
+  function pasteText(query) {
+    // as explain reads a text: one final newline ends the last line, a line's \r is dropped
+    return query.slice(0, data.max_input).replace(/\n$/, "").split("\n").map(function (l) { return l.replace(/\r$/, ""); }).join("\n");
+  }
+  // The texts patterns are tried on: the site's own candidates and explain's normalised
+  // messages, each at most max_line characters (a RegExp never sees more).
+  function pasteForms(query) {
+    var forms = candidates(query, data.max_input, data.max_line).concat(textMessages(pasteText(query), 0));
+    return dedupe(forms.filter(function (t) { return t.length <= data.max_line && pyStrip(t); }));
+  }
+  function exactAnswer(texts) {
+    var found = null;
+    chunks.some(function (chunk) {
+      if (!chunk.records) { return false; }
+      return chunk.records.some(function (r, j) {
+        if ((r.p || r.gp) && tryPattern(function () {
+          if (chunk.matchers[j] === undefined) { chunk.matchers[j] = matcherFor(r.p, r.gp, chunk.classes); }
+          return chunk.matchers[j];
+        }, r.l, r.a, texts)) { found = { kind: "match", r: r }; }
+        return found !== null;
+      });
+    });
+    if (found) { return found; }
+    chunks.some(function (chunk) {
+      if (!chunk.records) { return false; }
+      return chunk.records.some(function (r, j) {
+        return (r.v || []).some(function (v, k) {
+          if (tryPattern(function () {
+            var made = chunk.vmatchers[j] || (chunk.vmatchers[j] = []);
+            if (made[k] === undefined) { made[k] = matcherFor(v.p, v.gp, chunk.classes); }
+            return made[k];
+          }, v.l, v.a, texts)) { found = { kind: "variant", r: r, label: v.label }; }
+          return found !== null;
+        });
+      });
+    });
+    return found;
+  }
+  var nearIndex = null;
+  function nearIndexNow() {
+    if (nearIndex === null) {
+      var items = [];
+      chunks.forEach(function (chunk) {
+        chunk.records.forEach(function (r) { if (r.w) { items.push({ w: r.w, id: r.id, slug: r.sl, repo: r.r, r: r }); } });
+      });
+      nearIndex = new NearIndex(items, data.near);
+    }
+    return nearIndex;
+  }
+  function recordLink(r) {
+    var link = element("a", "record-link");
+    link.setAttribute("href", r.u);
+    link.appendChild(element("span", "msg", r.x || r.m));
+    return link;
+  }
+  function showAnswer(query, texts) {
+    answer.textContent = "";
+    answer.removeAttribute("data-id");
+    answer.removeAttribute("data-label");
+    var kind = "none";
+    if (query.trim()) {
+      var hit = exactAnswer(texts);
+      if (hit) {
+        kind = hit.kind;
+        answer.setAttribute("data-id", hit.r.id);
+        answer.appendChild(element("p", "answer-head", hit.kind === "match" ? "Matches a known error:" : "Matches an " + hit.label + ":"));
+        if (hit.label) { answer.setAttribute("data-label", hit.label); }
+        answer.appendChild(recordLink(hit.r));
+      } else if (!complete()) {
+        kind = "loading";
+        answer.appendChild(element("p", "answer-head", "No exact match in the records loaded so far; similar records are shown once the rest has loaded."));
+      } else {
+        var near = nearIndexNow().near(textMessages(pasteText(query), 0));
+        if (near.length) {
+          kind = "near";
+          answer.setAttribute("data-id", near[0].item.id);
+          answer.appendChild(element("p", "answer-head", "Similar, not exact (the message may have changed between versions):"));
+          var list = element("ol", "near-list");
+          near.forEach(function (n) {
+            var li = element("li", "near");
+            li.setAttribute("data-id", n.item.id);
+            li.setAttribute("data-similarity", String(n.similarity));
+            li.setAttribute("data-closeness", n.closeness.join(", "));
+            li.appendChild(recordLink(n.item.r));
+            li.appendChild(element("span", "meta", " " + n.item.repo + " · similarity " + n.similarity.toFixed(2) + " [" + n.closeness.join(", ") + "]"));
+            list.appendChild(li);
+          });
+          answer.appendChild(list);
+        }
+      }
+    }
+    answer.setAttribute("data-kind", kind);
+    answer.setAttribute("data-q", String(query.length));  // which text it answers (tests wait on it)
+    answer.hidden = kind === "none";
+  }
+
   function loadingNote() {
     if (failed.length) { return " · search data missing (" + failed.join(", ") + "): results may be incomplete"; }
     if (complete()) { return ""; }
