@@ -10,7 +10,10 @@ error-level lint rules, so it really reaches the store (only such records reach 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -321,3 +324,13 @@ def test_bundled_patterns_run_in_the_browser_unless_they_need_backtracking():
         js = js_pattern(rec["messagePattern"])
         assert js.ok or js.reason.startswith("needs backtracking") or js.reason.endswith(
             "could backtrack for a long time in the browser"), (rec["id"], js.reason)
+
+
+def test_committed_site_is_the_build_of_the_bundled_data(tmp_path):
+    # The same check .ci/run makes, here so that a change to site.js, a template or
+    # the bundled data without `errkb site build` fails the suite, not only CI.
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "ERRKB_CACHE_DIR": str(tmp_path / "cache")}
+    result = subprocess.run([sys.executable, "-m", "errkb", "site", "build", "--check"], cwd=repo, env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr + "\nrebuild with: errkb site build"
