@@ -244,3 +244,45 @@ def test_a_batch_larger_than_a_chunk_gives_the_same_results_as_line_by_line(seed
     assert len(batched) == len(lines)
     assert batched == single
     assert sum(1 for b in batched if b) == 700
+
+
+# -- pasted text that differs from the printed message: repaired forms ----------------
+
+REPAIRS = [
+    record("period", r"Please use '(.+?)' backend instead\."),
+    record("twice", r"trying to initialize the default process group twice!", "RuntimeError"),
+    record("colon", r"unsupported dtype: (\w+)\."),
+]
+
+
+@pytest.mark.parametrize("prefilter, confirm", ENGINES)
+@pytest.mark.parametrize("text, expected", [
+    # an issue title cut before the final period
+    ("ValueError: Please use 'mnnvl' backend instead", "period"),
+    # the message in backticks or quotes: the period goes inside them
+    ("fix error: `Please use 'mnnvl' backend instead`", "period"),
+    ("(Please use 'mnnvl' backend instead)", "period"),
+    # quoted from the source: Python joins adjacent string literals
+    ('raise RuntimeError("trying to initialize the default process group " "twice!")', "twice"),
+])
+def test_a_paste_cut_before_its_period_or_quoted_from_source_matches(text, expected, prefilter, confirm):
+    m = Matcher.from_records(REPAIRS, prefilter=prefilter, confirm=confirm)
+    assert [x.record_id for x in m.match(text)] == [expected]
+
+
+@pytest.mark.parametrize("text", [
+    "Please use 'mnnvl' backend inst",        # cut mid-word: a different text
+    "Please use 'mnnvl' backend instead:",    # other final punctuation is not a missing period
+    "Please use 'mnnvl' backend instead…",      # an ellipsis: the title says it was cut
+    "unsupported dtype:",
+])
+def test_repairs_add_no_match_to_other_texts(text):
+    assert Matcher.from_records(REPAIRS).match(text) == []
+
+
+def test_repairs_are_tried_only_when_nothing_matched():
+    records = [record("short", r"backend (\w+) failed"), record("long", r"backend (\w+) failed to start\.")]
+    m = Matcher.from_records(records)
+    # as given, the text matches "short": the repaired form's "long" is not consulted
+    assert [x.record_id for x in m.match("backend x failed to start")] == ["short"]
+    assert [x.record_id for x in m.match("backend x failed to start.")] == ["long", "short"]

@@ -1,7 +1,7 @@
 """The site's paste box gives the answer `errkb explain --json` gives for the same text.
 
-For every paste of tests/fixtures/pastes.jsonl (real pastes: exact wordings, drifted,
-truncated, negatives) and for each variant's own wording (data/variants), the real CLI
+For every paste of tests/fixtures/pastes.jsonl and pastes_heldout.jsonl (real pastes:
+exact wordings, drifted, truncated, negatives) and for each variant's own wording (data/variants), the real CLI
 and the real built site in headless Chromium (one browser, from file://) must agree on
 the outcome: the same matched record; or a variant of the same record with the same
 label; or the same first near match with the same kinds of closeness and score; or
@@ -36,7 +36,7 @@ webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pi
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-PASTES = Path(__file__).parent / "fixtures" / "pastes.jsonl"
+PASTES = [Path(__file__).parent / "fixtures" / name for name in ("pastes.jsonl", "pastes_heldout.jsonl")]
 # Real messages of the same projects that are not any record's error (no record, no variant).
 NOT_A_RECORD = [
     "RuntimeError: CUDA error: an illegal memory access was encountered",
@@ -46,7 +46,7 @@ NOT_A_RECORD = [
 
 
 def pastes() -> list[dict]:
-    return [json.loads(line) for line in PASTES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for path in PASTES for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def variant_texts() -> list[str]:

@@ -587,7 +587,12 @@ class Matcher:
         if len(text) > MAX_TEXT_CHARS:
             text = text[:MAX_TEXT_CHARS] + "\n" + text[-TAIL_CHARS:]
         messages = normalize.text_messages(text)
-        return self._match_messages(messages)
+        found = self._match_messages(messages)
+        if not found:
+            repaired = normalize.repaired_forms(messages)
+            if repaired:
+                found = self._match_messages(repaired)
+        return found
 
     def match_message(self, message: normalize.LogMessage) -> list[Match]:
         """Records matching one message of ``normalize.iter_messages``."""

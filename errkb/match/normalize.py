@@ -273,6 +273,40 @@ def text_messages(text: str | bytes, _depth: int = 0) -> list[Message]:
     return _dedupe(out)
 
 
+def repaired_forms(messages: list[Message]) -> list[Message]:
+    """Forms of pasted messages repaired the two ways a paste most often differs from
+    what the program printed; the matcher tries them only when nothing matched the text
+    as given.
+
+    * Cut before the final period (an issue title, a clause copied out of a log) while
+      the record's pattern ends with ``\\.``: the period is put back, before any closing
+      quote or bracket the paste wrapped the message in (```…group```).
+    * Quoted from the source, where Python joins adjacent string literals
+      (``"…process group " "twice!"``): the literals are joined.
+
+    A text that ends in other punctuation (a colon, a comma, an ellipsis) gets no period."""
+    out = []
+    for m in messages:
+        text = m.text.rstrip()
+        forms = [text]
+        joined = _ADJACENT_LITERALS.sub("", text)
+        if joined != text:
+            forms.append(joined)
+            out.append(Message(joined, m.error_class, m.source))
+        for form in forms:
+            core = form.rstrip(_CLOSERS)
+            if core and core[-1].isalnum():
+                out.append(Message(core + "." + form[len(core):], m.error_class, m.source))
+                if core != form:
+                    out.append(Message(form + ".", m.error_class, m.source))
+    return _dedupe(out)
+
+
+_CLOSERS = ")]'\"`"
+# Two string literals side by side: the closing quote of one, blanks, the same quote.
+_ADJACENT_LITERALS = re.compile(r"""(["'])[ \t]+\1""")
+
+
 def _dedupe(messages: list[Message]) -> list[Message]:
     seen: dict[str, int] = {}
     out: list[Message] = []

@@ -704,7 +704,7 @@
     }
     var ws = words(query.slice(0, data.max_input));
     var texts = query.trim() ? pasteForms(query) : [];
-    showAnswer(query, texts);
+    texts = showAnswer(query, texts);
     var shown = [];
     var hits = 0;
     chunks.forEach(function (chunk) {
@@ -801,6 +801,30 @@
     link.appendChild(element("span", "msg", r.x || r.m));
     return link;
   }
+  // errkb.match.normalize.repaired_forms: a message cut before its final period gets it
+  // back (before the quotes or brackets around it), adjacent source string literals are
+  // joined; tried only when nothing matched the texts as given.
+  var CLOSERS = /[)\]'"`]+$/;
+  var ADJACENT_LITERALS = /(["'])[ \t]+\1/g;
+  function repairedForms(texts) {
+    var out = [];
+    texts.forEach(function (t) {
+      var text = t.replace(/[\s\x1c-\x1f]+$/u, "");
+      var forms = [text];
+      var joined = text.replace(ADJACENT_LITERALS, "");
+      if (joined !== text) { forms.push(joined); out.push(joined); }
+      forms.forEach(function (form) {
+        var core = form.replace(CLOSERS, "");
+        if (core && /[\p{L}\p{N}]$/u.test(core)) {
+          out.push(core + "." + form.slice(core.length));
+          if (core !== form) { out.push(form + "."); }
+        }
+      });
+    });
+    return dedupe(out.filter(function (t) { return t.length <= data.max_line; }));
+  }
+  // Shows the answer; returns the texts it matched on (the repaired forms where only
+  // those matched), which the list then marks its pattern matches with.
   function showAnswer(query, texts) {
     answer.textContent = "";
     answer.removeAttribute("data-id");
@@ -808,6 +832,11 @@
     var kind = "none";
     if (query.trim()) {
       var hit = exactAnswer(texts);
+      if (!hit) {
+        var repaired = repairedForms(texts);
+        hit = repaired.length ? exactAnswer(repaired) : null;
+        if (hit) { texts = repaired; }
+      }
       if (hit) {
         kind = hit.kind;
         answer.setAttribute("data-id", hit.r.id);
@@ -840,6 +869,7 @@
     answer.setAttribute("data-kind", kind);
     answer.setAttribute("data-q", String(query.length));  // which text it answers (tests wait on it)
     answer.hidden = kind === "none";
+    return texts;
   }
 
   function loadingNote() {
