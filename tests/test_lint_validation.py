@@ -48,7 +48,14 @@ def test_not_python_and_hostile_code_get_a_reason_never_an_exception():
     assert validation_reads_setup("vllm serve --tp 8\n") == "line 1: invalid syntax"
     assert validation_reads_setup("x = 1\0\n") == "source code string cannot contain null bytes"
     assert validation_reads_setup("(" * 300 + ")" * 300).startswith("line 1: too many nested parentheses")
-    assert validation_reads_setup("x" * (64 * 1024 + 1)) is None  # not analysed
+    assert validation_reads_setup("x" * (16 * 1024 + 1)) is None  # not analysed
+
+
+def test_code_too_long_to_analyse_is_said(seed_record):
+    record = {**seed_record, "validationCode": "import sys\n" + "x = 1\n" * 4000}
+    (finding,) = [f for f in lint_record(record) if f.code.startswith("W5")]
+    assert finding.code == "W503"
+    assert finding.message == "validationCode is 23 KiB, over the 16 KiB errkb analyses: not checked"
 
 
 def test_the_findings_name_the_record_and_say_why(seed_record, tmp_path):
