@@ -18,6 +18,7 @@ import pty
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -216,6 +217,13 @@ def on_terminal(args: list[str], env: dict | None = None, stdout_on_terminal: bo
                                 stdout=follower if stdout_on_terminal else subprocess.PIPE,
                                 stdin=subprocess.DEVNULL, env=env or dict(os.environ), cwd=REPO)
         os.close(follower)
+        # Drain a piped stdout alongside the terminal: a child blocked on a full pipe
+        # (64 KiB) would never close the terminal, and the read below would wait forever.
+        piped: list[bytes] = []
+        drain = None
+        if not stdout_on_terminal:
+            drain = threading.Thread(target=lambda: piped.append(proc.stdout.read()), daemon=True)
+            drain.start()
         chunks = []
         while True:
             try:
@@ -225,7 +233,9 @@ def on_terminal(args: list[str], env: dict | None = None, stdout_on_terminal: bo
             if not data:
                 break
             chunks.append(data)
-        stdout = "" if stdout_on_terminal else proc.stdout.read().decode()
+        if drain is not None:
+            drain.join(timeout)
+        stdout = b"".join(piped).decode()
         assert proc.wait(timeout=timeout) == 0
     finally:
         os.close(leader)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from click.testing import CliRunner
@@ -111,3 +112,13 @@ def test_explain_headline_drops_the_worker_name(seed_db):
     result = CliRunner().invoke(cli, ["explain", "--json", "--db", str(seed_db), line])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["matches"][0]["message"] == SEED_MESSAGE
+
+
+def test_a_large_json_answer_on_a_pipe_beside_a_terminal_stderr(tmp_path):
+    # `errkb list --json | jq` from a terminal: 150 KiB on stdout, more than a pipe holds,
+    # arrives whole and is valid JSON (stderr on the terminal stays free of it).
+    env = {**os.environ, "ERRKB_CACHE_DIR": str(tmp_path / "cache")}
+    shown, stdout = on_terminal(["list", "--json"], env=env, stdout_on_terminal=False)
+    assert len(stdout) > 64 * 1024
+    assert len(json.loads(stdout)) == 33
+    assert "{" not in shown
