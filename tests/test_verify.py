@@ -153,6 +153,72 @@ def test_validation_must_fail_before_and_pass_after(db_path, tmp_path, make_vari
                                             f"{blind['id']}  unproven: passing checks are not proof (errkb prove)"]
 
 
+@pytest.mark.parametrize(("section", "flags"), [
+    ("python -m vllm.entrypoints.openai.api_server --model m --tensor-parallel-size 8",
+     ["--model", "m", "--tensor-parallel-size", "8"]),
+    ("export A=1\nCUDA_VISIBLE_DEVICES=0 python3 -m pkg.mod --a 1 \\\n  --b 'x y'  # why\n", ["--a", "1", "--b", "x y"]),
+    ("vllm serve m --max-model-len 4096 2>&1 | tee serve.log", ["--max-model-len", "4096"]),
+    ("torchrun --nproc-per-node 2 train.py --lr 1", ["--nproc-per-node", "2", "train.py", "--lr", "1"]),
+    ("pip install vllm", None),
+    ("# only a comment", None),
+    ("python -m x --a 'unbalanced", None),
+])
+def test_command_flags_are_what_the_state_runs_with(section, flags):
+    assert verify.command_flags(section) == flags
+
+
+READS_WORKERS = """import argparse
+p = argparse.ArgumentParser()
+p.add_argument('--workers', type=int, default=1)
+a, _ = p.parse_known_args()
+assert a.workers <= 16, f'--workers {a.workers} > 16'
+"""
+# Asserts only when a flag the broken command leaves out is given: passes 'before' too.
+BLIND_TO_DEFAULTS = """import argparse
+p = argparse.ArgumentParser()
+p.add_argument('--workers', type=int)
+p.add_argument('--limit', type=int)
+a, _ = p.parse_known_args()
+if a.limit is not None:
+    assert a.workers <= a.limit
+"""
+
+
+def test_validation_is_given_each_states_flags(db_path, tmp_path, make_variant):
+    """`python validate.py <your flags>`: the flags of the fix's before/after commands."""
+    fix = "# before\npython -m widget.serve --model m --workers 64\n\n# after\npython -m widget.serve --model m --workers 8\n"
+    good, blind = make_variant(4), make_variant(5)
+    good.update(exampleFix=fix, validationCode=READS_WORKERS)
+    blind.update(exampleFix=fix, validationCode=BLIND_TO_DEFAULTS)
+    store_with(db_path, tmp_path, [good, blind])
+
+    ok = run("verify", "--db", db_path, good["id"], "--json")
+    checks = {r["check"]: r for r in json.loads(ok.output)["results"]}
+    assert checks["validationCode:before"]["outcome"] == "pass"
+    assert checks["validationCode:before"]["reason"] == (
+        "rejects the 'before' state, as it must (AssertionError: --workers 64 > 16) (given: --model m --workers 64)")
+    assert checks["validationCode:after"]["reason"] == "passes in the 'after' state (given: --model m --workers 8)"
+
+    bad = run("verify", "--db", db_path, blind["id"])
+    assert bad.exit_code == 1
+    assert ("passed in the 'before' state (given: --model m --workers 64): the validation does not detect the broken state"
+            in bad.output)
+
+
+def test_validation_needing_flags_no_state_gives_is_skipped_naming_them(db_path, tmp_path, make_variant):
+    rec = make_variant(6)
+    rec["exampleFix"] = "# before\nexport MODE=a\n\n# after\nexport MODE=b\n"
+    rec["validationCode"] = "import argparse\np = argparse.ArgumentParser()\np.add_argument('--model', required=True)\np.parse_args()\n"
+    store_with(db_path, tmp_path, [rec])
+    result = run("verify", "--db", db_path, rec["id"], "--json")
+    assert result.exit_code == 0, result.output
+    checks = {r["check"]: r for r in json.loads(result.output)["results"]}
+    for state in ("before", "after"):
+        assert checks[f"validationCode:{state}"]["outcome"] == "skipped"
+        assert checks[f"validationCode:{state}"]["reason"] == (
+            "needs the user's --model; errkb prove runs it on its reproducer's states")
+
+
 @needs_ns
 def test_missing_package_is_skipped_not_failed(db_path, tmp_path, make_variant):
     rec = make_variant(3)
@@ -229,15 +295,27 @@ def test_fix_needing_the_network_or_a_missing_command_is_skipped(db_path, tmp_pa
 def test_python_dash_m_of_a_missing_package_is_skipped_naming_it(db_path, tmp_path, make_variant):
     rec = make_variant(7)
     rec["exampleFix"] = "# before\npython -m errkb_absent_pkg.serve --util 90\n\n# after\npython -m errkb_absent_pkg.serve --util 0.9\n"
-    rec["validationCode"] = "util = 0.9\nassert 0 < util <= 1.0\n"
+    rec["validationCode"] = ("import argparse\np = argparse.ArgumentParser()\np.add_argument('--util', type=float)\n"
+                             "assert 0 < p.parse_known_args()[0].util <= 1.0\n")
     store_with(db_path, tmp_path, [rec])
     result = run("verify", "--db", db_path, rec["id"], "--json")
     assert result.exit_code == 0, result.output
     checks = {r["check"]: r for r in json.loads(result.output)["results"]}
     for state in ("before", "after"):
         assert (checks[f"exampleFix:state:{state}"]["outcome"], checks[f"exampleFix:state:{state}"]["reason"]) == ("skipped", "needs errkb_absent_pkg")
-    # No state could be built, so the validation code runs once and must pass.
-    assert checks["validationCode:run"]["outcome"] == "pass"
+    # No environment could be captured, but the commands' flags are the states the
+    # validation judges: it must reject the broken one and accept the fixed one.
+    assert checks["validationCode:before"]["outcome"] == "pass"
+    assert checks["validationCode:after"]["outcome"] == "pass"
+    # An always-true validation is caught the same way.
+    rec["validationCode"] = "util = 0.9\nassert 0 < util <= 1.0\n"
+    rec["id"] = rec["id"][:-1] + ("0" if rec["id"][-1] != "0" else "1")
+    rec["slug"] += "-blind"
+    store_with(db_path, tmp_path, [rec])
+    blind = run("verify", "--db", db_path, rec["id"], "--json")
+    assert blind.exit_code == 1
+    checks = {r["check"]: r for r in json.loads(blind.output)["results"]}
+    assert checks["validationCode:before"]["outcome"] == "fail"
 
 
 # -- passing checks are not proof ------------------------------------------------------------

@@ -8,8 +8,11 @@ Tiers, each including the cheaper ones before it:
   ``bash -n``);
 * ``sandbox``: run them in the sandbox. A shell fix in ``# before`` / ``# after``
   sections is two states: each section runs in bash and the environment it leaves is
-  captured; the validation code then runs against each state and must fail in the
-  before state and pass in the after state;
+  captured, and the flags of the section's command (``python -m vllm... --model X``)
+  are the flags the validation is given (``python validate.py <your flags>``); the
+  validation code then runs against each state and must fail in the before state and
+  pass in the after state. A validation that needs flags no state gives is skipped
+  with the flags it asked for, never failed for the usage error;
 * ``cpu-real``: the record's registered reproducers of that tier (a real library, in
   its own cached venv) — for the seed, vLLM's own code raising the real error;
 * ``gpu``: syntax, sandbox and the GPU reproducers (skipped with "needs CUDA" where
@@ -23,6 +26,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -236,6 +240,46 @@ def split_states(fix: str) -> dict[str, str] | None:
     return states
 
 
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_COMMAND_ENDS = frozenset({"|", "||", "&&", ";", "&", ">", ">>", "2>", "2>&1", "<"})
+_PYTHONS = re.compile(r"(?:.*/)?python[0-9.]*")
+
+
+def command_flags(section: str) -> list[str] | None:
+    """The flags of a state's command: its last command line (continuations joined,
+    comments, ``export`` and ``VAR=value`` prefixes left out) from its first option on,
+    ``python -m module`` skipped. None when the section has no command with an option."""
+    lines: list[str] = []
+    pending = ""
+    for raw in section.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+            continue
+        if line and not line.startswith("#"):
+            lines.append(line)
+    if pending.strip():
+        lines.append(pending.strip())
+    for line in reversed(lines):
+        try:
+            tokens = shlex.split(line, comments=True)
+        except ValueError:  # unbalanced quotes: not a command errkb can read
+            return None
+        cut = next((i for i, t in enumerate(tokens) if t in _COMMAND_ENDS), len(tokens))
+        tokens = tokens[:cut]
+        while tokens and _ASSIGNMENT.match(tokens[0]):
+            tokens.pop(0)
+        if not tokens or tokens[0] in ("export", "unset", "cd", "set", "source", "."):
+            continue
+        start = 1
+        if _PYTHONS.fullmatch(tokens[0]) and len(tokens) > 2 and tokens[1] == "-m":
+            start = 3
+        first = next((i for i in range(start, len(tokens)) if tokens[i].startswith("-")), None)
+        return tokens[first:] if first is not None else None
+    return None
+
+
 def capture_state(section: str) -> tuple[dict[str, str] | None, sandbox.SandboxResult]:
     """Run one shell section in the sandbox; the environment variables it set or changed."""
     script = "set -e\n" + section + f"\nprintf '{ENV_MARKER.replace(chr(0), chr(92) + '0')}'\nenv -0\n"
@@ -380,6 +424,15 @@ def check_record(record: dict, tier: str, progress: Progress | None = None,
     return results
 
 
+def fix_flags(snippets: dict) -> dict[str, list[str]]:
+    """For a shell fix in before/after sections, the flags of each state's command."""
+    if "exampleFix" not in snippets or snippets["exampleFix"][0] != "shell":
+        return {}
+    sections = split_states(snippets["exampleFix"][1]) or {}
+    flags = {name: command_flags(section) for name, section in sections.items()}
+    return {name: f for name, f in flags.items() if f}
+
+
 def run_fix(record: dict, snippets: dict, emit) -> dict[str, dict[str, str]] | None:
     """Run exampleFix; for a shell fix, the environment of each state it describes."""
     if "exampleFix" not in snippets:
@@ -420,28 +473,48 @@ def _run_validation(record: dict, snippets: dict, states: dict | None, emit) -> 
     if "validationCode" not in snippets:
         return
     language, code = snippets["validationCode"]
-    argv_for = (lambda: ["bash", "snippet.sh"]) if language == "shell" else (lambda: [sys.executable, "-I", "snippet.py"])
+    program = ["bash", "snippet.sh"] if language == "shell" else [sys.executable, "-I", "snippet.py"]
     files = {"snippet.sh" if language == "shell" else "snippet.py": code}
-    runs = [(name, env, name == "before") for name, env in (states or {}).items()] or [(None, {}, False)]
-    for name, env, must_fail in runs:
-        res = sandbox.run(argv_for(), files=files, env=_snippet_env(env), limits=SANDBOX_LIMITS)
+    flags = fix_flags(snippets)
+    names = [name for name in ("before", "after") if name in (states or {}) or name in flags]
+    runs = [(name, (states or {}).get(name, {}), flags.get(name, []), name == "before") for name in names]
+    for name, env, argv, must_fail in runs or [(None, {}, [], False)]:
+        res = sandbox.run([*program, *argv], files=files, env=_snippet_env(env), limits=SANDBOX_LIMITS)
         check = f"validationCode:{name}" if name else "validationCode:run"
         missing = _missing_module(res)
+        wanted = _required_flags(res)
+        given = f" (given: {shlex.join(argv)})" if argv else ""
         if missing:
             emit(_from_sandbox(record, "sandbox", check, res, outcome="skipped", reason=f"needs {missing}"))
+        elif wanted:
+            # A usage error is not a verdict: the validation judges flags this state does not give.
+            emit(_from_sandbox(record, "sandbox", check, res, outcome="skipped",
+                               reason=f"needs the user's {wanted}{given}; errkb prove runs it on its reproducer's states"))
         elif res.outcome in ("timeout", "error"):
             emit(_from_sandbox(record, "sandbox", check, res))
         elif must_fail:
             ok = res.outcome == "fail"
             emit(_from_sandbox(
                 record, "sandbox", check, res, outcome="pass" if ok else "fail",
-                reason=(f"rejects the 'before' state, as it must ({res.reason})" if ok
-                        else "passed in the 'before' state: the validation does not detect the broken state"),
+                reason=(f"rejects the 'before' state, as it must ({res.reason}){given}" if ok
+                        else f"passed in the 'before' state{given}: the validation does not detect the broken state"),
             ))
         else:
             where = f"in the {name!r} state" if name else ""
             emit(_from_sandbox(record, "sandbox", check, res,
-                               reason=f"passes {where}".strip() if res.outcome == "pass" else f"fails {where}: {res.reason}"))
+                               reason=(f"passes {where}".strip() if res.outcome == "pass" else f"fails {where}: {res.reason}")
+                               + given))
+
+
+_ARGPARSE_REQUIRED = re.compile(r": error: the following arguments are required: ([^\n]+)")
+
+
+def _required_flags(res: sandbox.SandboxResult) -> str | None:
+    """The flags argparse said were missing (its usage error, exit status 2), if that is why it stopped."""
+    if res.outcome != "fail" or res.returncode != 2:
+        return None
+    m = _ARGPARSE_REQUIRED.search(res.stderr[-3000:])
+    return m.group(1).strip() if m else None
 
 
 # -- reproducers ---------------------------------------------------------------------
