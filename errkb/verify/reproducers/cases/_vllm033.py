@@ -16,6 +16,9 @@ on a host without CUDA; on the user's GPU host 'auto' is 'cuda'. Each state ther
 config checks touch no CUDA API.
 """
 
+import json
+import os
+
 from _vllm_model import write_model
 
 # config.json shapes of the checkpoints the records' exampleFix names (no weights, no tokenizer).
@@ -26,10 +29,34 @@ LLAMA2_70B = {**LLAMA2_7B, "hidden_size": 8192, "intermediate_size": 28672, "num
               "num_key_value_heads": 8, "num_hidden_layers": 80}
 # TheBloke/Llama-2-7B-Chat-AWQ: Llama-2-7B's shape with the AutoAWQ quantization_config.
 AWQ_CONFIG = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+# TheBloke/Llama-2-7B-Chat-GPTQ: Llama-2-7B's shape with the AutoGPTQ quantization_config.
+GPTQ_CONFIG = {"quant_method": "gptq", "bits": 4, "group_size": 128, "damp_percent": 0.01, "desc_act": False,
+               "sym": True, "true_sequential": True, "model_name_or_path": None, "model_file_base_name": "model"}
+# Other architectures, written whole (config.json as published, no Llama keys merged in).
+OPT_125M = {"architectures": ["OPTForCausalLM"], "model_type": "opt", "hidden_size": 768, "ffn_dim": 3072,
+            "word_embed_proj_dim": 768, "num_attention_heads": 12, "num_hidden_layers": 12, "vocab_size": 50272,
+            "max_position_embeddings": 2048, "do_layer_norm_before": True, "activation_function": "relu",
+            "bos_token_id": 2, "eos_token_id": 2, "pad_token_id": 1, "torch_dtype": "float16"}
+MISTRAL_7B = {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096,
+              "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
+              "vocab_size": 32000, "max_position_embeddings": 32768, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+              "sliding_window": 4096, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"}
+MIXTRAL_8X7B = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": 4096,
+                "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
+                "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 32000, "max_position_embeddings": 32768,
+                "rms_norm_eps": 1e-05, "rope_theta": 1e6, "sliding_window": None, "torch_dtype": "bfloat16"}
 
 
 def write(folder: str, shape: dict, **extra) -> str:
     return write_model(folder, **shape, **extra)
+
+
+def write_config(folder: str, config: dict) -> str:
+    """A model folder holding exactly this config.json (for the non-Llama checkpoints)."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    return folder
 
 
 def engine_configs(argv: list[str]):

