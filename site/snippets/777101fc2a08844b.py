@@ -29,13 +29,23 @@ def validate() -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--max-num-batched-tokens", type=int)
     p.add_argument("--max-model-len", type=int)
-    p.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=None)
     a, _ = p.parse_known_args()
 
-    from transformers import AutoConfig
+    chunked = a.enable_chunked_prefill
+    if chunked is None:
+        # vLLM's default: no chunked prefill before the V1 engine (0.8), always on since.
+        try:
+            import vllm
+            chunked = tuple(int(x) for x in vllm.__version__.split("+")[0].split(".")[:2]) >= (0, 8)
+        except ImportError:
+            chunked = False
+    if not chunked and a.max_num_batched_tokens is not None:
+        max_len = a.max_model_len
+        if max_len is None:
+            from transformers import AutoConfig
 
-    max_len = a.max_model_len or AutoConfig.from_pretrained(a.model).max_position_embeddings
-    if not a.enable_chunked_prefill and a.max_num_batched_tokens is not None:
+            max_len = AutoConfig.from_pretrained(a.model).max_position_embeddings
         assert a.max_num_batched_tokens >= max_len, (
             f"without chunked prefill a whole prompt must fit one batch: --max-num-batched-tokens "
             f"{a.max_num_batched_tokens} < max_model_len {max_len}")

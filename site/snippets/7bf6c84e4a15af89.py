@@ -27,12 +27,14 @@ def validate() -> None:
     # python validate.py <the flags you pass to `vllm serve` / the engine>
     p = argparse.ArgumentParser(allow_abbrev=False)
     p.add_argument("--max-num-batched-tokens", type=int)
-    p.add_argument("--max-num-seqs", type=int)
+    p.add_argument("--max-num-seqs", type=int, default=256)  # vLLM's default
+    p.add_argument("--max-model-len", type=int)
     a, _ = p.parse_known_args()
-    if a.max_num_batched_tokens is not None and a.max_num_seqs is not None:
-        assert a.max_num_batched_tokens >= a.max_num_seqs, (
-            f"--max-num-batched-tokens {a.max_num_batched_tokens} < --max-num-seqs {a.max_num_seqs}: "
-            "every scheduled sequence needs at least one token of the batch budget")
+    # Unset, vLLM takes max(max_model_len, 2048): never below 2048.
+    batched = a.max_num_batched_tokens if a.max_num_batched_tokens is not None else max(a.max_model_len or 0, 2048)
+    assert batched >= a.max_num_seqs, (
+        f"--max-num-batched-tokens {batched} < --max-num-seqs {a.max_num_seqs}: "
+        "every scheduled sequence needs at least one token of the batch budget")
 
 
 def main() -> int:
