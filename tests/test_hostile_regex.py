@@ -221,3 +221,76 @@ def test_explain_says_what_the_time_bound_cut_short(tmp_path):
     done = subprocess.run([sys.executable, "-m", "errkb", "explain", line], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=120)
     assert "hit the 50 ms time bound" in done.stderr, done.stderr
+
+
+# Counted repeats are compiled by copying their body: this one is 10**9 copies. Before
+# E207 the `regex` module of lint's self-match grew to 24 GB until the kernel killed the
+# ingest. Each run gets a hard memory limit, so a regression fails instead of swapping.
+EXPANDING = "Expanding: (?:(?:y{1000}){1000}){1000}"
+
+
+def _limited(args, env=None, **kw):
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    return subprocess.run([sys.executable, "-m", "errkb", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=120, preexec_fn=limit, env=env, **kw)
+
+
+def test_a_pattern_whose_counted_repeats_expand_past_the_limit_is_a_reject_not_an_oom(tmp_path):
+    record = dict(json.loads(SEED_FILE.read_text())["record"], messagePattern=EXPANDING, errorMessage="Expanding: yyy")
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(record))
+    done = _limited(["ingest", "--db", str(tmp_path / "s.duckdb"), str(path)])
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stdout == "0 new, 0 updated, 0 unchanged, 1 rejected\n"
+    assert done.stderr == (
+        f"{path}:1:1: E207 pattern-too-costly [{SEED_ID}] messagePattern cannot be run: its counted repeats expand to "
+        "over 100,000 items, more than an engine can compile in bounded memory (fix: write long repeats as (.+?) or a "
+        "smaller count ({n} copies of a group are compiled n times))\n"
+        "1 rejected record(s) kept with their reasons; see them with `errkb rejects`\n")
+
+
+def test_a_stored_pattern_too_costly_to_compile_is_skipped_by_every_engine(tmp_path):
+    from errkb.match import bounded
+    from errkb.match.matcher import Matcher
+    from errkb.site.build import js_pattern
+    from errkb.store.db import Store
+
+    assert bounded.search(EXPANDING, "Expanding: yyy", 1.0) is None
+    m = Matcher.from_records([{"id": "x", "slug": "x", "repo": "x/y", "messagePattern": EXPANDING}])
+    assert [s["reason"] for s in m.skipped] == [
+        "its counted repeats expand to over 100,000 items, more than an engine can compile in bounded memory"]
+    assert js_pattern(EXPANDING).reason == m.skipped[0]["reason"]
+    record = json.loads(SEED_FILE.read_text())["record"]
+    db = tmp_path / "s.duckdb"
+    with Store.open(db) as store:
+        store.ingest([SEED_FILE])
+        force_stored_record(store.con, dict(record, id="00000000000000e1", slug="expanding", messagePattern=EXPANDING,
+                                            errorMessage="Expanding: yyy"), like_id=SEED_ID)
+    env = dict(os.environ, ERRKB_DB=str(db))
+    explained = _limited(["explain", "Expanding: " + "y" * 5000], env=env)
+    assert explained.returncode == 1, explained.stderr[-2000:]
+    assert explained.stdout.startswith("No known error matches this text.")
+    enriched = _limited(["enrich", "-q"], env=env, input="Expanding: yyy\n")
+    assert (enriched.returncode, enriched.stdout) == (0, '{"message": "Expanding: yyy"}\n'), enriched.stderr[-2000:]
+
+
+def test_patterns_engines_refuse_or_re_warns_about_leave_stderr_clean(tmp_path):
+    """RE2 logs a refused pattern through C++ (absl) and `re` warns about "[[" with a
+    FutureWarning: both landed on the user's stderr between errkb's own lines."""
+    seed = json.loads(SEED_FILE.read_text())["record"]
+    records = [dict(seed, id="00000000000000f1", slug="nested-repeats", messagePattern="Nested (?:y{10}){200} end",
+                    errorMessage="Nested " + "y" * 2000 + " end"),
+               dict(seed, id="00000000000000f2", slug="nested-set", messagePattern="Bracket [[]x] in the message",
+                    errorMessage="Bracket [x] in the message")]
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    done = _limited(["ingest", "--db", str(tmp_path / "s.duckdb"), str(path)])
+    assert (done.returncode, done.stdout, done.stderr) == (0, "2 new, 0 updated, 0 unchanged, 0 rejected\n", "")
+    env = dict(os.environ, ERRKB_DB=str(tmp_path / "s.duckdb"))
+    explained = _limited(["explain", "--json", "Nested " + "y" * 2000 + " end"], env=env)
+    assert explained.returncode == 0 and explained.stderr == "", explained.stderr[-2000:]
+    assert [m["id"] for m in json.loads(explained.stdout)["matches"]] == ["00000000000000f1"]

@@ -99,6 +99,62 @@ def test_every_bad_input_is_rejected_kept_verbatim_and_named(db_path, tmp_path):
     assert "truncated JSON" in rejects["truncated.json"]["reasons"][0]
 
 
+def _seed_text(**changes) -> str:
+    return json.dumps({**json.loads(SEED_FILE.read_text())["record"], **changes})
+
+
+# Inputs Python's json module parses (or half-parses) but that are not a record errkb can
+# store: each is one reject whose reason says what is wrong, and where.
+def _hostile_json() -> dict[str, tuple[bytes, str]]:
+    seed = _seed_text()
+    at = seed.index('"lineNumber": ') + len('"lineNumber": ') + 1
+    surrogate = seed.replace('"documentation": "', '"documentation": "\\ud800', 1)
+    return {
+        # int() refuses over 4,300 digits: the reader's ValueError used to escape as "internal error"
+        "bigint.json": (seed.replace('"lineNumber": 221', '"lineNumber": 1' + "0" * 5000).encode(),
+                        f":1:{at}: E100 unreadable invalid JSON: a number of over 4300 digits"),
+        # DuckDB cannot encode it: the whole ingest used to roll back, storing nothing
+        "surrogate.json": (surrogate.encode(),
+                           f":1:{surrogate.index(chr(92) + 'ud800') + 1}: E100 unreadable documentation: "
+                           "a \\u escape of a lone UTF-16 surrogate is not a character"),
+        "nan.json": (seed.replace('"lineNumber": 221', '"lineNumber": NaN').encode(),
+                     f":1:{at}: E100 unreadable invalid JSON: NaN is not JSON (write a number or null)"),
+        "dupkey.json": ((seed[:-1] + ', "id": "00000000000000c9"}').encode(),
+                        f":1:{len(seed) + 2}: E100 unreadable invalid JSON: duplicate key \"id\" in one object "
+                        "(which value counts is not defined)"),
+        "comma.json": (f"[{seed},]".encode(), f":1:{len(seed) + 3} (array item 1): E100 unreadable invalid JSON: "
+                                              "trailing comma before ']'"),
+        "utf16.json": (seed.encode("utf-16"), ":1:1: E100 unreadable invalid JSON: the file is UTF-16 (it starts with a "
+                                              "UTF-16 byte-order mark); records are read as UTF-8"),
+        "notes.md": (b"# notes\n", ":1:1: E100 unreadable invalid JSON: a JSON value cannot start with '# notes'"),
+        "null.txt": (b'{"record": null, "datasetVersion": "v"}',
+                     ':1:1: E100 unreadable the wrapper\'s "record" is null, not a record object'),
+        "nested.txt": (json.dumps({"record": json.loads(SEED_FILE.read_text())}).encode(),
+                       ':1:1: E100 unreadable a wrapper inside a wrapper: "record" holds another {"record": ...}'),
+    }
+
+
+def test_hostile_json_is_one_reject_each_with_what_and_where_and_the_rest_is_stored(db_path, tmp_path):
+    folder = tmp_path / "hostile"
+    folder.mkdir()
+    cases = _hostile_json()
+    for name, (raw, _) in cases.items():
+        (folder / name).write_bytes(raw)
+    result = run("ingest", "--db", db_path, SEED_FILE, folder)
+    assert result.exit_code == 1, result.output
+    assert "internal error" not in result.stderr and "rolled back" not in result.stderr
+    # the seed again as comma.json's first item: unchanged
+    assert result.stdout == f"1 new, 0 updated, 1 unchanged, {len(cases)} rejected\n"
+    rejects = {os.path.basename(r["file"]): r for r in json.loads(run("rejects", "--db", db_path, "--json").stdout)}
+    fix = " (fix: make the file valid UTF-8 JSON: a record object, a wrapper, an array or JSON Lines)"
+    for name, (_raw, reason) in cases.items():
+        assert rejects[name]["reasons"] == [f"{folder / name}{reason}{fix}"], name
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        kept = dict(con.execute("SELECT source_file, raw FROM rejects").fetchall())
+    assert bytes(kept[str(folder / "surrogate.json")]) == cases["surrogate.json"][0]
+    assert bytes(kept[str(folder / "bigint.json")]) == cases["bigint.json"][0]
+
+
 def test_reingesting_the_same_rejects_adds_no_rows(db_path, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_bytes(b'[1, {"id": 2')

@@ -26,7 +26,7 @@ def search(pattern: str, text: str, timeout: float) -> bool | None:
     or within ``timeout`` seconds; None when it cannot be decided that way (out of
     time, the pattern does not compile, or no bounded engine is installed)."""
     analysis = analyze(pattern)
-    if analysis.compile_error is not None:
+    if analysis.unusable is not None:
         return None
     if not text:
         # On no text `re` cannot backtrack; and only `re` has re's answer there
@@ -35,6 +35,7 @@ def search(pattern: str, text: str, timeout: float) -> bool | None:
     if analysis.linear_safe and _re2 is not None and (not analysis.re2_ascii_only or text.isascii()):
         options = _re2.Options()
         options.max_mem = 64 << 20
+        options.log_errors = False  # a refused pattern is an answer here, not a C++ log line on stderr
         try:
             return _re2.compile(analysis.re2_pattern, options).search(text) is not None
         except _re2.error:

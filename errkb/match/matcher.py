@@ -326,8 +326,8 @@ class Matcher:
                 continue
             pattern = record.get("messagePattern")
             a = analyze(pattern)
-            if a.compile_error is not None:
-                m.skipped.append({"id": record.get("id"), "pattern": pattern, "reason": f"does not compile: {a.compile_error}"})
+            if a.unusable is not None:
+                m.skipped.append({"id": record.get("id"), "pattern": pattern, "reason": a.unusable})
                 continue
             bounded = not a.linear_safe
             if bounded and _regex_module() is None:
@@ -433,6 +433,7 @@ class Matcher:
         options = _re2_module.Options()
         options.never_capture = True
         options.max_mem = 64 << 20
+        options.log_errors = False  # the refusal is reported by the caller, not logged by RE2 on stderr
         compiled = _re2.RE2(entry.re2_pattern.encode("utf-8"), options)
         if not compiled.ok():
             raise MatcherError(f"RE2 cannot run the pattern: {compiled.error().decode('utf-8', 'replace')}")

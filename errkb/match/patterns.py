@@ -24,6 +24,7 @@ import re._casefix as _casefix
 import re._compiler as _compiler
 import re._constants as C
 import re._parser as sre_parse
+import warnings
 from dataclasses import dataclass, field
 
 try:  # the C helpers that `re` itself uses for case folding
@@ -31,8 +32,19 @@ try:  # the C helpers that `re` itself uses for case folding
 except ImportError:  # pragma: no cover - CPython always has it
     _sre = None
 
+# `re`'s parser warns (FutureWarning, on stderr) about set syntax it may read differently
+# one day ("[[" is a "Possible nested set"): in a dataset's pattern that is data, and the
+# pattern means today what `re` runs, so the warning is only noise in every command's output.
+warnings.filterwarnings("ignore", category=FutureWarning,
+                        message="Possible (nested set|set (difference|intersection|symmetric difference))")
+
 # RE2 rejects counted repetition above 1000.
 RE2_MAX_REPEAT = 1000
+# Counted repeats are compiled by copying their body (the `regex` module of the bounded
+# path, RE2): `(?:(?:y{1000}){1000}){1000}` is 10**9 copies, which took 24 GB before the
+# kernel killed ingest. A pattern whose program would be larger than this many items is
+# run by no engine (0.1 s and 40 MB to compile at the limit).
+MAX_EXPANDED_ITEMS = 100_000
 # Fewer pinned literal characters than this and a pattern matches almost any line.
 MIN_SPECIFIC_LITERALS = 4
 # Flag bits as plain ints: RegexFlag's enum operators dominate analysis time otherwise.
@@ -73,11 +85,21 @@ class PatternAnalysis:
     # For the common shape "literal, (.+?), literal, ..." (optionally ^...$): the plan
     # that decides a match on one line without a regex engine (see gap_match).
     gap_plan: tuple | None = None
+    # Why no engine runs this pattern although `re` compiles it (its counted repeats
+    # expand past MAX_EXPANDED_ITEMS), or None.
+    too_costly: str | None = None
 
     @property
     def linear_safe(self) -> bool:
         """True when a linear-time engine (RE2) runs this pattern with `re`'s meaning."""
-        return self.compile_error is None and self.re2_pattern is not None
+        return self.compile_error is None and self.too_costly is None and self.re2_pattern is not None
+
+    @property
+    def unusable(self) -> str | None:
+        """Why this pattern is never run (it does not compile, or costs too much to), or None."""
+        if self.compile_error is not None:
+            return f"does not compile: {self.compile_error}"
+        return self.too_costly
 
     @property
     def prefilter_literal(self) -> str | None:
@@ -170,6 +192,13 @@ def analyze(pattern: str, translate: bool = True) -> PatternAnalysis:
         return result
     flags = int(parsed.state.flags)
     result.ignore_case = bool(flags & _I)
+    try:
+        items = _expanded_items(list(parsed), MAX_EXPANDED_ITEMS)
+    except RecursionError:
+        items = MAX_EXPANDED_ITEMS + 1
+    if items > MAX_EXPANDED_ITEMS:
+        result.too_costly = (f"its counted repeats expand to over {MAX_EXPANDED_ITEMS:,} items, more than "
+                             "an engine can compile in bounded memory")
 
     walker = _Walker()
     walker.sequence(list(parsed), flags)
@@ -194,6 +223,8 @@ def analyze(pattern: str, translate: bool = True) -> PatternAnalysis:
     result.gap_plan = _gap_plan(items, flags)
     if result.needs_backtracking:
         result.re2_issue = "needs backtracking: " + ", ".join(result.backtracking_reasons)
+    elif result.too_costly:
+        result.re2_issue = result.too_costly
     elif translate:
         try:
             translator = _RE2Translator()
@@ -337,6 +368,33 @@ class _Walker:
                 self.sequence(list(alt), flags, in_unbounded)
         elif op is C.AT:
             self.assertions = True
+
+
+def _expanded_items(items, limit: int) -> int:
+    """How many items the pattern's program holds once each counted repeat's body is
+    copied as often as the engines compiling it copy it (its upper count, or its lower
+    one when unbounded). Stops counting past ``limit``."""
+    total = 0
+    for op, av in items:
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            lo, hi, sub = av
+            copies = max(lo, 1) if hi is C.MAXREPEAT else max(hi, 1)
+            total += copies * _expanded_items(list(sub), limit // copies + 1)
+        elif op is C.SUBPATTERN:
+            total += _expanded_items(list(av[3]), limit - total)
+        elif op is C.ATOMIC_GROUP:
+            total += _expanded_items(list(av), limit - total)
+        elif op in (C.ASSERT, C.ASSERT_NOT):
+            total += _expanded_items(list(av[1]), limit - total)
+        elif op is C.BRANCH:
+            total += sum(_expanded_items(list(alt), limit - total) for alt in av[1])
+        elif op is C.GROUPREF_EXISTS:
+            total += sum(_expanded_items(list(alt), limit - total) for alt in av[1:] if alt is not None)
+        else:
+            total += 1
+        if total > limit:
+            return total
+    return total
 
 
 def _has_unbounded(items) -> bool:

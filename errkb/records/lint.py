@@ -41,6 +41,8 @@ RULES = {
         Rule("E201", "pattern-compile", "error", "write messagePattern in Python `re` syntax"),
         Rule("E202", "pattern-self-match", "error", "make messagePattern match errorMessage (escape literal text, use (.+?) for values)"),
         Rule("E203", "pattern-too-generic", "error", "pin down more of the message's literal text in messagePattern"),
+        Rule("E207", "pattern-too-costly", "error",
+             "write long repeats as (.+?) or a smaller count ({n} copies of a group are compiled n times)"),
         Rule("W204", "pattern-needs-backtracking", "warning",
              "avoid backreferences and lookarounds so the pattern runs on a linear-time engine"),
         Rule("W206", "pattern-too-long", "warning",
@@ -126,6 +128,8 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
         analysis = patterns.analyze(pattern, translate=False)
         if analysis.compile_error:
             add("E201", f"messagePattern does not compile: {analysis.compile_error}")
+        elif analysis.too_costly:
+            add("E207", f"messagePattern cannot be run: {analysis.too_costly}")
         else:
             if analysis.needs_backtracking:
                 reasons = ", ".join(analysis.backtracking_reasons)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -41,6 +42,38 @@ MAX_REJECT_RAW_BYTES = 1 << 20
 
 _WS = " \t\r\n\ufeff"
 _SURROGATE = re.compile("[\udc80-\udcff]")
+# A JSON \u escape of a UTF-16 surrogate without its pair: valid JSON syntax, but no
+# character; UTF-8 (the store, the site, a terminal) cannot hold it.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_LONE_SURROGATE_ESCAPE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|(?<![0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
+class _ParseError(Exception):
+    """One value that cannot be parsed: ``args`` are (reason, position in the buffer)."""
+
+
+class _Refused(ValueError):
+    """Raised from inside the JSON decoder: valid-looking text that is not a JSON value
+    errkb takes (``args``: the reason, and a regex finding where it is)."""
+
+
+def _refuse_constant(name: str):
+    # NaN and Infinity are Python's extension, not JSON; taken, NaN became "null" in
+    # the schema's error message and "NaN" in the stored text no other reader parses.
+    raise _Refused(f"{name} is not JSON (write a number or null)", re.compile(r"[:,\[]\s*(-?" + name + r")\b"))
+
+
+def _object_without_duplicates(pairs: list) -> dict:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        # JSON readers disagree on which of the two values wins: the record is ambiguous.
+        raise _Refused(f"duplicate key {json.dumps(key, ensure_ascii=False)} in one object "
+                       "(which value counts is not defined)", re.compile(re.escape(json.dumps(key)) + r"\s*:"), 2)
+    return obj
 
 
 class InputError(ErrkbError):
@@ -157,6 +190,25 @@ def _deeper_than(value, limit: int) -> bool:
     return False
 
 
+def _lone_surrogate_in(value) -> str | None:
+    """The first string (key or value) of ``value`` holding a lone surrogate, shown as
+    its JSON path, or None (walked without recursion)."""
+    stack = [(value, "")]
+    while stack:
+        v, path = stack.pop()
+        if isinstance(v, str):
+            if _LONE_SURROGATE.search(v):
+                return path or "the value"
+        elif isinstance(v, dict):
+            for k, c in v.items():
+                if _LONE_SURROGATE.search(k):
+                    return f"{path}.{ascii(k)}"
+                stack.append((c, f"{path}.{k}" if path else k))
+        elif isinstance(v, list):
+            stack.extend((c, f"{path}[{i}]") for i, c in enumerate(v))
+    return None
+
+
 def _type_name(value) -> str:
     if value is None:
         return "null"
@@ -169,7 +221,13 @@ def unwrap(value, raw: bytes, origin: Origin) -> SourcedRecord:
     """Turn one parsed JSON value into a SourcedRecord (wrapper or bare record)."""
     if not isinstance(value, dict):
         return SourcedRecord(None, raw, origin, error=f"JSON value is {_type_name(value)}, not a record object")
+    if "record" in value and not isinstance(value["record"], dict):
+        # A record never has a "record" key (the schema allows no extra keys): a wrapper.
+        return SourcedRecord(None, raw, origin,
+                             error=f'the wrapper\'s "record" is {_type_name(value["record"])}, not a record object')
     if isinstance(value.get("record"), dict):
+        if "record" in value["record"] and "id" not in value["record"]:
+            return SourcedRecord(None, raw, origin, error='a wrapper inside a wrapper: "record" holds another {"record": ...}')
         version = value.get("datasetVersion")
         warnings = []
         if version is not None and not isinstance(version, str):
@@ -194,7 +252,7 @@ class _ValueStream:
         self.handle = handle
         self.name = name
         self.decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
-        self.json = json.JSONDecoder()
+        self.json = json.JSONDecoder(parse_constant=_refuse_constant, object_pairs_hook=_object_without_duplicates)
         self.buf = ""
         self.base_line = 1  # line number of buf[0]
         self.base_col = 1  # column of buf[0]
@@ -244,12 +302,12 @@ class _ValueStream:
 
     # -- parsing -------------------------------------------------------------
     def _decode_at(self, pos: int):
-        """Parse one value at buf[pos:]; return (value, end) or raise ValueError(reason, error_pos)."""
+        """Parse one value at buf[pos:]; return (value, end) or raise _ParseError(reason, error_pos)."""
         while True:
             try:
                 return self.json.raw_decode(self.buf, pos)
             except RecursionError:
-                raise ValueError(f"JSON nested too deeply to parse (over {MAX_DEPTH} levels is refused)", pos) from None
+                raise _ParseError(f"JSON nested too deeply to parse (over {MAX_DEPTH} levels is refused)", pos) from None
             except json.JSONDecodeError as e:
                 # An error close to the end of the buffer may only mean the value
                 # continues in the next chunk (a literal like `true` cut in two).
@@ -259,13 +317,39 @@ class _ValueStream:
                     continue
                 at_end = not self.buf[e.pos :].strip(_WS) or e.msg.startswith("Unterminated string")
                 if self.eof and at_end:
-                    raise ValueError("unexpected end of file (truncated JSON)", len(self.buf)) from None
+                    raise _ParseError("unexpected end of file (truncated JSON)", len(self.buf)) from None
                 if len(self.buf) - pos >= MAX_VALUE_BYTES:
-                    raise ValueError(f"JSON value larger than {MAX_VALUE_BYTES >> 20} MB", pos) from None
-                reason = e.msg
-                if e.msg.startswith("Invalid control character"):
-                    reason = "control character inside a string (unterminated string?)"
-                raise ValueError(reason, e.pos) from None
+                    raise _ParseError(f"JSON value larger than {MAX_VALUE_BYTES >> 20} MB", pos) from None
+                raise _ParseError(self._reason(e, pos), e.pos) from None
+            except _Refused as e:
+                reason, where, *nth = e.args
+                found = list(itertools.islice(where.finditer(self.buf, pos), nth[0] if nth else 1))
+                raise _ParseError(reason, found[-1].start(found[-1].lastindex or 0) if found else pos) from None
+            except ValueError as e:
+                # Not a syntax error: a value Python refuses to build, such as an
+                # integer of more digits than int() converts (sys.get_int_max_str_digits).
+                limit = sys.get_int_max_str_digits()
+                long_number = re.compile(r"[0-9]{%d,}" % (limit + 1)).search(self.buf, pos)
+                if long_number:
+                    raise _ParseError(f"a number of over {limit} digits", long_number.start()) from None
+                raise _ParseError(f"value refused: {str(e)[:200]}", pos) from None
+
+    def _reason(self, e: json.JSONDecodeError, start: int) -> str:
+        """The decoder's complaint in words that say what is wrong with the file."""
+        if e.msg.startswith("Invalid control character"):
+            return "control character inside a string (unterminated string?)"
+        here = self.buf[e.pos : e.pos + 1]
+        if e.msg.startswith("Expecting") and here in ("]", "}") and self.buf[start : e.pos].rstrip(_WS).endswith(","):
+            return f"trailing comma before '{here}'"
+        if e.msg == "Expecting value" and e.pos == start:
+            head = self.buf[start : start + 2]
+            if head in ("\udcff\udcfe", "\udcfe\udcff"):
+                return "the file is UTF-16 (it starts with a UTF-16 byte-order mark); records are read as UTF-8"
+            if _SURROGATE.match(head) or "\x00" in self.buf[start : start + 64]:
+                return "the data is binary (invalid UTF-8 or NUL bytes), not JSON text"
+            shown = self.buf[start : start + 40].split("\n")[0]
+            return f"a JSON value cannot start with {shown!r}"
+        return e.msg
 
     def _emit(self, value, start: int, end: int, index: int | None) -> SourcedRecord:
         text = self.buf[start:end]
@@ -281,6 +365,12 @@ class _ValueStream:
             where = self._where(start + bad.start(), index)
             byte = ord(bad.group()) - 0xDC00
             return SourcedRecord(None, self._raw(text), origin, error=f"invalid UTF-8 byte 0x{byte:02x}", error_at=where)
+        field = _lone_surrogate_in(value)
+        if field is not None:
+            escape = _LONE_SURROGATE_ESCAPE.search(text)
+            where = self._where(start + escape.start(), index) if escape else origin
+            return SourcedRecord(None, self._raw(text), origin, error_at=where,
+                                 error=f"{field}: a \\u escape of a lone UTF-16 surrogate is not a character")
         return unwrap(value, self._raw(text), origin)
 
     def _error(self, start: int, stop: int, reason: str, error_pos: int, index: int | None) -> SourcedRecord:
@@ -313,7 +403,7 @@ class _ValueStream:
             pos = 0
             try:
                 value, end = self._decode_at(0)
-            except ValueError as e:
+            except _ParseError as e:
                 reason, error_pos = e.args
                 # Resynchronise at the next line that starts a value ("{" in
                 # column 1), so one bad line of a JSON Lines file does not take the
@@ -349,10 +439,12 @@ class _ValueStream:
                 return
             try:
                 value, end = self._decode_at(0)
-            except ValueError as e:
+            except _ParseError as e:
                 # Inside an array there is no safe place to resume: keep the
                 # rest of the file verbatim as one reject.
                 reason, error_pos = e.args
+                if error_pos == 0 and self.buf.startswith("]"):
+                    reason = "trailing comma before ']'"
                 while self._fill():
                     pass
                 yield self._error(0, len(self.buf), reason, error_pos, index)

@@ -40,6 +40,8 @@ def lint_variant(pattern: str, example: str, record_message: str | None) -> str 
     analysis = patterns.analyze(pattern, translate=False)
     if analysis.compile_error:
         return f"E201 does not compile: {analysis.compile_error}"
+    if analysis.too_costly:
+        return f"E207 {analysis.too_costly}"
     if analysis.matches_empty:
         return "E203 matches the empty string"
     if analysis.too_generic or analysis.literal_chars < MIN_VARIANT_LITERALS:

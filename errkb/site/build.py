@@ -172,8 +172,8 @@ def re2_to_js(re2: str) -> str:
 def js_pattern(pattern: str) -> JsPattern:
     a = analyze(pattern)
     literals = sorted(set(a.required_literals))
-    if a.compile_error:
-        return JsPattern(None, literals, reason=f"does not compile: {a.compile_error}")
+    if a.unusable:
+        return JsPattern(None, literals, reason=a.unusable)
     if a.exponential_in_re:
         return JsPattern(None, literals, reason="nested repetition could backtrack catastrophically in the browser")
     if not a.linear_safe:
