@@ -198,3 +198,25 @@ def test_empty_text():
     assert texts(text_messages("")) == [""]
     assert list(iter_messages([])) == []
     assert list(iter_messages(io.StringIO(""))) == []
+
+
+@pytest.mark.parametrize(("line", "message", "error_class"), [
+    # pydantic v2 prints a validator's exception under "1 validation error for X"
+    ("  Value error, max_num_batched_tokens (8192) is smaller than max_model_len (131072). "
+     "[type=value_error, input_value=ArgsKwargs((), {'model': 'm'}), input_type=ArgsKwargs]",
+     "max_num_batched_tokens (8192) is smaller than max_model_len (131072).", "ValueError"),
+    ("  Value error, GPU memory utilization must be less than 1.0. Got 1.5.",
+     "GPU memory utilization must be less than 1.0. Got 1.5.", "ValueError"),
+    ("  Assertion failed, tensor_parallel_size must divide heads [type=assertion_error, input_value={}, input_type=dict]",
+     "tensor_parallel_size must divide heads", "AssertionError"),
+])
+def test_a_pydantic_validation_line_yields_the_validators_message(line, message, error_class):
+    last = line_messages(line)[-1]
+    assert (last.text, last.error_class) == (message, error_class)
+
+
+def test_a_cut_pydantic_paste_still_finds_its_message():
+    text = ("ValidationError: 1 validation error for SchedulerConfig\n"
+            "  Value error, max_num_batched_tokens (8192) is smaller than max_model_len (131072). ...")
+    forms = {(m.text, m.error_class) for m in text_messages(text)}
+    assert ("max_num_batched_tokens (8192) is smaller than max_model_len (131072). ...", "ValueError") in forms

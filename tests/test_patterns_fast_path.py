@@ -93,3 +93,32 @@ def test_escaped_anchor_characters_are_literals_in_the_gap_plan():
     for pattern, text in [(r"^a\$", "a"), (r"^a\$", "a$"), (r"x\^y", "x^y"), (r"\\$", "\\")]:
         for analysis in (patterns.analyze(pattern), patterns._analyze_simple(pattern)):
             assert patterns.gap_match(text, analysis.gap_plan) == (re.search(pattern, text) is not None), (pattern, text)
+
+
+# -- optional groups and branches: one gap plan per alternative (the site's path) ----------
+
+_optional = st.lists(
+    st.one_of(
+        st.sampled_from(["(.+?)", "(.*?)", "(?:ab)?", "(?:a(.+?)b\\. )?", "(?:xa|b'y)", "(?:\\. |a)?"]),
+        st.text(alphabet="ab. '", min_size=1, max_size=3).map(lambda t: t.replace(".", "\\.")),
+    ),
+    max_size=4,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=_optional, start=st.booleans(), end=st.booleans(), text=st.text(alphabet="ab. 'xy", max_size=14))
+def test_expanded_gap_plans_decide_matches_like_re_search(pieces, start, end, text):
+    import re
+
+    pattern = ("^" if start else "") + "".join(pieces) + ("$" if end else "")
+    plans = patterns.expanded_gap_plans(pattern)
+    if plans is None:  # too many alternatives, or no literal in one of them
+        return
+    assert len(plans) <= patterns.MAX_GAP_ALTERNATIVES
+    assert any(patterns.gap_match(text, p) for p in plans) == (re.search(pattern, text) is not None), (pattern, text)
+
+
+def test_expanded_gap_plans_refuse_what_they_cannot_mean_exactly():
+    for pattern in [r"a(b|c)+d", r"(?i)a(?:b)?c", r"a\d(?:b)?", r"a(?:b)?" * 4]:
+        assert patterns.expanded_gap_plans(pattern) is None, pattern

@@ -1,6 +1,6 @@
 """The site's paste box gives the answer `errkb explain --json` gives for the same text.
 
-For every paste of tests/fixtures/pastes.jsonl and pastes_heldout.jsonl (real pastes:
+For every paste of tests/fixtures/pastes.jsonl, pastes_heldout.jsonl and pastes_more.jsonl (real pastes:
 exact wordings, drifted, truncated, negatives) and for each variant's own wording (data/variants), the real CLI
 and the real built site in headless Chromium (one browser, from file://) must agree on
 the outcome: the same matched record; or a variant of the same record with the same
@@ -36,7 +36,7 @@ webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pi
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-PASTES = [Path(__file__).parent / "fixtures" / name for name in ("pastes.jsonl", "pastes_heldout.jsonl")]
+PASTES = [Path(__file__).parent / "fixtures" / name for name in ("pastes.jsonl", "pastes_heldout.jsonl", "pastes_more.jsonl")]
 # Real messages of the same projects that are not any record's error (no record, no variant).
 NOT_A_RECORD = [
     "RuntimeError: CUDA error: an illegal memory access was encountered",

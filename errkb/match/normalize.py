@@ -237,6 +237,18 @@ def _add_line_forms(line: str, out: list[Message], depth: int) -> None:
     if error_class is not None:
         out.append(Message(body, error_class, "line"))
         out.append(Message(rest, error_class, "message"))
+        return
+    wrapped = _PYDANTIC_ERROR.match(body)
+    if wrapped is not None:
+        # A validator's exception as pydantic prints it under "1 validation error for X":
+        # "  Value error, <message> [type=value_error, input_value=..., input_type=...]".
+        message = _PYDANTIC_SUFFIX.sub("", body[wrapped.end():])
+        out.append(Message(message, _PYDANTIC_CLASSES[wrapped.group(1)], "message"))
+
+
+_PYDANTIC_ERROR = re.compile(r"\s{0,8}(Value error|Assertion failed), ")
+_PYDANTIC_SUFFIX = re.compile(r" \[type=\w{1,64}, input_value=.*\Z", re.DOTALL)
+_PYDANTIC_CLASSES = {"Value error": "ValueError", "Assertion failed": "AssertionError"}
 
 
 def text_messages(text: str | bytes, _depth: int = 0) -> list[Message]:

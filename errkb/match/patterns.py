@@ -821,6 +821,63 @@ def _plan_from_flat(flat: list) -> tuple | None:
     return anchored_start, anchored_end, lead, tuple(literals), tuple(gaps), tail
 
 
+MAX_GAP_ALTERNATIVES = 8
+
+
+def expanded_gap_plans(pattern: str) -> list[tuple] | None:
+    """Gap plans whose union means what ``pattern`` means, for a pattern made of literal
+    text, any-character gaps, optional groups and alternations (``…\\. (?:Based on
+    (.+?)\\. )?Try…``): each optional group and each branch doubles the alternatives.
+    None past MAX_GAP_ALTERNATIVES or for anything else. Whether a text matches is
+    exactly whether one alternative does; each is decided with str.find, linearly."""
+    try:
+        parsed = sre_parse.parse(pattern)
+    except (re.error, RecursionError, OverflowError):
+        return None
+    flags = int(parsed.state.flags)
+    if flags & (_I | _M):
+        return None
+    flats = _expand_gaps(list(parsed), [[]])
+    if flats is None:
+        return None
+    plans = [_plan_from_flat(flat) for flat in flats]
+    return None if any(p is None or not p[3] for p in plans) else plans
+
+
+def _expand_gaps(items, prefixes: list[list]) -> list[list] | None:
+    out = prefixes
+    for op, av in items:
+        if op is C.LITERAL:
+            out = [flat + [chr(av)] for flat in out]
+        elif op is C.SUBPATTERN:
+            _group, add, delete, sub = av
+            if add or delete:
+                return None
+            out = _expand_gaps(list(sub), out)
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT):
+            lo, hi, sub = av
+            inner = list(sub)
+            if hi is C.MAXREPEAT and len(inner) == 1 and inner[0][0] is C.ANY:
+                out = [flat + [lo] for flat in out]
+            elif lo == 0 and hi == 1:
+                present = _expand_gaps(inner, out)
+                out = None if present is None else present + out
+            else:
+                return None
+        elif op is C.BRANCH:
+            branches = [_expand_gaps(list(alt), out) for alt in av[1]]
+            out = None if any(b is None for b in branches) else [flat for b in branches for flat in b]
+        elif op is C.AT and av in (C.AT_BEGINNING, C.AT_BEGINNING_STRING):
+            out = [flat + [_START] for flat in out]
+        elif op is C.AT and av in (C.AT_END, C.AT_END_STRING):
+            out = [flat + [_END] for flat in out]
+        else:
+            return None
+        if out is None or len(out) > MAX_GAP_ALTERNATIVES:
+            return None
+    return out
+
+
 def _flatten_gaps(items, flags: int, out: list) -> bool:
     for op, av in items:
         if op is C.LITERAL:

@@ -29,7 +29,7 @@ from markupsafe import Markup
 
 from errkb.errors import ErrkbError
 from errkb.match.near import record_words, site_constants
-from errkb.match.patterns import analyze
+from errkb.match.patterns import analyze, expanded_gap_plans
 from errkb.records.urls import fix_page_path
 from errkb.records.view import RecordView
 from errkb.resources import templates_dir
@@ -119,7 +119,8 @@ class JsPattern:
     reason: str | None = None
     # Literals and (.+?) gaps only: the browser decides these with str.indexOf (site.js
     # gapSpan, linear), never a RegExp: k gaps cost O(n**k) in a backtracking engine.
-    plan: list | None = None
+    # {"any": [plan, ...]}: a pattern with optional groups or branches, one plan each.
+    plan: list | dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -186,6 +187,11 @@ def js_pattern(pattern: str) -> JsPattern:
         return JsPattern(None, literals, plan=[anchored_start, anchored_end, lead, list(plan_literals), list(gaps), tail])
     hazard = _backtracking_hazard(pattern)
     if hazard:
+        plans = expanded_gap_plans(pattern)
+        if plans is not None:
+            # optional groups or branches around (.+?) gaps: one gap plan per alternative
+            return JsPattern(None, literals, plan={"any": [[s, e, lead, list(lits), list(gaps), tail]
+                                                          for s, e, lead, lits, gaps, tail in plans]})
         return JsPattern(None, literals, reason=f"{hazard}: could backtrack for a long time in the browser")
     try:
         source = re2_to_js(a.re2_pattern)
