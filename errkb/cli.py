@@ -16,7 +16,7 @@ import click
 from errkb import __version__
 from errkb.progress import Progress, ReadProgress
 from errkb.records.view import RecordView
-from errkb.terminal import visible
+from errkb.terminal import one_line, visible
 
 # A log this big takes seconds to explain: it gets a progress bar (errkb.progress).
 LARGE_LOG_BYTES = 8 << 20
@@ -238,7 +238,7 @@ def rejects(run_id, db_path, as_json):
         print_json(rows)
         return
     for r in rows:
-        where = f"{r['file']}:{r['line']}:{r['column']}" + (f" (array item {r['index']})" if r["index"] is not None else "")
+        where = f"{one_line(r['file'])}:{r['line']}:{r['column']}" + (f" (array item {r['index']})" if r["index"] is not None else "")
         echo(f"#{r['reject_id']} run {r['run_id']} {where}" + (f" id {r['record_id']}" if r["record_id"] else ""))
         for reason in r["reasons"]:
             echo(f"  {reason}")

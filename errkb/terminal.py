@@ -30,3 +30,9 @@ def visible(text: str) -> str:
     if not isinstance(text, str):
         return text
     return _UNSAFE.sub(_escape, text)
+
+
+def one_line(text: str) -> str:
+    """``text`` made :func:`visible` with newline and tab escaped too: for a file name or
+    other value quoted inside a one-line message (a file may be named ``"a\\nb.json"``)."""
+    return visible(text).replace("\n", "\\n").replace("\t", "\\t")

@@ -304,3 +304,24 @@ def test_store_never_downloads_duckdb_extensions(db_path):
             "SELECT name, value FROM duckdb_settings() WHERE name IN ('autoinstall_known_extensions', 'autoload_known_extensions')"
         ).fetchall())
     assert settings == {"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"}
+
+
+def test_a_file_name_with_a_newline_or_escape_stays_on_its_one_error_line(db_path, tmp_path):
+    folder = tmp_path / "names"
+    folder.mkdir()
+    (folder / "a\nb.json").write_bytes(b"x")
+    (folder / "c\x1b[2Jd.json").write_bytes(b"x")
+    result = run("ingest", "--db", db_path, folder)
+    assert result.exit_code == 1
+    reason = ":1:1: E100 unreadable invalid JSON: a JSON value cannot start with 'x' (fix: make the file valid UTF-8 " \
+             "JSON: a record object, a wrapper, an array or JSON Lines)"
+    assert result.stderr.splitlines() == [f"{folder}/a\\nb.json{reason}", f"{folder}/c\\x1b[2Jd.json{reason}",
+                                          "2 rejected record(s) kept with their reasons; see them with `errkb rejects`"]
+    shown = run("rejects", "--db", db_path)
+    assert shown.stdout.splitlines() == [f"#1 run 1 {folder}/a\\nb.json:1:1", f"  {folder}/a\\nb.json{reason}",
+                                         f"#2 run 1 {folder}/c\\x1b[2Jd.json:1:1", f"  {folder}/c\\x1b[2Jd.json{reason}"]
+    # stored verbatim: the JSON listing names the real file
+    assert {r["file"] for r in json.loads(run("rejects", "--db", db_path, "--json").stdout)} == {
+        f"{folder}/a\nb.json", f"{folder}/c\x1b[2Jd.json"}
+    missing = run("ingest", "--db", db_path, tmp_path / "no\nsuch")
+    assert (missing.exit_code, missing.stderr) == (2, f"Error: {tmp_path}/no\\nsuch: no such file or folder\n")

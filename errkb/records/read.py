@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from errkb.errors import ErrkbError
+from errkb.terminal import one_line
 
 CHUNK_SIZE = 1 << 20
 # One JSON value larger than this is refused rather than buffered without bound.
@@ -90,7 +91,7 @@ class Origin:
     index: int | None = None
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}:{self.column}"
+        where = f"{one_line(self.file)}:{self.line}:{self.column}"
         return where if self.index is None else f"{where} (array item {self.index})"
 
 
@@ -116,7 +117,7 @@ class SourcedRecord:
         if self.error is None:
             return None
         at = self.error_at or self.origin
-        return f"{at.file}:{at.line}:{at.column}: {self.error}"
+        return f"{one_line(at.file)}:{at.line}:{at.column}: {self.error}"
 
 
 def content_hash(record: dict) -> str:
@@ -150,9 +151,9 @@ def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
         elif str(p) == "-" or path.is_file() or path.is_fifo():
             yield path
         elif path.exists():
-            raise InputError(f"{path}: not a regular file, pipe or folder")
+            raise InputError(f"{one_line(str(path))}: not a regular file, pipe or folder")
         else:
-            raise InputError(f"{path}: no such file or folder")
+            raise InputError(f"{one_line(str(path))}: no such file or folder")
 
 
 def read_records(paths: Iterable[str | os.PathLike]) -> Iterator[SourcedRecord]:
@@ -169,7 +170,7 @@ def read_file(path: Path) -> Iterator[SourcedRecord]:
     try:
         handle = open(path, "rb")
     except OSError as e:
-        raise InputError(f"{path}: cannot open: {e.strerror or e}") from e
+        raise InputError(f"{one_line(str(path))}: cannot open: {e.strerror or e}") from e
     with handle:
         yield from _ValueStream(handle, str(path)).values()
 
