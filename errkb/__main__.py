@@ -12,7 +12,7 @@ if not __package__:
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 
-from errkb.cli import main
+from errkb.console import main
 
 if __name__ == "__main__":
     main()

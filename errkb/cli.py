@@ -14,12 +14,10 @@ from pathlib import Path
 import click
 
 from errkb import __version__
-from errkb.progress import Progress, ReadProgress
+from errkb.console import LARGE_LOG_BYTES, exit_quietly_on_signals, explain_command
+from errkb.progress import Progress
 from errkb.records.view import RecordView
 from errkb.terminal import one_line, visible
-
-# A log this big takes seconds to explain: it gets a progress bar (errkb.progress).
-LARGE_LOG_BYTES = 8 << 20
 
 
 class UsageError(click.ClickException):
@@ -98,25 +96,28 @@ class ErrkbGroup(click.Group):
 
 
 def main() -> None:
-    """The ``errkb`` console script: :func:`cli`, and then, while the process winds down
+    """The whole command tree (:mod:`errkb.console` is the console script; it sends here
+    every call but a plain ``errkb explain``), and then, while the process winds down
     after its work (DuckDB closing, the interpreter's teardown), a stop signal ends it with
     128 + signal quietly instead of a traceback or death by the signal's default action."""
-    import os
-    import signal
-
-    def exit_now(signum, frame):
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        os._exit(128 + signum)
-
     try:
         cli(prog_name="errkb")
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, exit_now)
+        exit_quietly_on_signals()
+
+
+def present_failure(error: BaseException, command: str) -> None:
+    """Show an exception that a command's body raised outside click (errkb.console's
+    plain ``explain``) exactly as ``errkb <command>`` shows it: it is raised again inside
+    a command of an :class:`ErrkbGroup`, whose handler and click's ``main`` give the
+    message and the exit code (this exits, or lets what click lets through propagate)."""
+
+    def body():
+        raise error
+
+    group = ErrkbGroup(context_settings=cli.context_settings)
+    group.add_command(click.Command(command, callback=body))
+    group.main([command], prog_name="errkb")
 
 
 @click.group(cls=ErrkbGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -921,47 +922,8 @@ def explain(text, file_path, show_all, db_path, as_json):
     known error matched, 1 when none did (similar records are offered), 2 for bad
     usage or input.
     """
-    import os
-    import shutil
-
-    from errkb.explain.explainer import EmptyInput, explain_source, render_text
-
-    if file_path is not None and text not in (None, "-"):
-        raise UsageError("give the text as TEXT or with --file PATH, not both")
-    where = str(file_path) if file_path is not None else ("stdin" if text in (None, "-") else "TEXT")
-    try:
-        if file_path is not None:
-            with open(file_path, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                if size < LARGE_LOG_BYTES:
-                    result = explain_source(db_path, fh, all_matches=show_all)
-                else:
-                    with Progress("explain: log read", size, "bytes") as progress:
-                        result = explain_source(db_path, ReadProgress(fh, progress), all_matches=show_all)
-        elif text in (None, "-"):
-            if sys.stdin.isatty():
-                _echo_err("errkb explain: reading the text from stdin (end with Ctrl-D)")
-            result = explain_source(db_path, sys.stdin.buffer, all_matches=show_all)
-        else:
-            result = explain_source(db_path, text, all_matches=show_all)
-    except EmptyInput as e:
-        raise UsageError(f"{where}: {e}") from e
-    except OSError as e:
-        raise UsageError(f"{where}: cannot read: {e.strerror or e}") from e
-    if as_json:
-        print_json(result.as_dict())
-    else:
-        tty = sys.stdout.isatty()
-        color = tty and not os.environ.get("NO_COLOR")
-        width = min(80, shutil.get_terminal_size((80, 24)).columns) if tty else 80
-        click.echo(render_text(result, show_all=show_all, color=color, width=width), nl=False, color=color)
-        for note in result.notes:
-            _echo_err(f"note: {where}: {note}")
-        for s in result.skipped[:5]:
-            _echo_err(f"warning: record {s.get('id')} skipped: {s.get('reason')} (fix it and re-ingest; `errkb lint` shows why)")
-        if len(result.skipped) > 5:
-            _echo_err(f"warning: {len(result.skipped) - 5} more records skipped")
-    sys.exit(0 if result.matched else 1)
+    # The body is errkb.console's, which also runs it without click for a plain call.
+    explain_command(text, file_path, show_all, db_path, as_json, echo=click.echo, large_log_bytes=LARGE_LOG_BYTES)
 
 
 @cli.command()
