@@ -17,7 +17,6 @@ from pathlib import Path
 
 from errkb.errors import ErrkbError
 from errkb.resources import data_dir
-from errkb.verify.reproducers import REGISTRY
 
 
 class ProofError(ErrkbError):
@@ -73,6 +72,9 @@ def status_of(record_id: str, proof: dict | None) -> str:
     """"proven on CPU" | "proven on GPU" | "GPU-only" | "unproven"."""
     if proof and proof.get("status") == "proven":
         return "proven on CPU" if proof.get("tier") == "cpu-real" else "proven on GPU"
+    # The registry (and the venv machinery beside it) loads only for a record not proven.
+    from errkb.verify.reproducers import REGISTRY
+
     tiers = {r.tier for r in REGISTRY if r.record_id == record_id}
     if tiers == {"gpu"}:
         return "GPU-only"
