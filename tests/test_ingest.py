@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -127,6 +128,10 @@ def _hostile_json() -> dict[str, tuple[bytes, str]]:
         "utf16.json": (seed.encode("utf-16"), ":1:1: E100 unreadable invalid JSON: the file is UTF-16 (it starts with a "
                                               "UTF-16 byte-order mark); records are read as UTF-8"),
         "notes.md": (b"# notes\n", ":1:1: E100 unreadable invalid JSON: a JSON value cannot start with '# notes'"),
+        # compressed: one reject for the whole file, not one per "\n{" found in the binary
+        "records.jsonl.gz": (gzip.compress(((seed + "\n") * 50).encode(), mtime=0),
+                             ":1:1: E100 unreadable invalid JSON: the file is gzip-compressed; decompress it first (gunzip)"),
+        "latin1.jsonl": (b"\xe4rger\n", ":1:1: E100 unreadable invalid JSON: invalid UTF-8 byte 0xe4 at 1:1, not JSON text"),
         "null.txt": (b'{"record": null, "datasetVersion": "v"}',
                      ':1:1: E100 unreadable the wrapper\'s "record" is null, not a record object'),
         "nested.txt": (json.dumps({"record": json.loads(SEED_FILE.read_text())}).encode(),

@@ -258,6 +258,7 @@ class _ValueStream:
         self.base_line = 1  # line number of buf[0]
         self.base_col = 1  # column of buf[0]
         self.eof = False
+        self.not_text = False  # the data is not JSON text at all (binary, gzip, UTF-16)
 
     # -- buffer management -------------------------------------------------
     def _fill(self) -> bool:
@@ -343,12 +344,23 @@ class _ValueStream:
         if e.msg.startswith("Expecting") and here in ("]", "}") and self.buf[start : e.pos].rstrip(_WS).endswith(","):
             return f"trailing comma before '{here}'"
         if e.msg == "Expecting value" and e.pos == start:
-            head = self.buf[start : start + 2]
-            if head in ("\udcff\udcfe", "\udcfe\udcff"):
-                return "the file is UTF-16 (it starts with a UTF-16 byte-order mark); records are read as UTF-8"
-            if _SURROGATE.match(head) or "\x00" in self.buf[start : start + 64]:
-                return "the data is binary (invalid UTF-8 or NUL bytes), not JSON text"
             shown = self.buf[start : start + 40].split("\n")[0]
+            head = self.buf[start : start + 2]
+            at_file_start = start == 0 and self.base_line == 1 and self.base_col == 1
+            if at_file_start:
+                # Not text at all: no line to resume at, so the whole file is one reject.
+                self.not_text = True
+                if head in ("\udcff\udcfe", "\udcfe\udcff"):
+                    return "the file is UTF-16 (it starts with a UTF-16 byte-order mark); records are read as UTF-8"
+                if head == "\x1f\udc8b":
+                    return "the file is gzip-compressed; decompress it first (gunzip)"
+                if "\x00" in self.buf[start : start + 64]:
+                    return "binary data (NUL bytes), not JSON text"
+                self.not_text = False
+            bad = _SURROGATE.search(shown)
+            if bad:
+                at = self._where(start + bad.start())
+                return f"invalid UTF-8 byte 0x{ord(bad.group()) - 0xDC00:02x} at {at.line}:{at.column}, not JSON text"
             return f"a JSON value cannot start with {shown!r}"
         return e.msg
 
@@ -409,7 +421,13 @@ class _ValueStream:
                 # Resynchronise at the next line that starts a value ("{" in
                 # column 1), so one bad line of a JSON Lines file does not take the
                 # rest with it, while a broken pretty-printed document stays whole.
-                stop = self._next_value_line(error_pos)
+                if self.not_text:
+                    # A binary, compressed or UTF-16 file has no lines to resume at: one reject.
+                    while self._fill():
+                        pass
+                    stop = len(self.buf)
+                else:
+                    stop = self._next_value_line(error_pos)
                 text_end = stop - 1 if stop and self.buf[stop - 1] == "\n" else stop
                 yield self._error(0, text_end, reason, error_pos, None)
                 pos = stop
