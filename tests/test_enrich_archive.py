@@ -133,6 +133,19 @@ def test_bad_inputs_are_one_line_errors(matcher, tmp_path):
         enrich_archive([str(good)], good, matcher)
 
 
+def test_a_csv_duckdb_cannot_read_names_the_line_and_the_reason(store_db, tmp_path):
+    """DuckDB's CSV error says where on its first line and why on a later one: both are
+    kept in the one line (it used to be "CSV Error on Line: 3" and nothing else)."""
+    bad = tmp_path / "logs.csv"
+    bad.write_bytes(b'message\n"ok"\n\xff\xfe broken\n')
+    result = CliRunner().invoke(cli, ["enrich", "--db", str(store_db), "--input", str(bad), "--output",
+                                      str(tmp_path / "o.parquet"), "--workers", "1"])
+    assert result.exit_code == 2
+    assert result.stderr == (f"Error: {bad}: Invalid Input Error: CSV Error on Line: 3: Invalid unicode (byte sequence "
+                             "mismatch) detected. This file is not utf-8 encoded.\n")
+    assert not (tmp_path / "o.parquet").exists()
+
+
 def test_cli_archive_path_and_errors(store_db, jsonl, tmp_path):
     out = tmp_path / "cli.parquet"
     runner = CliRunner()

@@ -227,7 +227,17 @@ def connect(threads: int | None = None):
 
 
 def duck_error(e: Exception) -> str:
-    return str(e).strip().splitlines()[0]
+    """DuckDB's error as one line. A CSV error's first line only says where ("CSV Error
+    on Line: 3"); the reason is on a later line, after the offending line's text."""
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(e).__name__
+    if "CSV Error" in lines[0]:
+        reason = next((line for line in lines[1:] if not line.startswith(("Original Line", "Possible Solution"))
+                       and " = " not in line), None)
+        if reason:
+            return f"{lines[0]}: {reason}"
+    return lines[0]
 
 
 # -- matching, in this process or in workers ----------------------------------------------
