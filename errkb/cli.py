@@ -215,8 +215,10 @@ def ingest(paths, db_path, as_json):
         print_json(report.as_dict())
     else:
         echo(report.summary())
-        for w in report.warnings:
+        for w in report.warnings[:20]:
             _echo_err(f"warning: {w}")
+        if len(report.warnings) > 20:  # e.g. one per file of a dataset whose wrapper has an extra key
+            _echo_err(f"... and {len(report.warnings) - 20} more warnings (--json lists them all)")
         for r in report.rejects[:20]:
             for reason in r.reasons:
                 _echo_err(reason)

@@ -330,3 +330,20 @@ def test_a_file_name_with_a_newline_or_escape_stays_on_its_one_error_line(db_pat
         f"{folder}/a\nb.json", f"{folder}/c\x1b[2Jd.json"}
     missing = run("ingest", "--db", db_path, tmp_path / "no\nsuch")
     assert (missing.exit_code, missing.stderr) == (2, f"Error: {tmp_path}/no\\nsuch: no such file or folder\n")
+
+
+def test_a_dataset_whose_every_wrapper_has_an_extra_key_is_stored_with_twenty_warnings_shown(db_path, tmp_path,
+                                                                                              make_variant):
+    """Upstream files may carry wrapper keys errkb does not know: every record is stored,
+    and stderr is not one warning line per file of the dataset."""
+    folder = tmp_path / "upstream"
+    folder.mkdir()
+    for i in range(25):
+        wrapper = {"record": make_variant(i + 1), "datasetVersion": "2026-08-15T22:17:37.221Z", "generator": "g"}
+        (folder / f"{i:03d}.txt").write_text(json.dumps(wrapper))
+    result = run("ingest", "--db", db_path, folder)
+    assert (result.exit_code, result.stdout) == (0, "25 new, 0 updated, 0 unchanged, 0 rejected\n")
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"warning: {folder / '000.txt'}:1:1: wrapper keys generator are not part of the dataset format; ignored"
+    assert lines[20:] == ["... and 5 more warnings (--json lists them all)"]
+    assert len(json.loads(run("ingest", "--db", db_path, "--json", folder).stdout)["warnings"]) == 25
