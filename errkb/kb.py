@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from errkb.match.search import SearchHit, SearchIndex
     from errkb.store.db import Store
 
-KB_FORMAT = 4  # 4: the records' offset table is JSON lines, searched, not parsed whole
+KB_FORMAT = 5  # 5: CRC-32 sidecars, near-match index of flat arrays; 4: the offset table is JSON lines
 FRESH_MARKER = "kb-fresh.json"
 OFFSETS = "records.offsets.jsonl"
 # Record look-ups served by searching the offset table's bytes (each costs a scan of it);
@@ -286,7 +286,7 @@ class KnowledgeBase:
         from errkb.match.near import SimilarIndex
 
         if self._similar is None:
-            self._similar = self._index("similar.json", SimilarIndex)
+            self._similar = self._index("similar.idx", SimilarIndex)
         return self._similar
 
     def near(self, texts: str | list[str], **options) -> list[NearMatch]:
@@ -308,12 +308,17 @@ class KnowledgeBase:
 
     def _index(self, name: str, kind):
         if self.folder is not None:
-            path = self.folder.intact(name)
-            if path is not None:
-                try:
-                    return kind.load(path)
-                except ValueError:
-                    pass  # damaged in a way the checksum cannot see: rebuilt below
+            try:
+                if hasattr(kind, "loads"):  # read once for the check and the load
+                    data = self.folder.read(name)
+                    if data is not None:
+                        return kind.loads(data, self.folder.file(name))
+                else:
+                    path = self.folder.intact(name)
+                    if path is not None:
+                        return kind.load(path)
+            except ValueError:
+                pass  # damaged in a way the checksum cannot see: rebuilt below
         index = kind.from_records(self.records())
         if self.folder is not None:
             self.folder.put(name, index.save)

@@ -80,7 +80,7 @@ def test_save_load_roundtrip_gives_the_same_answers(index, tmp_path):
     text = SEED_MESSAGE.replace("trtllm", "nccl")
     assert [n.as_dict() for n in loaded.near(text)] == [n.as_dict() for n in index.near(text)]
     path.write_text('{"format": 99}')
-    with pytest.raises(ValueError, match="not a similar-records index of format 4"):
+    with pytest.raises(ValueError, match="not a similar-records index of format 5"):
         SimilarIndex.load(path)
 
 
