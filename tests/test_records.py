@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -147,3 +148,40 @@ def test_a_100_mb_file_is_streamed_not_read_whole(tmp_path, seed_wrapper):
     assert count == 100 * 2**20 // len(line) + 1
     # Streaming holds a chunk or two (1 MB each) and one record, not the file.
     assert grown_mb < 40, f"reading grew memory by {grown_mb} MB"
+
+
+def test_a_device_fifo_or_dangling_link_inside_a_folder_is_a_reject_not_a_hang(tmp_path, seed_wrapper):
+    """A folder walk used to open a symlink to /dev/zero (read forever) or a FIFO (wait
+    forever for a writer), and to stop the whole run on a dangling symlink."""
+    import os
+
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "a.json").write_text(json.dumps(seed_wrapper))
+    (folder / "zero.json").symlink_to("/dev/zero")
+    os.mkfifo(folder / "fifo.json")
+    (folder / "gone.json").symlink_to(tmp_path / "nowhere")
+    got = [(Path(r.origin.file).name, r.error) for r in read_records([folder])]
+    assert got == [("a.json", None),
+                   ("fifo.json", "a FIFO inside a folder: not read (name it by itself to read a pipe)"),
+                   ("gone.json", "a dangling symlink (No such file or directory): not read"),
+                   ("zero.json", "a device inside a folder: not read")]
+
+
+def test_garbage_without_a_line_to_resume_at_is_one_reject_read_in_bounded_memory(tmp_path, monkeypatch):
+    """Past MAX_VALUE_BYTES without a line starting a value, the rest of the file is one
+    reject, streamed through and not buffered (200 MB of it took 30 s and twice its size)."""
+    from errkb.records import read
+
+    monkeypatch.setattr(read, "MAX_VALUE_BYTES", 2 << 20)
+    path = tmp_path / "garbage.jsonl"
+    with path.open("w") as f:
+        f.write('{"ok": 1}\n')
+        for _ in range(40):
+            f.write("x" * (1 << 20))
+    first, reject = read_records([path])
+    assert first.error is None
+    assert reject.error_line == (f"{path}:2:1: invalid JSON: a JSON value cannot start with '{'x' * 40}' (no line starts "
+                                 "a value in the next 2 MiB: the rest of the file is this reject) (the reject keeps the "
+                                 "first 1 MiB of 40 MiB)")
+    assert reject.raw == b"x" * (1 << 20)

@@ -22,6 +22,7 @@ import itertools
 import json
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -136,9 +137,11 @@ def canonical_json(record: dict) -> str:
 SIDECAR_DIRS = ("proofs", "findings", "variants")
 
 
-def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
-    """Expand paths to files: folders recursively, sorted, hidden entries skipped, and a
-    walked folder's own ``proofs/`` and ``findings/`` (errkb's sidecars) left out."""
+def _walk(paths: Iterable[str | os.PathLike]) -> Iterator[tuple[Path, str | None]]:
+    """Each file under ``paths`` with None, or with why it is not read: inside a walked
+    folder, only regular files are (a symlink to /dev/zero or a FIFO there would be read
+    forever; a dangling symlink cannot be opened) and each other entry is named, not
+    fatal. A path given by itself may also be a pipe or ``-``."""
     for p in paths:
         path = Path(p)
         if path.is_dir():
@@ -147,18 +150,45 @@ def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
                                  and not (root == str(path) and d in SIDECAR_DIRS))
                 for name in sorted(files):
                     if not name.startswith("."):
-                        yield Path(root) / name
+                        entry = Path(root) / name
+                        yield entry, _not_regular(entry)
         elif str(p) == "-" or path.is_file() or path.is_fifo():
-            yield path
+            yield path, None
         elif path.exists():
             raise InputError(f"{one_line(str(path))}: not a regular file, pipe or folder")
         else:
             raise InputError(f"{one_line(str(path))}: no such file or folder")
 
 
+def _not_regular(path: Path) -> str | None:
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:
+        what = "a dangling symlink" if path.is_symlink() else "cannot be read"
+        return f"{what} ({e.strerror or e}): not read"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a FIFO inside a folder: not read (name it by itself to read a pipe)"
+    kind = "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+    return f"{kind} inside a folder: not read"
+
+
+def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
+    """Expand paths to the files read: folders recursively, sorted, hidden entries skipped,
+    a walked folder's own ``proofs/`` and ``findings/`` (errkb's sidecars) left out, and
+    entries that are not regular files (see _walk) left out."""
+    for path, problem in _walk(paths):
+        if problem is None:
+            yield path
+
+
 def read_records(paths: Iterable[str | os.PathLike]) -> Iterator[SourcedRecord]:
     """Yield every value found under ``paths`` as a :class:`SourcedRecord`."""
-    for path in iter_files(paths):
+    for path, problem in _walk(paths):
+        if problem is not None:
+            yield SourcedRecord(None, b"", Origin(str(path), 1, 1), error=problem)
+            continue
         yield from read_file(path)
 
 
@@ -386,12 +416,33 @@ class _ValueStream:
                                  error=f"{field}: a \\u escape of a lone UTF-16 surrogate is not a character")
         return unwrap(value, self._raw(text), origin)
 
-    def _error(self, start: int, stop: int, reason: str, error_pos: int, index: int | None) -> SourcedRecord:
+    def _error(self, start: int, stop: int, reason: str, error_pos: int, index: int | None,
+               size: int | None = None) -> SourcedRecord:
+        """A reject of buf[start:stop] (``size``: its real length, when _drain cut the buffer)."""
         where = self._where(min(error_pos, len(self.buf)), index)
         text = self.buf[start:stop]
-        if len(text) > MAX_REJECT_RAW_BYTES:
-            reason += f" (the reject keeps the first {MAX_REJECT_RAW_BYTES >> 20} MiB of {len(text) / (1 << 20):.0f} MiB)"
+        size = len(text) if size is None else size
+        if size > MAX_REJECT_RAW_BYTES:
+            reason += f" (the reject keeps the first {MAX_REJECT_RAW_BYTES >> 20} MiB of {size / (1 << 20):.0f} MiB)"
         return SourcedRecord(None, self._kept(text), self._where(start, index), error=f"invalid JSON: {reason}", error_at=where)
+
+    def _drain(self, start: int) -> tuple[int, int]:
+        """Read the input to its end for a reject starting at buf[start], keeping only what
+        the reject keeps (memory stays bounded, and time linear, on a 10 GB binary file);
+        return the reject's (stop in buf, length in characters)."""
+        keep = start + MAX_REJECT_RAW_BYTES
+        size = len(self.buf) - start
+        self.buf = self.buf[:keep]
+        while not self.eof:
+            chunk = self.handle.read(CHUNK_SIZE)
+            final = not chunk
+            if final:
+                self.eof = True
+            text = self.decoder.decode(chunk, final=final)
+            size += len(text)
+            if len(self.buf) < keep:
+                self.buf += text[: keep - len(self.buf)]
+        return len(self.buf), size
 
     def _kept(self, text: str) -> bytes:
         return self._raw(text[:MAX_REJECT_RAW_BYTES])
@@ -421,13 +472,19 @@ class _ValueStream:
                 # Resynchronise at the next line that starts a value ("{" in
                 # column 1), so one bad line of a JSON Lines file does not take the
                 # rest with it, while a broken pretty-printed document stays whole.
-                if self.not_text:
-                    # A binary, compressed or UTF-16 file has no lines to resume at: one reject.
-                    while self._fill():
-                        pass
-                    stop = len(self.buf)
-                else:
-                    stop = self._next_value_line(error_pos)
+                stop = None if self.not_text else self._next_value_line(error_pos)
+                if stop is None:
+                    # A binary, compressed or UTF-16 file has no lines to resume at, nor has
+                    # garbage with no line starting a value in MAX_VALUE_BYTES: one reject.
+                    if not self.not_text:
+                        reason += f" (no line starts a value in the next {MAX_VALUE_BYTES >> 20} MiB: the rest of the file is this reject)"
+                    where = self._where(min(error_pos, len(self.buf)))
+                    stop, size = self._drain(0)
+                    reject = self._error(0, stop, reason, error_pos, None, size)
+                    reject.error_at = where
+                    yield reject
+                    pos = stop
+                    continue
                 text_end = stop - 1 if stop and self.buf[stop - 1] == "\n" else stop
                 yield self._error(0, text_end, reason, error_pos, None)
                 pos = stop
@@ -435,11 +492,16 @@ class _ValueStream:
             yield self._emit(value, 0, end, None)
             pos = end
 
-    def _next_value_line(self, pos: int) -> int:
+    def _next_value_line(self, pos: int) -> int | None:
+        """Where the next line starting with "{" begins (or the end of input); None when
+        none does within MAX_VALUE_BYTES (the buffer is not grown without bound)."""
         while True:
             found = self.buf.find("\n{", pos)
             if found >= 0:
                 return found + 1
+            if len(self.buf) >= MAX_VALUE_BYTES:
+                return None
+            pos = max(len(self.buf) - 1, pos)
             if not self._fill():
                 return len(self.buf)
 
@@ -464,9 +526,11 @@ class _ValueStream:
                 reason, error_pos = e.args
                 if error_pos == 0 and self.buf.startswith("]"):
                     reason = "trailing comma before ']'"
-                while self._fill():
-                    pass
-                yield self._error(0, len(self.buf), reason, error_pos, index)
+                where = self._where(min(error_pos, len(self.buf)), index)
+                stop, size = self._drain(0)
+                reject = self._error(0, stop, reason, error_pos, index, size)
+                reject.error_at = where
+                yield reject
                 return
             yield self._emit(value, 0, end, index)
             index += 1
@@ -478,12 +542,10 @@ class _ValueStream:
                 pos += 1
                 break
             reason = "unexpected end of file (array not closed)" if pos >= len(self.buf) else "expected ',' or ']'"
-            while self._fill():
-                pass
-            yield self._error(pos, len(self.buf), reason, pos, index)
+            stop, size = self._drain(pos)
+            yield self._error(pos, stop, reason, pos, index, size)
             return
         pos = self._skip_ws(pos)
         if pos < len(self.buf):
-            while self._fill():
-                pass
-            yield self._error(pos, len(self.buf), "extra data after the closing ']'", pos, None)
+            stop, size = self._drain(pos)
+            yield self._error(pos, stop, "extra data after the closing ']'", pos, None, size)
