@@ -68,12 +68,13 @@ def exit_quietly_on_signals() -> None:
 
 
 def _run(options: dict) -> None:
-    import threading
-
     from errkb.errors import stop_on_signals
 
+    # Signal handlers can be set on the main thread only; no other thread runs unless
+    # something imported threading (not imported here: it is 1 ms of a cold call).
+    threading = sys.modules.get("threading")
     try:
-        if threading.current_thread() is threading.main_thread():
+        if threading is None or threading.current_thread() is threading.main_thread():
             with stop_on_signals():
                 explain_command(**options, echo=_echo)
         else:

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a cold explain reads records)
+if TYPE_CHECKING:
+    from typing import Any
 
 DRAFT_TAG = "draft"
 

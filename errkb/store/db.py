@@ -31,15 +31,14 @@ from errkb.records.read import (
     iter_files,
     read_records,
 )
-from errkb.resources import cache_root, data_dir
+from errkb.resources import data_dir
 from errkb.store.cache import atomic_write
+from errkb.store.paths import LAYOUT_VERSION, default_db_path, read_stamp, resolve_db_path, stamp_path
 
 # errkb runs offline and in pipelines: DuckDB must never fetch an extension at run
 # time (json and parquet, which errkb uses, are statically linked).
 NO_EXTENSION_DOWNLOADS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 
-# Bump when the table layout changes; a cache store of another layout is rebuilt.
-LAYOUT_VERSION = "2"
 FLUSH_EVERY = 2000
 INGEST_MEMORY_LIMIT = "150MB"
 
@@ -138,36 +137,11 @@ class IngestReport:
 # -- locations ---------------------------------------------------------------
 
 
-def default_db_path() -> Path:
-    return cache_root() / "errkb.duckdb"
-
-
-def stamp_path(db_path: Path) -> Path:
-    return db_path.with_name(db_path.name + ".stamp.json")
-
-
-def read_stamp(db_path: Path) -> dict | None:
-    """The stamp written after each ingest: ``{"dataset_hash": ..., ...}``; no DuckDB needed."""
-    try:
-        return json.loads(stamp_path(db_path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def _write_stamp(db_path: Path, **values) -> None:
     stamp = read_stamp(db_path) or {}
     stamp.update(values)
     with atomic_write(stamp_path(db_path), "w", encoding="utf-8") as f:
         f.write(json.dumps(stamp, indent=1, sort_keys=True))
-
-
-def resolve_db_path(path: str | os.PathLike | None) -> tuple[Path, bool]:
-    """(path, is_default_cache) for an explicit path, ``$ERRKB_DB`` or the cache."""
-    if path is None and os.environ.get("ERRKB_DB"):
-        path = os.environ["ERRKB_DB"]
-    if path is None:
-        return default_db_path(), True
-    return Path(path), False
 
 
 # errkb's own files kept next to the bundled records (proof runs, findings): not records.
