@@ -120,6 +120,22 @@ def test_lint_warns_about_a_pattern_over_the_size_limit():
     assert "W206" not in {f.code for f in lint_record(record)}
 
 
+def test_a_long_literal_pattern_is_only_warned_about_not_judged_too_costly():
+    """E207 is about what counted repeats add; a pattern long by itself is W206 only (and
+    its gap plan is built in linear time: joining it char by char was quadratic)."""
+    from errkb.match.patterns import analyze
+    from errkb.records.lint import lint_record
+
+    record = json.loads(SEED_FILE.read_text())["record"]
+    text = "Huge " + "".join(chr(97 + i * 7 % 26) for i in range(300_000))
+    for pattern in (text, "(?:Huge) " + text[5:]):
+        assert analyze(pattern).too_costly is None
+        assert [f.code for f in lint_record(dict(record, messagePattern=pattern, errorMessage=text))
+                if f.level == "error"] == []
+    assert analyze(text).gap_plan[3] == (text,)
+    assert analyze("Big: (?:x{1000}){101}").too_costly is not None
+
+
 def test_a_damaged_store_is_exit_2_with_one_line_never_exit_1(tmp_path):
     db = tmp_path / "junk.duckdb"
     db.write_bytes(b"\x00" * 4096)

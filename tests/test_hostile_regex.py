@@ -247,8 +247,8 @@ def test_a_pattern_whose_counted_repeats_expand_past_the_limit_is_a_reject_not_a
     assert done.returncode == 1, done.stderr[-2000:]
     assert done.stdout == "0 new, 0 updated, 0 unchanged, 1 rejected\n"
     assert done.stderr == (
-        f"{path}:1:1: E207 pattern-too-costly [{SEED_ID}] messagePattern cannot be run: its counted repeats expand to "
-        "over 100,000 items, more than an engine can compile in bounded memory (fix: write long repeats as (.+?) or a "
+        f"{path}:1:1: E207 pattern-too-costly [{SEED_ID}] messagePattern cannot be run: its counted repeats expand it "
+        "by over 100,000 items, more than an engine can compile in bounded memory (fix: write long repeats as (.+?) or a "
         "smaller count ({n} copies of a group are compiled n times))\n"
         "1 rejected record(s) kept with their reasons; see them with `errkb rejects`\n")
 
@@ -262,7 +262,7 @@ def test_a_stored_pattern_too_costly_to_compile_is_skipped_by_every_engine(tmp_p
     assert bounded.search(EXPANDING, "Expanding: yyy", 1.0) is None
     m = Matcher.from_records([{"id": "x", "slug": "x", "repo": "x/y", "messagePattern": EXPANDING}])
     assert [s["reason"] for s in m.skipped] == [
-        "its counted repeats expand to over 100,000 items, more than an engine can compile in bounded memory"]
+        "its counted repeats expand it by over 100,000 items, more than an engine can compile in bounded memory"]
     assert js_pattern(EXPANDING).reason == m.skipped[0]["reason"]
     record = json.loads(SEED_FILE.read_text())["record"]
     db = tmp_path / "s.duckdb"

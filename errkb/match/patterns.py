@@ -193,11 +193,13 @@ def analyze(pattern: str, translate: bool = True) -> PatternAnalysis:
     flags = int(parsed.state.flags)
     result.ignore_case = bool(flags & _I)
     try:
-        items = _expanded_items(list(parsed), MAX_EXPANDED_ITEMS)
+        # what the repeats add to the pattern's own size (a long literal is not costly)
+        written = _expanded_items(list(parsed), 1 << 62, expand=False)
+        expanded = _expanded_items(list(parsed), written + MAX_EXPANDED_ITEMS)
     except RecursionError:
-        items = MAX_EXPANDED_ITEMS + 1
-    if items > MAX_EXPANDED_ITEMS:
-        result.too_costly = (f"its counted repeats expand to over {MAX_EXPANDED_ITEMS:,} items, more than "
+        written, expanded = 0, MAX_EXPANDED_ITEMS + 1
+    if expanded - written > MAX_EXPANDED_ITEMS:
+        result.too_costly = (f"its counted repeats expand it by over {MAX_EXPANDED_ITEMS:,} items, more than "
                              "an engine can compile in bounded memory")
 
     walker = _Walker()
@@ -370,26 +372,26 @@ class _Walker:
             self.assertions = True
 
 
-def _expanded_items(items, limit: int) -> int:
+def _expanded_items(items, limit: int, expand: bool = True) -> int:
     """How many items the pattern's program holds once each counted repeat's body is
     copied as often as the engines compiling it copy it (its upper count, or its lower
-    one when unbounded). Stops counting past ``limit``."""
+    one when unbounded); ``expand=False``: as written. Stops counting past ``limit``."""
     total = 0
     for op, av in items:
         if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
             lo, hi, sub = av
-            copies = max(lo, 1) if hi is C.MAXREPEAT else max(hi, 1)
-            total += copies * _expanded_items(list(sub), limit // copies + 1)
+            copies = (max(lo, 1) if hi is C.MAXREPEAT else max(hi, 1)) if expand else 1
+            total += copies * _expanded_items(list(sub), limit // copies + 1, expand)
         elif op is C.SUBPATTERN:
-            total += _expanded_items(list(av[3]), limit - total)
+            total += _expanded_items(list(av[3]), limit - total, expand)
         elif op is C.ATOMIC_GROUP:
-            total += _expanded_items(list(av), limit - total)
+            total += _expanded_items(list(av), limit - total, expand)
         elif op in (C.ASSERT, C.ASSERT_NOT):
-            total += _expanded_items(list(av[1]), limit - total)
+            total += _expanded_items(list(av[1]), limit - total, expand)
         elif op is C.BRANCH:
-            total += sum(_expanded_items(list(alt), limit - total) for alt in av[1])
+            total += sum(_expanded_items(list(alt), limit - total, expand) for alt in av[1])
         elif op is C.GROUPREF_EXISTS:
-            total += sum(_expanded_items(list(alt), limit - total) for alt in av[1:] if alt is not None)
+            total += sum(_expanded_items(list(alt), limit - total, expand) for alt in av[1:] if alt is not None)
         else:
             total += 1
         if total > limit:
@@ -798,7 +800,9 @@ def _plan_from_flat(flat: list) -> tuple | None:
     if any(t is _START or t is _END for t in flat):
         return None
     lead = tail = None
-    literals: list[str] = []
+    # Each literal as a list of its pieces, joined once at the end: `+=` on a str in a
+    # list copies it, quadratic in a long literal (a 300,000-character pattern took 1 s).
+    literals: list[list[str]] = []
     gaps: list[int] = []
     pending_gap: int | None = None
     for token in flat:
@@ -806,19 +810,19 @@ def _plan_from_flat(flat: list) -> tuple | None:
             pending_gap = token if pending_gap is None else pending_gap + token
             continue
         if literals and pending_gap is None:
-            literals[-1] += token
+            literals[-1].append(token)
             continue
         if not literals:
             lead = pending_gap
         else:
             gaps.append(pending_gap)
-        literals.append(token)
+        literals.append([token])
         pending_gap = None
     if literals:
         tail = pending_gap
     else:
         lead = pending_gap
-    return anchored_start, anchored_end, lead, tuple(literals), tuple(gaps), tail
+    return anchored_start, anchored_end, lead, tuple("".join(lit) for lit in literals), tuple(gaps), tail
 
 
 MAX_GAP_ALTERNATIVES = 8
