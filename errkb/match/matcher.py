@@ -70,7 +70,7 @@ def _regex_module():
         _regex_cache = regex
     return _regex_cache
 
-INDEX_FORMAT = 6  # 6: entry line ends in the header (entries are cut on access)
+INDEX_FORMAT = 7  # 7: literals a blob of their own, decoded on use; 6: entry line ends in the header
 _MAGIC = b"ERRKB-MATCHER\n"
 # The bounded path (patterns that need backtracking) gives up on one text after
 # BOUNDED_TIMEOUT_S and does not run at all on texts longer than BOUNDED_MAX_CHARS
@@ -256,7 +256,7 @@ class _LazyEntries:
             if i < 0:
                 i += len(self._ends)
             start = self._ends[i - 1] + 1 if i > 0 else 0
-            row = json.loads(self._blob[start:self._ends[i]])
+            row = json.loads(bytes(self._blob[start:self._ends[i]]))  # the blob may be a memoryview
             entry = self._decoded[i] = _Entry(**dict(zip(_Entry.FIELDS, row)))
         return entry
 
@@ -278,7 +278,8 @@ class Matcher:
         self.confirm = "re"
         self.dataset_hash: str | None = None
         self.build_seconds: float | None = None
-        self.literals: list[str] = []
+        self._literals: list[str] | None = []
+        self._literals_json: bytes | memoryview | None = None  # a loaded index's literals, decoded on use
         self.literal_entries: list[tuple[int, ...]] = []
         self.always: list[int] = []  # entries without a usable literal: confirmed on every text
         self.bounded_timeouts = 0
@@ -385,8 +386,23 @@ class Matcher:
     def _choose_engines(self, prefilter: str, confirm: str) -> None:
         self.prefilter, self.confirm = _resolve_engines(prefilter, confirm)
 
-    def _build_prefilter(self) -> None:
-        self._newline_literals = {lid for lid, lit in enumerate(self.literals) if "\n" in lit}
+    @property
+    def literals(self) -> list[str]:
+        """The prefilter's literals, by literal id. A loaded index decodes them on first
+        use: with Hyperscan's saved database a cold call never needs them."""
+        if self._literals is None:
+            self._literals = json.loads(bytes(self._literals_json))
+            self._literals_json = None
+        return self._literals
+
+    @literals.setter
+    def literals(self, value: list[str]) -> None:
+        self._literals, self._literals_json = value, None
+
+    def _build_prefilter(self, newline_literals: set[int] | None = None) -> None:
+        if newline_literals is None:
+            newline_literals = {lid for lid, lit in enumerate(self.literals) if "\n" in lit}
+        self._newline_literals = newline_literals
         if self.prefilter == "hyperscan":
             if self._hs_bytes is not None:
                 self._hs_db = hyperscan.loadb(self._hs_bytes, hyperscan.HS_MODE_BLOCK)
@@ -507,7 +523,8 @@ class Matcher:
             "dataset_hash": self.dataset_hash,
             "entries": len(self.entries),
             "skipped": self.skipped,
-            "literals": self.literals,
+            "literals": len(self.literals),
+            "newline_literals": sorted(lid for lid, lit in enumerate(self.literals) if "\n" in lit),
             "literal_entries": self.literal_entries,
             "always": self.always,
             "records": list(self._records.values()) if include_records and self._records is not None else None,
@@ -520,7 +537,8 @@ class Matcher:
             end += len(row) + 1
             ends.append(end)
         header["entry_ends"] = ends
-        blobs = [self._hs_bytes or b"", entries, *self._full_bytes]
+        literals = json.dumps(self.literals, ensure_ascii=False).encode("utf-8")
+        blobs = [self._hs_bytes or b"", entries, literals, *self._full_bytes]
         header["blobs"] = [len(b) for b in blobs]
         header["full_chunk_of"] = sorted(self._full_chunk_of.items()) if self.full_db else None
         blob = json.dumps(header, ensure_ascii=False).encode("utf-8")
@@ -547,11 +565,13 @@ class Matcher:
             start = len(_MAGIC) + 16
             header = json.loads(data[start:start + n_blob])
             offset = start + n_blob
+            # Views, not copies: the entries (most of the file) are cut from it on access.
+            view = memoryview(data)
             blobs = []
             for size in header.get("blobs") or [n_hs]:
-                blobs.append(data[offset:offset + size])
+                blobs.append(view[offset:offset + size])
                 offset += size
-            hs_bytes = blobs[0] or None
+            hs_bytes = bytes(blobs[0]) or None
         except (OSError, ValueError, struct.error) as e:
             raise MatcherError(f"{path}: cannot read matcher index: {e}") from e
         if header.get("format") != INDEX_FORMAT:
@@ -561,7 +581,7 @@ class Matcher:
         m.dataset_hash = header.get("dataset_hash")
         m.entries = _LazyEntries(blobs[1], header["entry_ends"] if header["entries"] else [])
         m.skipped = header["skipped"]
-        m.literals = header["literals"]
+        m._literals, m._literals_json = None, blobs[2]
         m.literal_entries = [tuple(v) for v in header["literal_entries"]]
         m.always = header["always"]
         if header.get("records") is not None:
@@ -571,9 +591,9 @@ class Matcher:
             m._hs_bytes = hs_bytes
         if header.get("full_chunk_of") is not None and hyperscan is not None:
             m._full_chunk_of = {int(k): v for k, v in header["full_chunk_of"]}
-            m._full_bytes = blobs[2:]
+            m._full_bytes = [bytes(b) for b in blobs[3:]]
         try:
-            m._build_prefilter()
+            m._build_prefilter(set(header["newline_literals"]))
             if m._full_bytes:
                 m._load_full_chunks()
         except Exception as e:  # hyperscan.error: a truncated or foreign database
