@@ -146,6 +146,24 @@ def test_a_csv_duckdb_cannot_read_names_the_line_and_the_reason(store_db, tmp_pa
     assert not (tmp_path / "o.parquet").exists()
 
 
+def test_a_file_name_that_is_not_utf8_is_one_line_not_an_internal_error(store_db, jsonl, tmp_path):
+    import os
+
+    odd = os.fsdecode(bytes(tmp_path) + b"/l\xff.jsonl")
+    Path(odd).write_bytes(jsonl.read_bytes())
+    shown = f"{tmp_path}/l\\xff.jsonl: the file name is not UTF-8, which DuckDB cannot open; rename the file"
+    for args in (["enrich", "--input", odd, "--output", str(tmp_path / "o.parquet")],
+                 ["enrich", "--input", str(tmp_path / "*.jsonl"), "--output", str(tmp_path / "o.parquet")],
+                 ["query", odd]):
+        db = ["--db", str(store_db)] if args[0] == "enrich" else []
+        result = CliRunner().invoke(cli, [args[0], *db, *args[1:]])
+        assert (result.exit_code, result.stderr) == (2, f"Error: {shown}\n"), result.output
+    out = os.fsdecode(bytes(tmp_path) + b"/o\xff.parquet")
+    result = CliRunner().invoke(cli, ["enrich", "--db", str(store_db), "--input", str(jsonl), "--output", out])
+    expected = "Error: " + shown.replace("l\\xff.jsonl", "o\\xff.parquet") + "\n"
+    assert (result.exit_code, result.stderr) == (2, expected)
+
+
 def test_cli_archive_path_and_errors(store_db, jsonl, tmp_path):
     out = tmp_path / "cli.parquet"
     runner = CliRunner()

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -347,3 +348,25 @@ def test_a_dataset_whose_every_wrapper_has_an_extra_key_is_stored_with_twenty_wa
     assert lines[0] == f"warning: {folder / '000.txt'}:1:1: wrapper keys generator are not part of the dataset format; ignored"
     assert lines[20:] == ["... and 5 more warnings (--json lists them all)"]
     assert len(json.loads(run("ingest", "--db", db_path, "--json", folder).stdout)["warnings"]) == 25
+
+
+def test_bytes_that_are_not_utf8_in_a_file_name_or_a_key_never_reach_duckdb(db_path, tmp_path, seed_wrapper):
+    """A folder holding "r\\xff.json" rolled the whole ingest back (DuckDB refuses the
+    surrogate Python decodes the name to); `show $'\\xff'` was an "internal error"."""
+    folder = tmp_path / "names"
+    folder.mkdir()
+    odd = os.fsdecode(bytes(folder) + b"/r\xff.json")
+    Path(odd).write_text(json.dumps(seed_wrapper))
+    for paths in ([folder], [odd]):
+        result = run("ingest", "--db", db_path, *paths)
+        assert result.exit_code == 0, result.output
+    with Store.open(db_path, read_only=True) as store:
+        [first] = [v["file"] for v in store.history(SEED_ID)]
+    assert first == f"{folder}/r\\xff.json"
+    for args in (["show", "\udcff"], ["show", "--history", "\udcff"]):
+        result = run(*args[:1], "--db", db_path, *args[1:])
+        assert (result.exit_code, result.stderr) == (2, "Error: no record with id or slug '\\udcff' (try `errkb list` or "
+                                                        "`errkb search`)\n")
+    for flag in ("--repo", "--tag", "--class"):
+        result = run("list", "--db", db_path, flag, "x\udcff")
+        assert (result.exit_code, result.stdout) == (0, ""), result.output

@@ -155,6 +155,16 @@ def _format_of(path: str) -> str | None:
     return _INPUT_FORMATS.get(os.path.splitext(name)[1])
 
 
+def _check_name(path: str) -> None:
+    """DuckDB and Arrow take a path as UTF-8 text: a name with other bytes (kept by Python
+    as lone surrogates) failed inside them as an "internal error"."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise ArchiveError(f"{shown}: the file name is not UTF-8, which DuckDB cannot open; rename the file") from None
+
+
 def input_format(inputs: Sequence[str]) -> str:
     """The one format of ``inputs`` ("json", "parquet" or "csv"), after checking that
     each exists (a glob: matches a file) and has a known extension."""
@@ -163,6 +173,8 @@ def input_format(inputs: Sequence[str]) -> str:
     formats = set()
     for spec in inputs:
         spec = str(spec)
+        for name in [spec] + (glob.glob(spec) if glob.has_magic(spec) else []):
+            _check_name(name)
         fmt = _format_of(spec)
         if fmt is None:
             raise ArchiveError(f"{spec}: unknown archive format (use .jsonl/.ndjson/.json, .parquet or .csv/.tsv, optionally .gz)")
@@ -996,6 +1008,7 @@ def enrich_archive(
 
     inputs = [str(i) for i in inputs]
     output = str(output)
+    _check_name(output)
     out_ext = os.path.splitext(output.lower())[1]
     if out_ext not in _OUTPUT_FORMATS:
         raise ArchiveError(f"{output}: unknown output format (use .parquet, .jsonl or .csv)")

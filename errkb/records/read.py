@@ -155,9 +155,9 @@ def _walk(paths: Iterable[str | os.PathLike]) -> Iterator[tuple[Path, str | None
         elif str(p) == "-" or path.is_file() or path.is_fifo():
             yield path, None
         elif path.exists():
-            raise InputError(f"{one_line(str(path))}: not a regular file, pipe or folder")
+            raise InputError(f"{one_line(file_name(path))}: not a regular file, pipe or folder")
         else:
-            raise InputError(f"{one_line(str(path))}: no such file or folder")
+            raise InputError(f"{one_line(file_name(path))}: no such file or folder")
 
 
 def _not_regular(path: Path) -> str | None:
@@ -174,6 +174,18 @@ def _not_regular(path: Path) -> str | None:
     return f"{kind} inside a folder: not read"
 
 
+def file_name(path: str | os.PathLike) -> str:
+    """A path as text that UTF-8 holds: a name with bytes that are not UTF-8 (Python
+    keeps them as lone surrogates) gets them as ``\\xff`` escapes. That is how the store
+    records the file (DuckDB refused the surrogate and rolled the whole ingest back)."""
+    name = str(path)
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
     """Expand paths to the files read: folders recursively, sorted, hidden entries skipped,
     a walked folder's own ``proofs/`` and ``findings/`` (errkb's sidecars) left out, and
@@ -187,7 +199,7 @@ def read_records(paths: Iterable[str | os.PathLike]) -> Iterator[SourcedRecord]:
     """Yield every value found under ``paths`` as a :class:`SourcedRecord`."""
     for path, problem in _walk(paths):
         if problem is not None:
-            yield SourcedRecord(None, b"", Origin(str(path), 1, 1), error=problem)
+            yield SourcedRecord(None, b"", Origin(file_name(path), 1, 1), error=problem)
             continue
         yield from read_file(path)
 
@@ -200,9 +212,9 @@ def read_file(path: Path) -> Iterator[SourcedRecord]:
     try:
         handle = open(path, "rb")
     except OSError as e:
-        raise InputError(f"{one_line(str(path))}: cannot open: {e.strerror or e}") from e
+        raise InputError(f"{one_line(file_name(path))}: cannot open: {e.strerror or e}") from e
     with handle:
-        yield from _ValueStream(handle, str(path)).values()
+        yield from _ValueStream(handle, file_name(path)).values()
 
 
 def _deeper_than(value, limit: int) -> bool:

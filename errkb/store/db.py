@@ -28,6 +28,7 @@ from errkb.records.read import (
     SourcedRecord,
     canonical_json,
     content_hash,
+    file_name,
     iter_files,
     read_records,
 )
@@ -305,7 +306,7 @@ class Store:
         """
         paths = [str(p) for p in paths]
         list(iter_files(paths))  # fail on an unusable path before anything is written
-        return self.ingest_items(read_records(paths), source=", ".join(paths), progress=progress)
+        return self.ingest_items(read_records(paths), source=", ".join(map(file_name, paths)), progress=progress)
 
     def ingest_items(
         self,
@@ -437,8 +438,13 @@ class Store:
         return report
 
     # -- look-ups --------------------------------------------------------------
+    # A key from the command line may hold bytes that are not UTF-8 (Python keeps them as
+    # lone surrogates): DuckDB refuses such a parameter ("internal error"), and no stored
+    # text, all UTF-8, can equal it, so a look-up by it finds nothing.
     def records(self, repo=None, tag=None, error_class=None, severity=None, include_drafts: bool = True) -> list[dict]:
         """Current version of each accepted record, as ingested, ordered by repo and slug."""
+        if not _storable(repo, tag, error_class, severity):
+            return []
         where, args = [], []
         for column, value in (("repo", repo), ("error_class", error_class), ("severity", severity)):
             if value is not None:
@@ -457,6 +463,8 @@ class Store:
 
     def get(self, key: str) -> dict | None:
         """A record by id, by slug (when unique across repos), or by ``owner/name/slug``."""
+        if not _storable(key):
+            return None
         rows = self.con.execute(_CURRENT + " WHERE r.id = ?", [key]).fetchall()
         if not rows and key.count("/") == 2:
             owner, name, slug = key.split("/")
@@ -471,7 +479,7 @@ class Store:
     def get_many(self, ids: Iterable[str]) -> dict[str, dict]:
         """Current records by id, in one query (a per-id ``get`` costs a table scan
         each; enrichment resolves a batch's new matches at once). Unknown ids are left out."""
-        ids = list(dict.fromkeys(ids))
+        ids = [i for i in dict.fromkeys(ids) if _storable(i)]
         if not ids:
             return {}
         sql = _CURRENT.replace("SELECT v.record", "SELECT r.id, v.record", 1) + " WHERE r.id IN (SELECT unnest(?::VARCHAR[]))"
@@ -492,6 +500,8 @@ class Store:
         return out
 
     def history(self, record_id: str) -> list[dict]:
+        if not _storable(record_id):
+            return []
         rows = self.con.execute(
             "SELECT content_hash, dataset_version, ingested_at, run_id, source_file, record FROM record_versions "
             "WHERE id = ? ORDER BY ingested_at, run_id",
@@ -503,6 +513,8 @@ class Store:
         ]
 
     def findings(self, record_id: str | None = None) -> list[dict]:
+        if not _storable(record_id):
+            return []
         sql = "SELECT record_id, code, name, level, message, source_file, line, col FROM findings"
         where = " WHERE record_id = ?" if record_id else ""
         rows = self.con.execute(sql + where + " ORDER BY record_id, code", [record_id] if record_id else []).fetchall()
@@ -566,6 +578,8 @@ class Store:
         return run_id
 
     def runs(self, record_id: str | None = None) -> list[dict]:
+        if not _storable(record_id):
+            return []
         cols = ("run_id",) + RUN_FIELDS
         quoted = ", ".join(f'"{c}"' for c in cols)
         sql = f"SELECT {quoted} FROM runs" + (" WHERE record_id = ?" if record_id else "") + " ORDER BY started_at, run_id"
@@ -579,6 +593,17 @@ class Store:
                 d["started_at"] = d["started_at"].isoformat()
             out.append(d)
         return out
+
+
+def _storable(*values) -> bool:
+    """Whether every str among ``values`` is text UTF-8 can hold (no lone surrogate)."""
+    for v in values:
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+    return True
 
 
 def _insert_rows(con, table: str, rows: list[tuple]) -> None:

@@ -100,6 +100,16 @@
     return { start: atZero ? 0 : first, end: end };
   }
   window.errkbGapSpan = gapSpan;  // for tests/test_site_browser.py
+  // {any: [plan, ...]} (optional groups, branches): the leftmost span of any alternative.
+  function planSpan(t, plan) {
+    if (!plan.any) { return gapSpan(t, plan); }
+    var best = null;
+    plan.any.forEach(function (p) {
+      var span = gapSpan(t, p);
+      if (span && (best === null || span.start < best.start)) { best = span; }
+    });
+    return best;
+  }
 
   // A matcher for one record: a RegExp, or the gap plan; null when neither.
   function matcherFor(source, plan, classes) {
@@ -146,7 +156,7 @@
       if (!all) { continue; }
       if (asciiOnly && !isAscii(t)) { continue; }
       if (m.plan) {
-        var span = gapSpan(t, m.plan);
+        var span = planSpan(t, m.plan);
         if (span) { return { text: t, start: span.start, end: span.end }; }
         continue;
       }
@@ -308,8 +318,13 @@
       return;
     }
     var split = splitErrorClass(body);
-    if (split) { out.push(body); out.push(split[1]); }
+    if (split) { out.push(body); out.push(split[1]); return; }
+    // a validator's exception as pydantic prints it: "  Value error, <message> [type=...]"
+    var wrapped = PYDANTIC_ERROR.exec(body);
+    if (wrapped) { out.push(body.slice(wrapped[0].length).replace(PYDANTIC_SUFFIX, "")); }
   }
+  var PYDANTIC_ERROR = /^\s{0,8}(?:Value error|Assertion failed), /;
+  var PYDANTIC_SUFFIX = / \[type=\w{1,64}, input_value=[\s\S]*$/;
   function dedupe(texts) {
     var seen = {};
     return texts.filter(function (t) { if (Object.prototype.hasOwnProperty.call(seen, "k" + t)) { return false; } seen["k" + t] = 1; return true; });
