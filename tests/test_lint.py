@@ -134,3 +134,26 @@ def test_every_rule_has_a_unique_stable_code():
 def test_repo_names_that_would_escape_the_site_are_schema_errors(seed_record, repo):
     (finding,) = [f for f in lint_record({**seed_record, "repo": repo}) if f.code == "E101"]
     assert finding.message.startswith(f'/repo: "{repo}" does not match')
+
+
+WRONG_TYPES = [None, 1, -1, 1.5, True, [], {}, "", "\n", ["a"], [None], [1], {"a": 1}, 10**30, "../../x", ["draft"], [[]]]
+
+
+@pytest.mark.parametrize("value", WRONG_TYPES, ids=repr)
+def test_any_json_value_in_any_field_is_findings_never_a_crash(seed_record, value):
+    """Rules past the schema read fields the schema has already refused (`"tags": 1` made
+    the W501 check raise TypeError: lint and ingest ended in 'internal error')."""
+    for key in seed_record:
+        lint_record({**seed_record, key: value})
+    lint_record({**seed_record, "documentation": "lone \udcff"})  # a record built in Python
+
+
+def test_a_wrongly_typed_field_is_one_schema_finding_through_the_cli(tmp_path, seed_record):
+    path = write_jsonl(tmp_path / "r.jsonl", [{**seed_record, "tags": 1}])
+    result = CliRunner().invoke(cli, ["lint", str(path)])
+    assert result.exit_code == 1
+    assert result.stdout == (f"{path}:1:1: E101 schema [2e3fedf4ee50f84a] /tags: 1 is not of type \"array\" (fix: make "
+                             "the record match the v2 schema (`errkb schema` prints it))\n")
+    surrogate = lint_record({**seed_record, "solutions": ["ok", "lone \udcff"]})
+    assert [(f.code, f.message) for f in surrogate] == [
+        ("E100", "solutions[1]: a lone UTF-16 surrogate is not a character")]

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from errkb.match import bounded, patterns
-from errkb.records.read import Origin, SourcedRecord, content_hash
+from errkb.records.read import Origin, SourcedRecord, content_hash, lone_surrogate_in
 from errkb.records.schema import validate
 
 
@@ -119,6 +119,12 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
     def add(code: str, message: str) -> None:
         out.append(Finding(code, message, rid, origin))
 
+    surrogate = lone_surrogate_in(record)
+    if surrogate is not None:
+        # The reader rejects these; a record built in Python (Store.ingest_items) may hold
+        # one, and no rule (nor the store) can take text UTF-8 cannot encode.
+        add("E100", f"{surrogate}: a lone UTF-16 surrogate is not a character")
+        return out
     for problem in validate(record):
         add("E101", problem)
 
@@ -183,7 +189,9 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
             add("E304", f"githubUrl is {url}, expected {want}")
 
     code = record.get("validationCode")
-    if isinstance(code, str) and code.strip() and "draft" not in (record.get("tags") or []):
+    tags = record.get("tags")
+    draft = isinstance(tags, list) and "draft" in tags  # `"tags": 1` is E101, not a crash here
+    if isinstance(code, str) and code.strip() and not draft:
         reads = validation_reads_setup(code)
         if reads is None:
             add("W503", f"validationCode is {len(code.encode('utf-8', 'surrogatepass')) // 1024} KiB, over the "

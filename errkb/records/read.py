@@ -233,7 +233,7 @@ def _deeper_than(value, limit: int) -> bool:
     return False
 
 
-def _lone_surrogate_in(value) -> str | None:
+def lone_surrogate_in(value) -> str | None:
     """The first string (key or value) of ``value`` holding a lone surrogate, shown as
     its JSON path, or None (walked without recursion)."""
     stack = [(value, "")]
@@ -244,7 +244,7 @@ def _lone_surrogate_in(value) -> str | None:
                 return path or "the value"
         elif isinstance(v, dict):
             for k, c in v.items():
-                if _LONE_SURROGATE.search(k):
+                if isinstance(k, str) and _LONE_SURROGATE.search(k):
                     return f"{path}.{ascii(k)}"
                 stack.append((c, f"{path}.{k}" if path else k))
         elif isinstance(v, list):
@@ -420,7 +420,7 @@ class _ValueStream:
             where = self._where(start + bad.start(), index)
             byte = ord(bad.group()) - 0xDC00
             return SourcedRecord(None, self._raw(text), origin, error=f"invalid UTF-8 byte 0x{byte:02x}", error_at=where)
-        field = _lone_surrogate_in(value)
+        field = lone_surrogate_in(value)
         if field is not None:
             escape = _LONE_SURROGATE_ESCAPE.search(text)
             where = self._where(start + escape.start(), index) if escape else origin
