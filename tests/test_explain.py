@@ -308,3 +308,23 @@ def test_the_store_has_one_compiled_matcher_index_on_disk(tmp_path):
     assert r.exit_code == 0
     (index,) = [p for p in cache.rglob("*.idx") if p.name == "matcher.idx"]
     assert index.parent.name.startswith("kb-v")
+
+
+def test_a_record_with_megabytes_of_code_and_prose_is_explained_in_linear_time(tmp_path, seed_record):
+    """Folding a long field for the terminal sliced off the rest of it for every 76
+    characters: a record with a 3 MB exampleFix took 5.7 s to explain (ingest takes it)."""
+    import time
+
+    huge = {**seed_record, "exampleFix": "x" * 10_000_000, "documentation": "word " * 600_000 + "y" * 2_000_000}
+    db = tmp_path / "s.duckdb"
+    with Store.open(db) as store:
+        store.ingest([write_jsonl(tmp_path / "r.jsonl", [huge])])
+    started = time.monotonic()
+    r = run([SEED_MESSAGE], db)
+    took = time.monotonic() - started
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    folded = [line for line in lines if "xxxx" in line or "yyyy" in line]
+    assert max(map(len, folded)) <= 80
+    assert sum(line.count("x") for line in folded) == 10_000_000
+    assert took < 15, f"explain took {took:.1f} s"  # linear: about 1 s; quadratic: over a minute

@@ -593,13 +593,9 @@ def _cut(line: str, width: int, hang: int) -> list[str]:
     stripped = line.strip()
     if " " not in stripped and stripped.startswith(("http://", "https://")):
         return [line]
-    pieces = [line[:width]]
-    rest = line[width:]
     room = max(width - hang, 10)
-    while rest:
-        pieces.append(" " * hang + rest[:room])
-        rest = rest[room:]
-    return pieces
+    # by index: `rest = rest[room:]` copied the rest each time, quadratic on a 3 MB field
+    return [line[:width]] + [" " * hang + line[i : i + room] for i in range(width, len(line), room)]
 
 
 CONTINUATION = "\u21aa "  # "↪ ": this line continues the one above
@@ -614,14 +610,15 @@ def fold_code(text, width: int = 80, indent: int = 4) -> str:
     out: list[str] = []
     for line in str(text).expandtabs(4).split("\n"):
         first = True
+        pos = 0  # by index: `line = line[cut:]` copied the rest each time, quadratic on a 3 MB line
         while True:
             avail = room if first else room - len(CONTINUATION)
-            if len(line) <= avail:
-                out.append((lead + ("" if first else CONTINUATION) + line).rstrip())
+            if len(line) - pos <= avail:
+                out.append((lead + ("" if first else CONTINUATION) + line[pos:]).rstrip())
                 break
             # break after the last space that leaves at least half the line, else hard
-            cut = line.rfind(" ", avail // 2, avail) + 1 or avail
-            out.append((lead + ("" if first else CONTINUATION) + line[:cut]).rstrip())
-            line = line[cut:]
+            cut = line.rfind(" ", pos + avail // 2, pos + avail) + 1 or pos + avail
+            out.append((lead + ("" if first else CONTINUATION) + line[pos:cut]).rstrip())
+            pos = cut
             first = False
     return "\n".join(out)
