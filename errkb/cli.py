@@ -81,6 +81,17 @@ class ErrkbGroup(click.Group):
             ctx.exit(e.exit_code)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except BrokenPipeError:
+            # The reader went away (`errkb list | head`): stop quietly with 128 + SIGPIPE, as a
+            # shell reports for `ls | head`; what is still buffered goes nowhere, not to a
+            # second BrokenPipeError when the interpreter flushes stdout at exit.
+            import os
+
+            try:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            except (OSError, ValueError):
+                pass
+            ctx.exit(141)
         except Exception as e:
             # A failure inside errkb (an engine refusing a pattern, say) is exit 2 and one
             # line, never a traceback with exit 1, which would read as "no match".

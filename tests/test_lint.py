@@ -157,3 +157,24 @@ def test_a_wrongly_typed_field_is_one_schema_finding_through_the_cli(tmp_path, s
     surrogate = lint_record({**seed_record, "solutions": ["ok", "lone \udcff"]})
     assert [(f.code, f.message) for f in surrogate] == [
         ("E100", "solutions[1]: a lone UTF-16 surrogate is not a character")]
+
+
+def test_output_piped_into_head_stops_quietly_not_as_an_internal_error(tmp_path, seed_record):
+    """`errkb lint ... | head` (or list, rejects): the closed pipe was reported as
+    "internal error at cli.py: BrokenPipeError", exit 2. Now: nothing on stderr, and
+    128 + SIGPIPE as a shell reports for `ls | head`."""
+    import subprocess
+    import sys
+
+    from tests.support import REPO
+
+    bad = [{**seed_record, "id": f"{i:016x}", "lineNumber": 300} for i in range(2000)]  # an E301 line each
+    path = write_jsonl(tmp_path / "r.jsonl", bad)
+    proc = subprocess.Popen([sys.executable, "-m", "errkb", "lint", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=REPO)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read()
+    proc.wait(timeout=60)
+    assert b"E301" in first
+    assert (proc.returncode, err) == (141, b"")
