@@ -18,11 +18,10 @@ import itertools
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 from errkb.errors import ErrkbError
 from errkb.kb import KnowledgeBase
-from errkb.records.view import RecordView
+from errkb.plain import Plain
 from errkb.terminal import visible
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~3 ms of a cold explain)
@@ -60,12 +59,15 @@ class EmptyInput(ExplainError):
 # -- reading input -------------------------------------------------------------------
 
 
-@dataclass
-class InputStats:
-    lines: int = 0
-    long_lines: list[int] = field(default_factory=list)  # line numbers cut to head + tail (first 10)
-    long_line_count: int = 0
-    binary: bool = False
+class InputStats(Plain):
+    _fields = ("lines", "long_lines", "long_line_count", "binary")
+
+    def __init__(self, lines: int = 0, long_lines: list[int] | None = None, long_line_count: int = 0,
+                 binary: bool = False) -> None:
+        self.lines = lines
+        self.long_lines = [] if long_lines is None else long_lines  # line numbers cut to head + tail (first 10)
+        self.long_line_count = long_line_count
+        self.binary = binary
 
 
 def read_lines(stream: BinaryIO, stats: InputStats | None = None) -> Iterator[bytes]:
@@ -127,33 +129,41 @@ def _finish_line(head: bytearray, tail: bytes, long: bool, number: int, stats: I
 # -- explaining ------------------------------------------------------------------------
 
 
-@dataclass
-class Occurrences:
-    count: int
-    first_line: int
-    last_line: int
+class Occurrences(Plain):
+    _fields = ("count", "first_line", "last_line")
+
+    def __init__(self, count: int, first_line: int, last_line: int) -> None:
+        self.count = count
+        self.first_line = first_line
+        self.last_line = last_line
 
     def as_dict(self) -> dict:
         return {"count": self.count, "firstLine": self.first_line, "lastLine": self.last_line}
 
 
-@dataclass
-class Found:
+class Found(Plain):
     """One record that matched, with where and how well."""
 
-    record_id: str
-    slug: str
-    repo: str
-    error_class: str | None
-    severity: str | None
-    score: float
-    span: tuple[int, int]
-    message: str
-    engine: str
-    bounded: bool
-    record: dict | None
-    occurrences: Occurrences | None = None
-    variant: dict | None = None  # matched another release's wording: {"releases", "first", "last", "relation", "project"}
+    _fields = ("record_id", "slug", "repo", "error_class", "severity", "score", "span", "message", "engine", "bounded",
+               "record", "occurrences", "variant")
+
+    def __init__(self, record_id: str, slug: str, repo: str, error_class: str | None, severity: str | None, score: float,
+                 span: tuple[int, int], message: str, engine: str, bounded: bool, record: dict | None,
+                 occurrences: Occurrences | None = None, variant: dict | None = None) -> None:
+        self.record_id = record_id
+        self.slug = slug
+        self.repo = repo
+        self.error_class = error_class
+        self.severity = severity
+        self.score = score
+        self.span = span
+        self.message = message
+        self.engine = engine
+        self.bounded = bounded
+        self.record = record
+        self.occurrences = occurrences
+        # matched another release's wording: {"releases", "first", "last", "relation", "project"}
+        self.variant = variant
 
     @classmethod
     def from_match(cls, m, record: dict | None) -> Found:
@@ -179,15 +189,18 @@ class Found:
         }
 
 
-@dataclass
-class Explanation:
-    mode: str  # "text" | "log"
-    found: list[Found]
-    near: list  # list[errkb.match.near.NearMatch], with .record attached
-    lines: int
-    skipped: list[dict]
-    notes: list[str]
-    dataset_hash: str
+class Explanation(Plain):
+    _fields = ("mode", "found", "near", "lines", "skipped", "notes", "dataset_hash")
+
+    def __init__(self, mode: str, found: list[Found], near: list, lines: int, skipped: list[dict], notes: list[str],
+                 dataset_hash: str) -> None:
+        self.mode = mode  # "text" | "log"
+        self.found = found
+        self.near = near  # list[errkb.match.near.NearMatch], with .record attached
+        self.lines = lines
+        self.skipped = skipped
+        self.notes = notes
+        self.dataset_hash = dataset_hash
 
     @property
     def matched(self) -> bool:
@@ -436,6 +449,8 @@ def render_text(explanation: Explanation, show_all: bool = False, color: bool = 
 def _view(f: Found) -> dict:
     """What the template needs of one match, in display form."""
     r = f.record or {}
+    from errkb.records.view import RecordView  # only a shown match needs it (~3 ms to import)
+
     v = RecordView.of(r)
     start, end = f.span
     line_url = None

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from errkb.errors import ErrkbError
 from errkb.match import normalize
-from errkb.match.patterns import analyze, bounded_translation, gap_match
+from errkb.match.gaps import gap_match  # the analysis (patterns) is imported to build and on the bounded path
 from errkb.store.cache import atomic_write
 
 try:
@@ -318,6 +318,8 @@ class Matcher:
         # Variant entries (errkb.mine.variants) carry their record's id: never served as the record.
         m._records = {str(r.get("id")): r for r in records if isinstance(r, dict) and not r.get("_variant")}
         m._resolve = m._records.get
+        from errkb.match.patterns import analyze
+
         literal_ids: dict[str, int] = {}
         literal_members: list[list[int]] = []
         pieces_of: list[list[str]] = []
@@ -920,6 +922,8 @@ class Matcher:
             entry = self.entries[ei]
             # linear-safe patterns run as their exact translation (re's \w, \s, \b);
             # the rest as written
+            from errkb.match.patterns import bounded_translation
+
             source = None if entry.bounded else bounded_translation(entry.pattern)
             try:
                 compiled = self._compiled_bounded[ei] = _regex.compile(source or entry.pattern, flags=_regex.VERSION0)

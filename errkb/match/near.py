@@ -27,9 +27,9 @@ import struct
 import sys
 from array import array
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from errkb.plain import Plain
 from errkb.store.cache import atomic_write
 
 INDEX_FORMAT = 5  # 5: flat arrays in one file, records cut on access (4: contractions are one word)
@@ -80,8 +80,7 @@ _SLOT = None  # a wildcard position in a record's word sequence
 _NUL = "\0"  # a slot in the saved form
 
 
-@dataclass
-class DiffOp:
+class DiffOp(Plain):
     """One step of the word-level alignment between a record and a text.
 
     ``op`` is ``same`` (words in both), ``changed`` (record words replaced by text
@@ -89,28 +88,34 @@ class DiffOp:
     the record does not have) or ``value`` (text words filling a wildcard slot).
     """
 
-    op: str
-    record: str
-    text: str
+    _fields = ("op", "record", "text")
+
+    def __init__(self, op: str, record: str, text: str) -> None:
+        self.op = op
+        self.record = record
+        self.text = text
 
     def as_dict(self) -> dict:
         return {"op": self.op, "record": self.record, "text": self.text}
 
 
-@dataclass
-class NearMatch:
-    record_id: str
-    slug: str
-    repo: str
-    error_class: str | None
-    similarity: float
-    message: str  # the normalised text it was compared with
-    diff: list[DiffOp] = field(default_factory=list)
-    # which kinds of closeness were found: "truncated" (the text stops inside the
-    # record's message), "extra text" (words around the shared span), "reworded"
-    # (words inside the span differ); "same words" when none of these
-    closeness: list[str] = field(default_factory=list)
-    record: dict | None = None  # the full record, attached by the caller that has it
+class NearMatch(Plain):
+    _fields = ("record_id", "slug", "repo", "error_class", "similarity", "message", "diff", "closeness", "record")
+
+    def __init__(self, record_id: str, slug: str, repo: str, error_class: str | None, similarity: float, message: str,
+                 diff: list[DiffOp] | None = None, closeness: list[str] | None = None, record: dict | None = None) -> None:
+        self.record_id = record_id
+        self.slug = slug
+        self.repo = repo
+        self.error_class = error_class
+        self.similarity = similarity
+        self.message = message  # the normalised text it was compared with
+        self.diff = [] if diff is None else diff
+        # which kinds of closeness were found: "truncated" (the text stops inside the
+        # record's message), "extra text" (words around the shared span), "reworded"
+        # (words inside the span differ); "same words" when none of these
+        self.closeness = [] if closeness is None else closeness
+        self.record = record  # the full record, attached by the caller that has it
 
     @property
     def differences(self) -> list[DiffOp]:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+
+from errkb.plain import Plain
 
 # Longest message kept from one traceback / continuation, and most exceptions kept
 # from one chain: bounds memory when a stream holds a pathological traceback.
@@ -90,26 +91,31 @@ _TRACEBACK_ERROR_LINE = re.compile(r"((?:[A-Za-z_]\w{0,100}\.){0,12}[A-Za-z_]\w{
 _JSON_MESSAGE_KEYS = ("message", "msg", "log", "error", "err", "exception", "exc_info", "stack_trace", "text", "event")
 
 
-@dataclass
-class Message:
+class Message(Plain):
     """One place in a text where a record's pattern may match."""
 
-    text: str
-    error_class: str | None = None
-    source: str = "raw"  # raw | line | message | traceback | json | wrapped
+    _fields = ("text", "error_class", "source")
+
+    def __init__(self, text: str, error_class: str | None = None, source: str = "raw") -> None:
+        self.text = text
+        self.error_class = error_class
+        self.source = source  # raw | line | message | traceback | json | wrapped
 
 
-@dataclass
-class LogMessage:
+class LogMessage(Plain):
     """One message of a log stream: a single line, or a whole traceback block."""
 
-    first_line: int  # 1-based, inclusive
-    last_line: int
-    text: str  # the message (for a traceback: the last exception's message)
-    error_class: str | None = None
-    kind: str = "line"  # line | traceback
-    raw: str = ""  # the first raw line (a line message's own text)
-    candidates: list[Message] = field(default_factory=list)
+    _fields = ("first_line", "last_line", "text", "error_class", "kind", "raw", "candidates")
+
+    def __init__(self, first_line: int, last_line: int, text: str, error_class: str | None = None, kind: str = "line",
+                 raw: str = "", candidates: list[Message] | None = None) -> None:
+        self.first_line = first_line  # 1-based, inclusive
+        self.last_line = last_line
+        self.text = text  # the message (for a traceback: the last exception's message)
+        self.error_class = error_class
+        self.kind = kind  # line | traceback
+        self.raw = raw  # the first raw line (a line message's own text)
+        self.candidates = [] if candidates is None else candidates
 
 
 def to_text(data: str | bytes | bytearray) -> str:
