@@ -75,6 +75,18 @@ def test_moved_raise_is_found_by_its_message(tmp_path):
     assert [f.code for f in check_records([rec], _tree(tmp_path))] == ["S403"]
 
 
+def test_a_file_path_outside_the_source_tree_is_never_read(tmp_path):
+    """filePath is the record's, untrusted: "../outside/cfg.py" or an absolute path made
+    check-source read (and quote from) a file outside the tree it was given."""
+    tree = _tree(tmp_path)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "cfg.py").write_text(SOURCE)
+    literal = dict(errorMessage="requested 16.00 GiB but only 12.00 GiB free", solutions=[], exampleFix="")
+    assert [f.code for f in check_records([_record(**literal)], tree)] == ["S403"]  # read inside the tree
+    for path in ("../outside/cfg.py", "proj/../../outside/cfg.py", str(tmp_path / "outside" / "cfg.py")):
+        assert check_records([_record(filePath=path, **literal)], tree) == [], path
+
+
 def test_clean_record_has_no_findings(tmp_path):
     rec = _record(exampleFix="vllm serve m --max-model-len 4096")
     assert check_records([rec], _tree(tmp_path)) == []

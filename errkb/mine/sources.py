@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import io
 import json
+import os
 import re
 import subprocess
 import tarfile
@@ -128,7 +129,12 @@ class SourceTree:
                     return text
             return None
         base = self.root or self.path
-        p = base / rel
+        # A record's filePath is untrusted: "../../etc/shadow" (or an absolute path, which
+        # `base / rel` would take whole) names no file of this tree.
+        norm = os.path.normpath(rel)
+        if not rel or os.path.isabs(norm) or norm == ".." or norm.startswith("../"):
+            return None
+        p = base / norm
         return _decode(p.read_bytes()) if p.is_file() else None
 
     def provenance(self) -> Provenance:
