@@ -178,3 +178,23 @@ def test_output_piped_into_head_stops_quietly_not_as_an_internal_error(tmp_path,
     proc.wait(timeout=60)
     assert b"E301" in first
     assert (proc.returncode, err) == (141, b"")
+
+
+def test_a_message_longer_than_4096_characters_is_checked_when_the_pattern_is_linear(tmp_path, seed_record):
+    """A C++ error message of 7,000 characters with a `\\d+` in its pattern is a real
+    record: it was rejected with E202 "could not be checked within the time bound",
+    though RE2 checks it in microseconds. Only a pattern needing backtracking keeps the cap."""
+    from errkb.records.lint import MAX_SELF_MATCH_MESSAGE
+
+    frames = " ".join(f"frame{i}" for i in range(800))
+    message = "CUDA error 42: " + frames
+    assert len(message) > MAX_SELF_MATCH_MESSAGE
+    linear = {**seed_record, "errorMessage": message, "messagePattern": r"CUDA error (\d+): frame0 (.*?) frame799$"}
+    assert [f.code for f in lint_record(linear) if f.level == "error"] == []
+    wrong = {**linear, "messagePattern": r"CUDA error (\d+): frame0 (.*?) frame800$"}
+    assert [f.message for f in lint_record(wrong) if f.level == "error"] == [
+        "messagePattern does not match its own errorMessage"]
+    lookahead = {**linear, "messagePattern": r"CUDA error (\d+): (?=frame0)(.*?) frame799$"}
+    assert [f.message for f in lint_record(lookahead) if f.level == "error"] == [
+        "messagePattern could not be checked against errorMessage: a pattern that needs backtracking is run on at "
+        f"most 4,096 characters, and errorMessage has {len(message):,}"]

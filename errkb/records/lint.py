@@ -158,6 +158,10 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
                     add("W205", f"messagePattern matches errorMessage only if {slots} may be empty; (.+?) needs at least one character")
                 elif verdict is False:
                     add("E202", "messagePattern does not match its own errorMessage")
+                elif verdict is None and len(message) > MAX_SELF_MATCH_MESSAGE and _backtracks(analysis):
+                    add("E202", f"messagePattern could not be checked against errorMessage: a pattern that needs "
+                                f"backtracking is run on at most {MAX_SELF_MATCH_MESSAGE:,} characters, and errorMessage "
+                                f"has {len(message):,}")
                 elif verdict is None:
                     add("E202", "messagePattern could not be checked against errorMessage within the time bound")
 
@@ -285,9 +289,16 @@ def _self_match(analysis: patterns.PatternAnalysis, message: str) -> bool | None
     if analysis.gap_plan is not None and "\n" not in message:
         # Literals and placeholders only: decided by str.find, exactly and linearly.
         return patterns.gap_match(message, analysis.gap_plan)
-    if len(message) > MAX_SELF_MATCH_MESSAGE:
+    if len(message) > MAX_SELF_MATCH_MESSAGE and _backtracks(analysis):
         return None
+    # A linear pattern runs on RE2 in linear time (or, where RE2 cannot, on the bounded
+    # path under its time bound), however long the message: a C++ error of 7,000
+    # characters is a real record, and was rejected as "could not be checked".
     return bounded.search(analysis.pattern, message, SELF_MATCH_TIMEOUT_S)
+
+
+def _backtracks(analysis: patterns.PatternAnalysis) -> bool:
+    return analysis.needs_backtracking or analysis.exponential_in_re
 
 
 def self_match_normalised(analysis: patterns.PatternAnalysis, message: str) -> bool | None:
