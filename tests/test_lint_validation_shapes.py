@@ -42,6 +42,6 @@ def test_a_checkpoint_or_json_written_into_the_code_is_not_the_users_setup(name)
     assert validation_reads_setup(CONSTANTS[name]) is False
 
 
-@pytest.mark.parametrize("code", ["-" * 60000 + "1", "a" + ".a" * 30000, "+".join(["1"] * 30000)])
+@pytest.mark.parametrize("code", ["-" * 16000 + "1", "a" + ".a" * 8000, "+".join(["1"] * 8000)])  # under MAX_VALIDATION_CODE
 def test_code_too_deep_for_pythons_parser_is_named_so(code):
     assert validation_reads_setup(code) == "nested too deeply for Python's parser"
