@@ -348,8 +348,10 @@ class SimilarIndex:
             if not original:
                 continue
             lowered = [w.lower() for w in original]
+            # one matcher per text: the text's word index is built once, not per record
+            aligner = difflib.SequenceMatcher(None, (), lowered, autojunk=False)
             for i in self._candidates(lowered):
-                found = self._compare(i, text, original, lowered)
+                found = self._compare(i, text, original, lowered, aligner)
                 if found is None or found.similarity < floor:
                     continue
                 kept = best.get(i)
@@ -369,28 +371,29 @@ class SimilarIndex:
     def _candidates(self, lowered: list[str]) -> list[int]:
         common = max(8, int(len(self.items) * COMMON_SHARE))
         acc: dict[int, float] = {}
+        get = acc.get
         for w in set(lowered):
             posting = self.postings.get(w)
             if not posting or len(posting) > common:
                 continue
             weight = self.idf(w)
             for i in posting:
-                acc[i] = acc.get(i, 0.0) + weight
+                acc[i] = get(i, 0.0) + weight
         if not acc:
             return []
         # an upper bound of each record's recall: the share of its word weight present
-        return heapq.nlargest(CANDIDATES, acc, key=lambda i: acc[i] / (self.weights[i] or 1.0))
+        weights = self.weights
+        return heapq.nlargest(CANDIDATES, acc, key=lambda i: acc[i] / (weights[i] or 1.0))
 
-    def _compare(self, i: int, text: str, original: list[str], lowered: list[str]) -> NearMatch | None:
+    def _compare(self, i: int, text: str, original: list[str], lowered: list[str],
+                 aligner: difflib.SequenceMatcher | None = None) -> NearMatch | None:
         record_id, slug, repo, error_class, joined = self.items[i]
-        seq = _split(joined)
-        # Slots become tokens no text word can equal, so they align with values.
-        keyed = [w if w is not _SLOT else ("\0slot", k) for k, w in enumerate(seq)]
-        display = [w if w != _NUL else "…" for w in joined.split(" ")]
-        matcher = difflib.SequenceMatcher(None, keyed, lowered, autojunk=False)
-        opcodes = matcher.get_opcodes()
+        seq, keyed, display, total = self._prepared(i, joined)
+        if aligner is None:
+            aligner = difflib.SequenceMatcher(None, (), lowered, autojunk=False)
+        aligner.set_seq1(keyed)
+        opcodes = aligner.get_opcodes()
         matched = extra = 0.0
-        total = sum(self.idf(w) for w in seq if w is not _SLOT)
         diff: list[DiffOp] = []
         # Text around the message counts against it too: a log prefix has been removed
         # by the normaliser in one of the forms compared, and a short record must not
@@ -428,6 +431,20 @@ class SimilarIndex:
         similarity = matched / (total + extra)
         span, closeness = self._span_score(seq, lowered, opcodes, matched, total, extra)
         return NearMatch(record_id, slug, repo, error_class, max(similarity, span), text, diff, closeness=closeness)
+
+    def _prepared(self, i: int, joined: str) -> tuple[list, list, list[str], float]:
+        """A record's words as an alignment needs them, made once per record (the forms
+        of one text nominate mostly the same records)."""
+        cache = self.__dict__.setdefault("_prepared_items", {})
+        found = cache.get(i)
+        if found is None:
+            seq = _split(joined)
+            # Slots become tokens no text word can equal, so they align with values.
+            keyed = [w if w is not _SLOT else ("\0slot", k) for k, w in enumerate(seq)]
+            display = [w if w != _NUL else "…" for w in joined.split(" ")]
+            total = sum(self.idf(w) for w in seq if w is not _SLOT)
+            found = cache[i] = (seq, keyed, display, total)
+        return found
 
     def _span_score(self, seq: list, lowered: list[str], opcodes: list, matched: float, total: float,
                     extra: float) -> tuple[float, list[str]]:
