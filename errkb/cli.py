@@ -884,8 +884,9 @@ def snippets(ids, out, db_path, as_json):
 @click.option("--since", default=None, help="Only lines at or after this: a duration ago (7d, 24h, 30m) or an ISO date-time.")
 @click.option("--until", default=None, help="Only lines before this (same forms as --since).")
 @click.option("--time-column", default=None, help="Column holding the line's time (default: timestamp, @timestamp, ts, time or date).")
-@click.option("--by", "by", multiple=True, default=("host",), show_default=True,
-              help="Column (or dotted path) whose distinct values are listed per error; repeat for several.")
+@click.option("--by", "by", multiple=True,
+              help="Column (or dotted path) whose distinct values are listed per error; repeat for several "
+                   "[default: host, where the archive has one].")
 @click.option("--sql", default=None, help="Run this SQL instead, with the archive(s) as the view `enriched`.")
 @json_option
 def query(archives, since, until, time_column, by, sql, as_json):
@@ -900,7 +901,7 @@ def query(archives, since, until, time_column, by, sql, as_json):
         names, rows = run_sql(archives, sql)
         data = [dict(zip(names, r)) for r in rows]
     else:
-        data = known_errors(archives, since=since, until=until, time_column=time_column, by=by)
+        data = known_errors(archives, since=since, until=until, time_column=time_column, by=by or None)
     if as_json:
         print_json(data)
     elif sql:

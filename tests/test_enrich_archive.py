@@ -216,6 +216,21 @@ def test_known_errors_window_and_hosts(enriched):
     assert known_errors([str(enriched)], since="1h") == []
 
 
+def test_query_of_an_archive_without_hosts_needs_no_by(matcher, tmp_path):
+    """`--by host` was the default: an archive of logs without a host column could not be
+    queried at all without naming some other column ("no column 'host' to group by")."""
+    logs = tmp_path / "logs.jsonl"
+    logs.write_text("".join(json.dumps({"ts": r["ts"], "message": r["message"]}) + "\n" for r in log_rows(20)))
+    out = tmp_path / "enriched.parquet"
+    enrich_archive([str(logs)], out, matcher, workers=1)
+    result = CliRunner().invoke(cli, ["query", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    assert [(r["id"], r["lines"], "hosts" in r) for r in json.loads(result.stdout)] == [(SEED_ID, 2, False)]
+    result = CliRunner().invoke(cli, ["query", str(out), "--by", "host"])
+    assert (result.exit_code, result.stderr) == (2, f"Error: {out}: no column 'host' to group by (columns: ts, message, "
+                                                    "errkb)\n")
+
+
 def test_query_cli(enriched):
     runner = CliRunner()
     result = runner.invoke(cli, ["query", str(enriched), "--since", "7d", "--json"])

@@ -66,10 +66,11 @@ def known_errors(
     since: str | None = None,
     until: str | None = None,
     time_column: str | None = None,
-    by: Sequence[str] = ("host",),
+    by: Sequence[str] | None = None,
 ) -> list[dict]:
     """Known errors in an enriched archive: per record, how many lines, first and last
-    seen, and the distinct values of each ``by`` column (hosts, services, ...)."""
+    seen, and the distinct values of each ``by`` column (hosts, services, ...). ``by``
+    None: the ``host`` column where the archive has one (a column named is required)."""
     import duckdb
 
     con = connect()
@@ -100,6 +101,8 @@ def known_errors(
         if until:
             where.append(f"{t} < ?")
             args.append(parse_since(until))
+    if by is None:
+        by = ["host"] if column_expr("host", columns) is not None else []
     for name in by:
         expr = column_expr(name, columns)
         if expr is None:
