@@ -185,3 +185,26 @@ def test_garbage_without_a_line_to_resume_at_is_one_reject_read_in_bounded_memor
                                  "a value in the next 2 MiB: the rest of the file is this reject) (the reject keeps the "
                                  "first 1 MiB of 40 MiB)")
     assert reject.raw == b"x" * (1 << 20)
+
+
+def test_a_whole_number_written_as_a_decimal_is_read_as_the_integer(tmp_path, seed_wrapper):
+    """JSON Schema takes 221.0 as an integer, so the record was stored with it, the line
+    checks (E301, E302, E304: `isinstance(x, int)`) skipped it, and the site showed
+    "file.py:221.0". A writer that went through a float column (pandas, for a column
+    with nulls) writes integers so."""
+    from errkb.records.lint import lint_record
+
+    rec = seed_wrapper["record"]
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({**seed_wrapper, "record": {**rec, "lineNumber": 221.0, "httpStatus": 404.0}}))
+    [item] = read_records([path])
+    assert (item.record["lineNumber"], item.record["httpStatus"]) == (221, 404)
+    assert type(item.record["lineNumber"]) is int
+    assert item.warnings == [f"{path}:1:1: httpStatus 404.0 read as the integer 404",
+                             f"{path}:1:1: lineNumber 221.0 read as the integer 221"]
+    path.write_text(json.dumps({**rec, "lineNumber": 300.0}))
+    [item] = read_records([path])
+    assert [f.code for f in lint_record(item.record)] == ["E301"]
+    path.write_text(json.dumps({**rec, "lineNumber": 221.5}))
+    [item] = read_records([path])
+    assert [f.message for f in lint_record(item.record)] == ['/lineNumber: 221.5 is not of type "integer"']

@@ -279,8 +279,38 @@ def unwrap(value, raw: bytes, origin: Origin) -> SourcedRecord:
         extra = sorted(set(value) - {"record", "datasetVersion"})
         if extra:
             warnings.append(f"{origin}: wrapper keys {', '.join(extra)} are not part of the dataset format; ignored")
+        _whole_numbers(value["record"], origin, warnings)
         return SourcedRecord(value["record"], raw, origin, dataset_version=version, warnings=warnings)
-    return SourcedRecord(value, raw, origin)
+    warnings = []
+    _whole_numbers(value, origin, warnings)
+    return SourcedRecord(value, raw, origin, warnings=warnings)
+
+
+def _integer_keys() -> tuple[str, ...]:
+    from errkb.records.schema import schema
+
+    props = schema().get("properties", {})
+    return tuple(k for k, v in props.items()
+                 if "integer" in (v.get("type") if isinstance(v.get("type"), list) else [v.get("type")]))
+
+
+_INTEGER_KEYS: tuple[str, ...] | None = None
+
+
+def _whole_numbers(record: dict, origin: Origin, warnings: list[str]) -> None:
+    """``221.0`` in an integer field is the integer 221 (JSON Schema says so, and a writer
+    that went through a float column, as pandas does for a column with nulls, writes it
+    so); every consumer does integer arithmetic on it, so it is stored as 221. The
+    rules past the schema skipped such a record's line checks, and the site showed
+    "file.py:221.0"."""
+    global _INTEGER_KEYS
+    if _INTEGER_KEYS is None:
+        _INTEGER_KEYS = _integer_keys()
+    for key in _INTEGER_KEYS:
+        v = record.get(key)
+        if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
+            record[key] = int(v)
+            warnings.append(f"{origin}: {key} {v!r} read as the integer {int(v)}")
 
 
 class _ValueStream:
