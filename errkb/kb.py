@@ -167,10 +167,10 @@ class KnowledgeBase:
 
         Opens DuckDB only when the store changed since its view was last checked.
         """
-        from errkb.store.paths import resolve_db_path
+        from errkb.store.paths import bundled_store_fresh, resolve_db_path
 
         path, is_cache = resolve_db_path(db)
-        if is_cache:
+        if is_cache and not bundled_store_fresh(path):
             from errkb.store.db import StoreError, ensure_bundled_store
 
             try:
