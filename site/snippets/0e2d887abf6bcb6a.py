@@ -26,13 +26,22 @@ def validate() -> None:
 
     # python validate.py <the flags you pass to `vllm serve` / the engine>
     p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--model", required=True)
     p.add_argument("--quantization", "-q")
     a, _ = p.parse_known_args()
 
-    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+    method = a.quantization
+    if method is None:
+        from transformers import AutoConfig
 
-    assert a.quantization is None or a.quantization in QUANTIZATION_METHODS, (
-        f"unknown quantization method {a.quantization!r}; this vLLM knows {sorted(QUANTIZATION_METHODS)}")
+        # Without --quantization, vLLM takes the method from the checkpoint's quantization_config.
+        method = (getattr(AutoConfig.from_pretrained(a.model), "quantization_config", None) or {}).get("quant_method")
+    if method is not None:
+        import vllm.model_executor.layers.quantization as quantization
+
+        # QUANTIZATION_METHODS in later releases; early ones keep a registry dict.
+        known = getattr(quantization, "QUANTIZATION_METHODS", None) or list(getattr(quantization, "_QUANTIZATION_CONFIG_REGISTRY", {}))
+        assert method in known, f"unknown quantization method {method!r}; this vLLM knows {sorted(known)}"
 
 
 def main() -> int:

@@ -31,8 +31,9 @@ def validate() -> None:
 
     import vllm
 
-    # Releases of this record's era (before 0.5.1 for online serving) run tensor parallelism only.
-    assert a.pipeline_parallel_size == 1, (
+    # Releases before 0.5.1 run tensor parallelism only; 0.5.1 added pipeline parallelism.
+    release = tuple(int(x) for x in vllm.__version__.split("+")[0].split(".")[:3] if x.isdigit())
+    assert a.pipeline_parallel_size == 1 or release >= (0, 5, 1), (
         f"--pipeline-parallel-size {a.pipeline_parallel_size} with vLLM {vllm.__version__}: "
         "use --tensor-parallel-size over all GPUs instead, or a release that supports pipeline parallelism")
 

@@ -31,10 +31,12 @@ def validate() -> None:
     p.add_argument("--quantization", "-q")
     a, _ = p.parse_known_args()
 
-    from transformers import AutoConfig
+    quant = a.quantization
+    if a.enable_lora and not quant:
+        from transformers import AutoConfig
 
-    # Quantised by the flag or by the checkpoint's own quantization_config (what ModelConfig reads).
-    quant = a.quantization or (getattr(AutoConfig.from_pretrained(a.model), "quantization_config", None) or {}).get("quant_method")
+        # Quantised by the checkpoint's own quantization_config (what ModelConfig reads).
+        quant = (getattr(AutoConfig.from_pretrained(a.model), "quantization_config", None) or {}).get("quant_method")
     assert not (a.enable_lora and quant), (
         f"--enable-lora with a quantised model ({a.model}, {quant}): this vLLM cannot combine them; "
         "serve the unquantised base model for LoRA")
