@@ -9,21 +9,20 @@ own install stays light (``~/.cache/errkb/venvs/<hash>``; ``$ERRKB_CACHE_DIR`` o
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import importlib.util
 import json
 import os
-import shutil
-import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
 from errkb.errors import ErrkbError
 from errkb.resources import cache_root
+
+# fcntl, hashlib, shutil, subprocess and time are imported where a venv is keyed, built or
+# listed: `errkb explain` loads this registry to say whether an unproven record's
+# reproducer needs a GPU, and those modules (OpenSSL for hashlib) were ~7 ms of that call.
 
 HERE = Path(__file__).resolve().parent
 
@@ -46,6 +45,8 @@ class Requirements:
         payload = json.dumps(
             {"pip": self.pip_steps, "python": list(sys.version_info[:2])}, sort_keys=True
         )
+        import hashlib
+
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -300,6 +301,10 @@ class VenvInfo:
 
 def ensure_venv(req: Requirements, *, log=None) -> VenvInfo:
     """The reproducer's interpreter: a cached venv (built on first use) or the system one."""
+    import fcntl
+    import shutil
+    import time
+
     if req.system_python:
         python = Path(os.environ.get("ERRKB_GPU_PYTHON") or shutil.which("python3") or sys.executable)
         return VenvInfo(python=python, path=None, built=False, build_s=0.0, packages=_freeze(python))
@@ -342,6 +347,8 @@ def ensure_venv(req: Requirements, *, log=None) -> VenvInfo:
 
 
 def _run(cmd: list[str], what: str, log, step) -> None:
+    import subprocess
+
     if log:
         log(step(what))
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -351,6 +358,8 @@ def _run(cmd: list[str], what: str, log, step) -> None:
 
 
 def _freeze(python: Path) -> dict[str, str]:
+    import subprocess
+
     try:
         out = subprocess.run(
             [str(python), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
