@@ -44,6 +44,10 @@ def main() -> None:
 
         click_main()
         return
+    # Installed first as well (as errkb.cli.main does): stop_on_signals restores the
+    # handler it found when the command ends, and the default one there would leave a
+    # window before the `finally` in which SIGTERM kills the process (-15, not 143).
+    exit_quietly_on_signals()
     try:
         _run(options)
     finally:
