@@ -296,7 +296,11 @@ def test_stop_mid_ingest_leaves_store_as_it_was(db_path, tmp_path, make_variant,
     if point == "at-commit" and after != before:
         # The commit had begun: it completes (atomic), and the run counts as done.
         assert after[1]["records"] == before[1]["records"] + n
-        assert proc.returncode in (0, 128 + how)
+        # Done (0), stopped by errkb once done (128+signal), or, when the signal lands
+        # in the interpreter's own teardown (Python restores the default handler at
+        # finalization, after errkb's last code ran), ended by it: a shell sees 143
+        # either way, and the store holds the whole run.
+        assert proc.returncode in (0, 128 + how, -how)
         return
     assert proc.returncode == (-signal.SIGKILL if how == signal.SIGKILL else 128 + how), err.decode()[-2000:]
     if how != signal.SIGKILL:
