@@ -95,8 +95,8 @@ def plain_explain(argv: list[str]) -> dict | None:
     """The options of ``errkb explain ...`` when click would read ``argv`` exactly so
     and accept it, else None (click then reads it). Conservative: whatever is not
     plainly an explain call with values click takes as they are is left to click."""
-    if not argv or argv[0] != "explain" or os.environ.get("_ERRKB_COMPLETE"):
-        return None
+    if not argv or argv[0] != "explain" or os.environ.get("_ERRKB_COMPLETE") or os.name == "nt":
+        return None  # (on Windows click expands globs in arguments and wraps the console)
     for stream in (sys.stdout, sys.stderr):
         # click re-encodes a stream without an encoding or with an ASCII one
         if stream is None or _is_ascii(getattr(stream, "encoding", None) or "ascii"):
