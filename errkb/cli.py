@@ -111,10 +111,28 @@ def main() -> None:
     every call but a plain ``errkb explain``), and then, while the process winds down
     after its work (DuckDB closing, the interpreter's teardown), a stop signal ends it with
     128 + signal quietly instead of a traceback or death by the signal's default action."""
+    import atexit
+
+    # The interpreter's teardown resets every Python-level signal handler to SIG_DFL
+    # (not SIG_IGN), so a SIGTERM then, after a completed ingest, killed the process by
+    # the default action (-15). Registered first, this runs last of the exit handlers,
+    # when the work is done: from then on a stop signal is ignored and the exit code is
+    # the command's own.
+    atexit.register(_ignore_stop_signals)
     try:
         cli(prog_name="errkb")
     finally:
         exit_quietly_on_signals()
+
+
+def _ignore_stop_signals() -> None:
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except (ValueError, OSError):  # not the main thread
+            pass
 
 
 def present_failure(error: BaseException, command: str) -> None:
