@@ -130,10 +130,18 @@ def test_every_rule_has_a_unique_stable_code():
     assert sorted(RULES) == ["E100", "E101", "E201", "E202", "E203", "E207", "E301", "E302", "E304", "E401", "E402", "W204", "W205", "W206", "W303", "W501", "W502", "W503"]
 
 
-@pytest.mark.parametrize("repo", ["../..", "owner/..", "owner/.", ".hidden/name"])
+@pytest.mark.parametrize("repo", ["../..", "owner/..", "owner/.", ".hidden/name",
+                                  # longer than GitHub allows: the site build stopped with "File name too long"
+                                  "a/" + "b" * 101, "o" * 40 + "/name"])
 def test_repo_names_that_would_escape_the_site_are_schema_errors(seed_record, repo):
     (finding,) = [f for f in lint_record({**seed_record, "repo": repo}) if f.code == "E101"]
     assert finding.message.startswith(f'/repo: "{repo}" does not match')
+
+
+def test_repo_names_as_long_as_github_allows_are_taken(seed_record):
+    repo = "o" * 39 + "/" + "n" * 100
+    url = seed_record["githubUrl"].replace("vllm-project/vllm", repo)
+    assert [f.code for f in lint_record({**seed_record, "repo": repo, "githubUrl": url}) if f.level == "error"] == []
 
 
 WRONG_TYPES = [None, 1, -1, 1.5, True, [], {}, "", "\n", ["a"], [None], [1], {"a": 1}, 10**30, "../../x", ["draft"], [[]]]
