@@ -23,8 +23,10 @@ from markupsafe import escape
 from errkb.cli import cli
 from errkb.site.build import (
     _safe_relpath,
+    _visible,
     js_pattern,
     re2_to_js,
+    script_json,
     split_example_fix,
     tag_page_path,
 )
@@ -168,6 +170,34 @@ def test_untrusted_text_is_escaped_everywhere(site_store, tmp_path):
     for block in re.findall(r'<script type="application/json"[^>]*>(.*?)</script>', page + (out / "index.html").read_text(), re.S):
         assert "<" not in block and "\u2028" not in block
         json.loads(block)
+
+
+CONTROLS = "nul\x00 esc\x1b[2J bell\x07 del\x7f c1\x85 rlo\u202e evil\u202c"
+
+
+def test_control_characters_in_record_text_are_shown_not_emitted(tmp_path, seed_record):
+    """HTML escaping leaves control characters: a NUL and an ESC went into the page as
+    they were, and U+202E could reorder a line of code. They are shown as escapes, as in
+    the terminal; the tester's inline JSON still parses to the record's own text."""
+    rec = {**seed_record, "errorMessage": seed_record["errorMessage"] + " " + CONTROLS,
+           "messagePattern": seed_record["messagePattern"] + " .*",
+           "documentation": "Doc " + CONTROLS, "solutions": ["Fix " + CONTROLS],
+           "exampleFix": "x = 1\r\ny = '" + CONTROLS + "'\r\n", "sourceCode": seed_record["sourceCode"] + "  # " + CONTROLS}
+    db = make_store(tmp_path / "s.duckdb", [rec])
+    out = tmp_path / "site"
+    assert build(db, out).exit_code == 0
+    unsafe = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]")
+    for name, content in files_of(out).items():
+        if name.endswith((".html", ".xml")):
+            assert not unsafe.search(content.decode()), (name, unsafe.search(content.decode()))
+    page = (out / SEED_PAGE).read_text()
+    assert "Doc nul\\x00 esc\\x1b[2J bell\\x07 del\\x7f c1\\x85 rlo\\u202e evil\\u202c" in page
+    [block] = re.findall(r'<script type="application/json" class="tester-data">(.*?)</script>', page, re.S)
+    json.loads(block)
+    # inline JSON holds such characters as JSON escapes: the same text, nothing to rewrite
+    inline = script_json({"text": CONTROLS})
+    assert not unsafe.search(inline) and json.loads(inline) == {"text": CONTROLS}
+    assert _visible(inline) == inline
 
 
 def test_hostile_tags_get_their_own_safe_pages(site_store, tmp_path):

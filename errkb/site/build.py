@@ -34,6 +34,7 @@ from errkb.records.urls import fix_page_path
 from errkb.records.view import RecordView
 from errkb.resources import templates_dir
 from errkb.site.snippets import snippet_filename, snippet_text
+from errkb.terminal import visible
 
 # Marks a folder as an errkb site: `build` only deletes stale files in a folder
 # that carries it (or is empty), so `--out ~` cannot wipe a home folder.
@@ -511,6 +512,7 @@ def _env():
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=_visible,
     )
     env.filters["script_json"] = script_json
     env.filters["tag_path"] = tag_page_path
@@ -519,13 +521,33 @@ def _env():
     return env
 
 
+def _visible(value):
+    """Every value a template prints: control characters and bidi overrides from record
+    text shown as escapes (``\\x1b``), as in the terminal (errkb.terminal). Escaping for
+    HTML leaves them: a NUL or an ESC went into the page as is, and a U+202E could
+    reorder a line of code on a fix page. Highlighted code (Markup) is treated alike:
+    such characters are never part of a tag."""
+    if not isinstance(value, str):
+        return value
+    # CR is a line break to the HTML parser (CRLF and a lone CR become LF), not a control
+    shown = visible(value.replace("\r\n", "\n").replace("\r", "\n") if "\r" in value else value)
+    if shown is value or shown == value:
+        return value
+    return Markup(shown) if isinstance(value, Markup) else shown
+
+
 def script_json(value) -> Markup:
     """JSON safe to place inside ``<script type="application/json">``: no ``</script>``,
     no ``<!--``, no U+2028/2029 (they end a line in older JavaScript)."""
     text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     for raw, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(raw, esc)
-    return Markup(text)
+    # DEL, C1 controls and bidi overrides as JSON escapes (the same characters), so that
+    # the templates' finalize (_visible) finds none to rewrite into invalid JSON.
+    return Markup(_JSON_UNSAFE.sub(lambda m: "\\u%04x" % ord(m.group()), text))
+
+
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def _static_files() -> Iterator[tuple[str, bytes]]:
