@@ -159,10 +159,12 @@ class _Fragments:
         if new:
             self._records.update(self.resolve_many(sorted(new)))
 
-    def text(self, match: Any) -> str:
-        parts = self._cache.get(match.record_id)
+    def parts(self, match: Any, rid: str) -> tuple[str, str, str]:
+        """(text before the score, text after it, "repo/slug") of ``match``'s record
+        ``rid``, built on its first match."""
+        parts = self._cache.get(rid)
         if parts is None:
-            obj = errkb_object(match, self.site_url, self._records.pop(match.record_id, None))
+            obj = errkb_object(match, self.site_url, self._records.pop(rid, None))
             obj["score"] = 0.0
             text = json.dumps(obj, ensure_ascii=False)
             try:
@@ -170,7 +172,11 @@ class _Fragments:
             except UnicodeEncodeError:  # a lone surrogate in the record: escape it
                 text = json.dumps(obj)
             head, tail = text.split('"score": 0.0', 1)
-            parts = self._cache[match.record_id] = (head + '"score": ', tail)
+            parts = self._cache[rid] = (head + '"score": ', tail, f"{match.repo}/{match.slug}")
+        return parts
+
+    def text(self, match: Any) -> str:
+        parts = self.parts(match, match.record_id)
         return f"{parts[0]}{round(float(match.score), 3)!r}{parts[1]}"
 
 
@@ -378,9 +384,7 @@ class LineEnricher:
         if self.only_matched:
             if not matched:
                 return b""
-            out = [lines[i] if i in objects and "errkb" in objects[i] else
-                   self._matched_line(lines[i], results[i][0], objects.get(i), b64.get(i)) for i in matched]
-            counters.already_enriched += sum(1 for i in matched if i in objects and "errkb" in objects[i])
+            out = self._matched_lines(matched, results, lines, objects, b64)
             out.append("")
             return "\n".join(out).encode("utf-8")
         # Every line as {"message": ...}, then the few other lines (JSON objects,
@@ -395,31 +399,63 @@ class LineEnricher:
             out[i] = lines[i].encode("utf-8")
         for i, code in b64.items():
             out[i] = out[i][:-1] + b', "message_b64": "' + code + b'"}'
-        for i in matched:
-            if i in objects and "errkb" in objects[i]:
-                counters.already_enriched += 1  # written as read (docs/enrich.md)
-                continue
-            out[i] = self._matched_line(lines[i], results[i][0], objects.get(i), b64.get(i)).encode("utf-8")
+        if matched:
+            texts = self._matched_lines(matched, results, lines, objects, b64)
+            if texts:
+                joined = "\n".join(texts)
+                encoded = joined.encode("ascii").split(b"\n") if joined.isascii() else [t.encode("utf-8") for t in texts]
+                for i, data in zip(matched, encoded):
+                    out[i] = data
         return b"\n".join(out)
 
-    def _matched_line(self, line: str, best: Any, obj: dict | None, code: bytes | None) -> str:
+    def _matched_lines(self, matched: list[int], results: list, lines: list[str], objects: dict[int, dict],
+                       b64: dict[int, bytes]) -> list[str]:
+        """The output line of each matched line ``matched[k]``, in order (a JSON line
+        that already has an ``errkb`` member as read). One loop over a batch's matches,
+        the counters updated once per batch."""
         counters = self.counters
-        counters.matched += 1
-        rid = best.record_id
-        counters.by_record[rid] += 1
-        if rid not in counters.labels:
-            counters.labels[rid] = f"{best.repo}/{best.slug}"
-        text = self.fragments.text(best)
-        if obj is not None:
-            # The input's members byte for byte, errkb's spliced in as text: re-encoding
-            # would turn 1e999 into Infinity, escape non-ASCII, drop duplicate keys.
-            body = line.rstrip()
-            if not obj:
-                return f'{body[:-1]}"errkb": {text}}}'
-            return f'{body[:-1]}, "errkb": {text}}}'
-        if code is not None:
-            return f'{{"message": {_escape(line)}, "message_b64": "{code.decode("ascii")}", "errkb": {text}}}'
-        return f'{{"message": {_escape(line)}, "errkb": {text}}}'
+        labels = counters.labels
+        fragments = self.fragments
+        # a stand-in (the archive workers') has only text(); _Fragments is read directly
+        cached = type(fragments) is _Fragments
+        cache = fragments._cache if cached else {}
+        escape = _escape
+        rids = []
+        out = []
+        for i in matched:
+            line = lines[i]
+            obj = objects.get(i)
+            if obj is not None and "errkb" in obj:
+                counters.already_enriched += 1  # written as read (docs/enrich.md)
+                out.append(line)
+                continue
+            best = results[i][0]
+            rid = best.record_id
+            rids.append(rid)
+            if cached:
+                parts = cache.get(rid) or fragments.parts(best, rid)
+                text = f"{parts[0]}{round(float(best.score), 3)!r}{parts[1]}"
+            else:
+                if rid not in labels:
+                    labels[rid] = f"{best.repo}/{best.slug}"
+                text = fragments.text(best)
+            if obj is not None:
+                # The input's members byte for byte, errkb's spliced in as text: re-encoding
+                # would turn 1e999 into Infinity, escape non-ASCII, drop duplicate keys.
+                body = line.rstrip()
+                out.append(f'{body[:-1]}"errkb": {text}}}' if not obj else f'{body[:-1]}, "errkb": {text}}}')
+                continue
+            code = b64.get(i)
+            if code is not None:
+                out.append(f'{{"message": {escape(line)}, "message_b64": "{code.decode("ascii")}", "errkb": {text}}}')
+            else:
+                out.append(f'{{"message": {escape(line)}, "errkb": {text}}}')
+        if rids:
+            counters.matched += len(rids)
+            counters.by_record.update(rids)
+            for rid in set(rids).difference(labels):
+                labels[rid] = cache[rid][2]
+        return out
 
 
 # -- the streaming filter --------------------------------------------------------
