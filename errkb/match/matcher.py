@@ -129,23 +129,23 @@ class Match:
 
     @property
     def record_id(self) -> str:
-        return self._entry.record_id
+        return self._matcher.entries[self._entry_index].record_id
 
     @property
     def slug(self) -> str:
-        return self._entry.slug
+        return self._matcher.entries[self._entry_index].slug
 
     @property
     def repo(self) -> str:
-        return self._entry.repo
+        return self._matcher.entries[self._entry_index].repo
 
     @property
     def error_class(self) -> str | None:
-        return self._entry.error_class
+        return self._matcher.entries[self._entry_index].error_class
 
     @property
     def severity(self) -> str | None:
-        return self._entry.severity
+        return self._matcher.entries[self._entry_index].severity
 
     @property
     def bounded(self) -> bool:
@@ -164,7 +164,7 @@ class Match:
     @property
     def score(self) -> float:
         if self._score is None:
-            self._score = _score(self._entry, self._text, self._classes)
+            self._score = _score(self._matcher.entries[self._entry_index], self._text, self._classes)
         return self._score
 
     def _ensure_located(self) -> None:
