@@ -62,6 +62,14 @@ def _wrap_block(block: bytes) -> bytes | None:
     with a few whole-block byte replaces (the same output as json's encoder), or None
     when the block holds control characters other than tab (then lines are escaped
     one by one)."""
+    inner = _wrap_inner(block)
+    return None if inner is None else b'{"message": "' + inner + b'"}\n'
+
+
+def _wrap_inner(block: bytes) -> bytes | None:
+    """:func:`_wrap_block` without the first line's ``{"message": "`` and the last
+    line's ``"}\\n`` (a caller that splits the result adds them to its pieces, saving
+    two copies of the block)."""
     special = block.translate(None, _PLAIN_BYTES)
     if special.translate(None, b'"\\\n\t'):
         return None
@@ -71,7 +79,7 @@ def _wrap_block(block: bytes) -> bytes | None:
         block = block.replace(b'"', b'\\"')
     if b"\t" in special:
         block = block.replace(b"\t", b"\\t")
-    return b'{"message": "' + block.replace(b"\n", b'"}\n{"message": "') + b'"}\n'
+    return block.replace(b"\n", b'"}\n{"message": "')
 
 
 def _object_starts(lines: list[str]) -> list[int]:
@@ -385,12 +393,19 @@ class LineEnricher:
             return "\n".join(out).encode("utf-8")
         # Every line as {"message": ...}, then the few other lines (JSON objects,
         # matches, invalid UTF-8) patched in by index.
-        wrapped = _wrap_block(block) if text is not None else None
-        if wrapped is None:
+        inner = _wrap_inner(block) if text is not None else None
+        if inner is None:
             wrapped = ('{"message": ' + '}\n{"message": '.join(map(_escape, lines)) + "}\n").encode("utf-8")
-        if not (matched or objects or b64):
-            return wrapped
-        out = wrapped.split(b"\n")
+            if not (matched or objects or b64):
+                return wrapped
+            out = wrapped.split(b"\n")
+        else:
+            if not (matched or objects or b64):
+                return b'{"message": "' + inner + b'"}\n'
+            out = inner.split(b"\n")
+            out[0] = b'{"message": "' + out[0]
+            out[-1] += b'"}'
+            out.append(b"")
         for i in objects:
             out[i] = lines[i].encode("utf-8")
         for i, code in b64.items():
