@@ -162,6 +162,15 @@ def test_validation_must_fail_before_and_pass_after(db_path, tmp_path, make_vari
     ("pip install vllm", None),
     ("# only a comment", None),
     ("python -m x --a 'unbalanced", None),
+    # the last command of a line, not the first: `pip install -U vllm && vllm serve ...`
+    ("pip install -U vllm && vllm serve m --max-model-len 2048", ["--max-model-len", "2048"]),
+    ("cd /srv && vllm serve m --x 1 || true", ["--x", "1"]),
+    ("vllm serve m --x 1 && echo started", ["--x", "1"]),
+    # wrappers run the command itself; python's own options are not the program's
+    ("sudo -E python -m vllm.entrypoints.openai.api_server --model m", ["--model", "m"]),
+    ("env CUDA_VISIBLE_DEVICES=0,1 nohup vllm serve m --tp 2 &", ["--tp", "2"]),
+    ("python -u -m pkg.mod --a 1", ["--a", "1"]),
+    ("python3 -X dev validate.py --a 1", ["--a", "1"]),
 ])
 def test_command_flags_are_what_the_state_runs_with(section, flags):
     assert verify.command_flags(section) == flags

@@ -241,13 +241,21 @@ def split_states(fix: str) -> dict[str, str] | None:
 
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
-_COMMAND_ENDS = frozenset({"|", "||", "&&", ";", "&", ">", ">>", "2>", "2>&1", "<"})
+_SEPARATORS = frozenset({"&&", "||", ";", "&"})
+_COMMAND_ENDS = frozenset({"|", ">", ">>", "2>", "2>&1", "<"})
 _PYTHONS = re.compile(r"(?:.*/)?python[0-9.]*")
+# Lines and commands that set up or report, never the program the flags are for.
+_NOT_COMMANDS = frozenset({"export", "unset", "cd", "set", "source", ".", "true", "false", ":", "echo", "sleep", "wait"})
+# Commands that run the rest of the line: `sudo -E python ...`, `env VAR=1 vllm ...`.
+_WRAPPERS = frozenset({"sudo", "env", "nohup", "time", "exec"})
+_WRAPPER_OPTIONS = frozenset({"-E", "-H", "-n", "-S", "-i", "-p", "--preserve-env"})
+_PYTHON_VALUED = frozenset({"-X", "-W", "-Q"})
 
 
 def command_flags(section: str) -> list[str] | None:
-    """The flags of a state's command: its last command line (continuations joined,
-    comments, ``export`` and ``VAR=value`` prefixes left out) from its first option on,
+    """The flags of a state's command: its last command (continuations joined, comments,
+    ``export``/``cd`` and ``VAR=value`` prefixes left out, the last of ``a && b``, run
+    through ``sudo``/``env``/``nohup`` as the command itself) from its first option on,
     ``python -m module`` skipped. None when the section has no command with an option."""
     lines: list[str] = []
     pending = ""
@@ -266,18 +274,46 @@ def command_flags(section: str) -> list[str] | None:
             tokens = shlex.split(line, comments=True)
         except ValueError:  # unbalanced quotes: not a command errkb can read
             return None
-        cut = next((i for i, t in enumerate(tokens) if t in _COMMAND_ENDS), len(tokens))
-        tokens = tokens[:cut]
-        while tokens and _ASSIGNMENT.match(tokens[0]):
-            tokens.pop(0)
-        if not tokens or tokens[0] in ("export", "unset", "cd", "set", "source", "."):
-            continue
-        start = 1
-        if _PYTHONS.fullmatch(tokens[0]) and len(tokens) > 2 and tokens[1] == "-m":
-            start = 3
-        first = next((i for i in range(start, len(tokens)) if tokens[i].startswith("-")), None)
-        return tokens[first:] if first is not None else None
+        commands: list[list[str]] = [[]]
+        for token in tokens:
+            if token in _SEPARATORS:
+                commands.append([])
+            else:
+                commands[-1].append(token)
+        for command in reversed(commands):
+            cut = next((i for i, t in enumerate(command) if t in _COMMAND_ENDS), len(command))
+            command = _unwrapped(command[:cut])
+            if not command or command[0] in _NOT_COMMANDS:
+                continue
+            start = _python_args_start(command) if _PYTHONS.fullmatch(command[0]) else 1
+            first = next((i for i in range(start, len(command)) if command[i].startswith("-")), None)
+            return command[first:] if first is not None else None
     return None
+
+
+def _unwrapped(tokens: list[str]) -> list[str]:
+    """A command's words without ``VAR=value`` prefixes and wrapper commands."""
+    while tokens:
+        if _ASSIGNMENT.match(tokens[0]):
+            tokens = tokens[1:]
+        elif tokens[0] in _WRAPPERS:
+            tokens = tokens[1:]
+            while tokens and tokens[0] in _WRAPPER_OPTIONS:
+                tokens = tokens[1:]
+        else:
+            break
+    return tokens
+
+
+def _python_args_start(tokens: list[str]) -> int:
+    """Where a python command's program arguments start: after the interpreter's own
+    options and ``-m module`` / ``-c code`` (a script's name is not a flag either way)."""
+    i = 1
+    while i < len(tokens) and tokens[i].startswith("-") and tokens[i] != "-":
+        if tokens[i] in ("-m", "-c"):
+            return i + 2
+        i += 2 if tokens[i] in _PYTHON_VALUED else 1
+    return i
 
 
 def capture_state(section: str) -> tuple[dict[str, str] | None, sandbox.SandboxResult]:
