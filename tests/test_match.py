@@ -264,6 +264,10 @@ REPAIRS = [
     ("(Please use 'mnnvl' backend instead)", "period"),
     # quoted from the source: Python joins adjacent string literals
     ('raise RuntimeError("trying to initialize the default process group " "twice!")', "twice"),
+    # the end of a longer paste: its last line, log prefix or not, and a traceback's message
+    ("INFO 12-01 starting\nERROR 12-01 10:00:00 [x.py:3] Please use 'mnnvl' backend instead\n\n", "period"),
+    ("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+     "ValueError: Please use 'mnnvl' backend instead", "period"),
 ])
 def test_a_paste_cut_before_its_period_or_quoted_from_source_matches(text, expected, prefilter, confirm):
     m = Matcher.from_records(REPAIRS, prefilter=prefilter, confirm=confirm)
@@ -275,6 +279,12 @@ def test_a_paste_cut_before_its_period_or_quoted_from_source_matches(text, expec
     "Please use 'mnnvl' backend instead:",    # other final punctuation is not a missing period
     "Please use 'mnnvl' backend instead…",      # an ellipsis: the title says it was cut
     "unsupported dtype:",
+    # a paste is cut at its end: a line inside it is as the program printed it
+    "ValueError: Please use 'mnnvl' backend instead\nof 'trtllm' for multi-node allreduce.",
+    "WARNING 12-01 10:00:00 [x.py:3] Please use 'mnnvl' backend instead\n"
+    "Traceback (most recent call last):\nRuntimeError: CUDA error: an illegal memory access was encountered",
+    # a complete JSON log line: the message in it is what the program printed
+    '{"level": "error", "msg": "Please use \'mnnvl\' backend instead"}',
 ])
 def test_repairs_add_no_match_to_other_texts(text):
     assert Matcher.from_records(REPAIRS).match(text) == []

@@ -612,7 +612,7 @@ class Matcher:
         messages = normalize.text_messages(text)
         found = self._match_messages(messages)
         if not found:
-            repaired = normalize.repaired_forms(messages)
+            repaired = normalize.repaired_forms(messages, text)
             if repaired:
                 found = self._match_messages(repaired)
         return found

@@ -291,7 +291,7 @@ def text_messages(text: str | bytes, _depth: int = 0) -> list[Message]:
     return _dedupe(out)
 
 
-def repaired_forms(messages: list[Message]) -> list[Message]:
+def repaired_forms(messages: list[Message], text: str | None = None) -> list[Message]:
     """Forms of pasted messages repaired the two ways a paste most often differs from
     what the program printed; the matcher tries them only when nothing matched the text
     as given.
@@ -302,15 +302,21 @@ def repaired_forms(messages: list[Message]) -> list[Message]:
     * Quoted from the source, where Python joins adjacent string literals
       (``"…process group " "twice!"``): the literals are joined.
 
-    A text that ends in other punctuation (a colon, a comma, an ellipsis) gets no period."""
+    A text that ends in other punctuation (a colon, a comma, an ellipsis) gets no period.
+    Given the pasted ``text``, only a message that ends where the paste ends gets one: a
+    paste is cut at its end, and a line inside it (a log line, the first line of a
+    message wrapped onto the next) is as the program printed it."""
+    at_end = _paste_end(text) if text is not None else None
     out = []
     for m in messages:
-        text = m.text.rstrip()
-        forms = [text]
-        joined = _ADJACENT_LITERALS.sub("", text)
-        if joined != text:
+        message = m.text.rstrip()
+        forms = [message]
+        joined = _ADJACENT_LITERALS.sub("", message)
+        if joined != message:
             forms.append(joined)
             out.append(Message(joined, m.error_class, m.source))
+        if at_end is not None and not at_end(message):
+            continue
         for form in forms:
             core = form.rstrip(_CLOSERS)
             if core and core[-1].isalnum():
@@ -321,8 +327,21 @@ def repaired_forms(messages: list[Message]) -> list[Message]:
 
 
 _CLOSERS = ")]'\"`"
+
 # Two string literals side by side: the closing quote of one, blanks, the same quote.
 _ADJACENT_LITERALS = re.compile(r"""(["'])[ \t]+\1""")
+
+
+def _paste_end(text: str):
+    """Whether a message of ``text`` ends where the text ends: it is the end of the last
+    line (that line, its body after a log prefix, its message after an error class), or
+    it ends with that line's body (the whole text, lines joined back together)."""
+    lines = strip_ansi(text.replace("\r\n", "\n")).split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    last = lines[-1].rstrip() if lines else ""
+    body = strip_prefixes(last).strip()
+    return lambda message: last.endswith(message) or (bool(body) and message.endswith(body))
 
 
 def _dedupe(messages: list[Message]) -> list[Message]:

@@ -818,16 +818,29 @@
   }
   // errkb.match.normalize.repaired_forms: a message cut before its final period gets it
   // back (before the quotes or brackets around it), adjacent source string literals are
-  // joined; tried only when nothing matched the texts as given.
+  // joined; tried only when nothing matched the texts as given. Only a text that ends
+  // where the paste ends gets the period (a line inside a paste is as it was printed).
   var CLOSERS = /[)\]'"`]+$/;
   var ADJACENT_LITERALS = /(["'])[ \t]+\1/g;
-  function repairedForms(texts) {
+  function pyRstrip(s) { return s.replace(/[\s\x1c-\x1f]+$/u, ""); }
+  function pasteEnd(query) {
+    var lines = stripAnsi(pasteText(query).replace(/\r\n/g, "\n")).split("\n");
+    while (lines.length && !pyStrip(lines[lines.length - 1])) { lines.pop(); }
+    var last = lines.length ? pyRstrip(lines[lines.length - 1]) : "";
+    var body = pyStrip(stripPrefixes(last));
+    return function (t) {
+      return last.slice(last.length - t.length) === t || (body.length > 0 && t.slice(t.length - body.length) === body);
+    };
+  }
+  function repairedForms(texts, query) {
+    var atEnd = pasteEnd(query);
     var out = [];
     texts.forEach(function (t) {
-      var text = t.replace(/[\s\x1c-\x1f]+$/u, "");
+      var text = pyRstrip(t);
       var forms = [text];
       var joined = text.replace(ADJACENT_LITERALS, "");
       if (joined !== text) { forms.push(joined); out.push(joined); }
+      if (!atEnd(text)) { return; }
       forms.forEach(function (form) {
         var core = form.replace(CLOSERS, "");
         if (core && /[\p{L}\p{N}]$/u.test(core)) {
@@ -848,7 +861,7 @@
     if (query.trim()) {
       var hit = exactAnswer(texts);
       if (!hit) {
-        var repaired = repairedForms(texts);
+        var repaired = repairedForms(texts, query);
         hit = repaired.length ? exactAnswer(repaired) : null;
         if (hit) { texts = repaired; }
       }
