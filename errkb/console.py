@@ -217,6 +217,8 @@ def explain_command(text, file_path, show_all, db_path, as_json, *, echo, large_
                     with Progress("explain: log read", size, "bytes") as progress:
                         result = explain_source(db_path, ReadProgress(fh, progress), all_matches=show_all)
         elif text in (None, "-"):
+            if sys.stdin is None:  # started with stdin closed (`<&-`)
+                raise ExplainUsageError("stdin: cannot read: stdin is closed")
             if sys.stdin.isatty():
                 echo_err("errkb explain: reading the text from stdin (end with Ctrl-D)")
             result = explain_source(db_path, sys.stdin.buffer, all_matches=show_all)
@@ -231,7 +233,7 @@ def explain_command(text, file_path, show_all, db_path, as_json, *, echo, large_
 
         echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False, default=str))
     else:
-        tty = sys.stdout.isatty()
+        tty = sys.stdout is not None and sys.stdout.isatty()  # None: started with stdout closed
         color = tty and not os.environ.get("NO_COLOR")
         width = 80
         if tty:

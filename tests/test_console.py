@@ -99,3 +99,19 @@ def test_a_plain_explain_call_never_imports_click(store_db):
     imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
     assert "errkb.console" in imported and "errkb.explain.explainer" in imported
     assert not {m for m in imported if m.split(".")[0] in ("click", "duckdb", "jinja2")} and "errkb.cli" not in imported
+
+
+@pytest.mark.parametrize(("args", "closed", "rc", "message"), [
+    (["explain", "-"], 0, 2, b"Error: stdin: cannot read: stdin is closed\n"),
+    (["explain"], 0, 2, b"Error: stdin: cannot read: stdin is closed\n"),
+    (["explain", LINE], 1, 0, b""),
+    (["explain", "--json", LINE], 1, 0, b""),
+])
+def test_a_closed_stream_is_no_internal_error(store_db, args, closed, rc, message):
+    """`errkb explain - <&-` and `errkb explain TEXT >&-`, on both paths: stdin or stdout
+    is None in Python; it was 'internal error: ... has no attribute isatty' (exit 2)."""
+    env = {**{k: v for k, v in os.environ.items() if k != "_ERRKB_COMPLETE"}, "ERRKB_DB": str(store_db)}
+    for cmd in (CLICK, QUICK):
+        close = f"import os; os.close({closed}); os.execv({cmd[0]!r}, {cmd + args!r})"
+        result = subprocess.run([sys.executable, "-c", close], capture_output=True, cwd=REPO, env=env)
+        assert (result.returncode, result.stderr) == (rc, message), cmd
