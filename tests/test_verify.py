@@ -171,6 +171,9 @@ def test_validation_must_fail_before_and_pass_after(db_path, tmp_path, make_vari
     ("env CUDA_VISIBLE_DEVICES=0,1 nohup vllm serve m --tp 2 &", ["--tp", "2"]),
     ("python -u -m pkg.mod --a 1", ["--a", "1"]),
     ("python3 -X dev validate.py --a 1", ["--a", "1"]),
+    # a here-document's body is not a command
+    ("vllm serve m --x 1\ncat > c.yaml <<'EOF'\nmax-num-seqs: 8\nEOF", ["--x", "1"]),
+    ("vllm serve m --config c.yaml --y 2 <<-END\n\t--not a flag\n\tEND", ["--config", "c.yaml", "--y", "2"]),
 ])
 def test_command_flags_are_what_the_state_runs_with(section, flags):
     assert verify.command_flags(section) == flags

@@ -245,11 +245,13 @@ _SEPARATORS = frozenset({"&&", "||", ";", "&"})
 _COMMAND_ENDS = frozenset({"|", ">", ">>", "2>", "2>&1", "<"})
 _PYTHONS = re.compile(r"(?:.*/)?python[0-9.]*")
 # Lines and commands that set up or report, never the program the flags are for.
-_NOT_COMMANDS = frozenset({"export", "unset", "cd", "set", "source", ".", "true", "false", ":", "echo", "sleep", "wait"})
+_NOT_COMMANDS = frozenset({"export", "unset", "cd", "set", "source", ".", "true", "false", ":", "echo", "sleep", "wait",
+                           "cat", "printf", "tee", "mkdir", "touch", "cp", "mv", "rm", "ln", "chmod"})
 # Commands that run the rest of the line: `sudo -E python ...`, `env VAR=1 vllm ...`.
 _WRAPPERS = frozenset({"sudo", "env", "nohup", "time", "exec"})
 _WRAPPER_OPTIONS = frozenset({"-E", "-H", "-n", "-S", "-i", "-p", "--preserve-env"})
 _PYTHON_VALUED = frozenset({"-X", "-W", "-Q"})
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 
 
 def command_flags(section: str) -> list[str] | None:
@@ -259,7 +261,12 @@ def command_flags(section: str) -> list[str] | None:
     ``python -m module`` skipped. None when the section has no command with an option."""
     lines: list[str] = []
     pending = ""
+    heredoc_end = None
     for raw in section.splitlines():
+        if heredoc_end is not None:  # a here-document's body is data, not commands
+            if raw.strip() == heredoc_end:
+                heredoc_end = None
+            continue
         line = pending + raw.strip()
         pending = ""
         if line.endswith("\\"):
@@ -267,6 +274,9 @@ def command_flags(section: str) -> list[str] | None:
             continue
         if line and not line.startswith("#"):
             lines.append(line)
+            heredoc = _HEREDOC.search(line)
+            if heredoc:
+                heredoc_end = heredoc.group(2)
     if pending.strip():
         lines.append(pending.strip())
     for line in reversed(lines):
@@ -281,7 +291,7 @@ def command_flags(section: str) -> list[str] | None:
             else:
                 commands[-1].append(token)
         for command in reversed(commands):
-            cut = next((i for i, t in enumerate(command) if t in _COMMAND_ENDS), len(command))
+            cut = next((i for i, t in enumerate(command) if t in _COMMAND_ENDS or t.startswith("<<")), len(command))
             command = _unwrapped(command[:cut])
             if not command or command[0] in _NOT_COMMANDS:
                 continue
