@@ -346,3 +346,20 @@ def test_a_record_without_a_proof_is_reported_unproven_never_proven(db_path, see
                                                   unproven["id"]]).output)
     assert as_json["proofs"] == {unproven["id"]: {"status": "unproven", "line": "Not reproduced yet", "library": None,
                                                   "date": None}}
+
+
+def test_a_state_whose_environment_was_not_captured_is_not_judged_on_its_flags_alone(db_path, tmp_path, make_variant):
+    # The section exports MODE and then runs a command that is not installed: its
+    # environment is unknown, so its flags alone are not that state.
+    rec = make_variant(8)
+    rec["exampleFix"] = ("# before\nexport MODE=bad\npython -m errkb_absent_pkg.serve --workers 64\n\n"
+                         "# after\nexport MODE=good\npython -m errkb_absent_pkg.serve --workers 8\n")
+    rec["validationCode"] = READS_WORKERS
+    store_with(db_path, tmp_path, [rec])
+    checks = {r["check"]: r for r in json.loads(run("verify", "--db", db_path, rec["id"], "--json").output)["results"]}
+    assert "validationCode:before" not in checks and "validationCode:after" not in checks
+    assert checks["validationCode:run"]["outcome"] == "pass"
+    assert verify.fix_flags({"exampleFix": ("shell", rec["exampleFix"])}) == {}
+    # with the environment captured the flags go with it
+    assert verify.fix_flags({"exampleFix": ("shell", rec["exampleFix"])}, {"before": {"MODE": "bad"}}) == {
+        "before": ["--workers", "64"]}

@@ -470,13 +470,24 @@ def check_record(record: dict, tier: str, progress: Progress | None = None,
     return results
 
 
-def fix_flags(snippets: dict) -> dict[str, list[str]]:
-    """For a shell fix in before/after sections, the flags of each state's command."""
+def fix_flags(snippets: dict, states: dict | None = None) -> dict[str, list[str]]:
+    """For a shell fix in before/after sections, the flags of each state's command. A
+    section that also sets environment variables whose values were not captured (it
+    stopped first, e.g. its command is not installed) gives no flags: judged on its
+    flags alone, with its environment missing, the state would be a different one."""
     if "exampleFix" not in snippets or snippets["exampleFix"][0] != "shell":
         return {}
     sections = split_states(snippets["exampleFix"][1]) or {}
-    flags = {name: command_flags(section) for name, section in sections.items()}
+    flags = {name: command_flags(section) for name, section in sections.items()
+             if name in (states or {}) or not _SETS_ENVIRONMENT.search(section)}
     return {name: f for name, f in flags.items() if f}
+
+
+# A line that leaves variables in the shell's environment: export/unset, a bare
+# assignment, or sourcing a file.
+_SETS_ENVIRONMENT = re.compile(
+    r"""^[ \t]*(?:export|unset|source|\.)[ \t]|^[ \t]*[A-Za-z_][A-Za-z0-9_]*=(?:"[^"]*"|'[^']*'|\S*)[ \t]*(?:#.*)?$""",
+    re.MULTILINE)
 
 
 def run_fix(record: dict, snippets: dict, emit) -> dict[str, dict[str, str]] | None:
@@ -521,7 +532,7 @@ def _run_validation(record: dict, snippets: dict, states: dict | None, emit) -> 
     language, code = snippets["validationCode"]
     program = ["bash", "snippet.sh"] if language == "shell" else [sys.executable, "-I", "snippet.py"]
     files = {"snippet.sh" if language == "shell" else "snippet.py": code}
-    flags = fix_flags(snippets)
+    flags = fix_flags(snippets, states)
     names = [name for name in ("before", "after") if name in (states or {}) or name in flags]
     runs = [(name, (states or {}).get(name, {}), flags.get(name, []), name == "before") for name in names]
     for name, env, argv, must_fail in runs or [(None, {}, [], False)]:
