@@ -174,6 +174,12 @@ def test_validation_must_fail_before_and_pass_after(db_path, tmp_path, make_vari
     # a here-document's body is not a command
     ("vllm serve m --x 1\ncat > c.yaml <<'EOF'\nmax-num-seqs: 8\nEOF", ["--x", "1"]),
     ("vllm serve m --config c.yaml --y 2 <<-END\n\t--not a flag\n\tEND", ["--config", "c.yaml", "--y", "2"]),
+    # separators and redirections glued to a word; quoted ones are the value's
+    ("echo start; vllm serve m --x 1; echo done", ["--x", "1"]),
+    ("vllm serve m --x 1|tee log", ["--x", "1"]),
+    ("vllm serve m --x 1 >serve.log 2>&1", ["--x", "1"]),
+    ("vllm serve m --x 1 &>>serve.log", ["--x", "1"]),
+    ("python run.py --sep ';' --pipe 'a|b' --cmp '2>1'", ["--sep", ";", "--pipe", "a|b", "--cmp", "2>1"]),
 ])
 def test_command_flags_are_what_the_state_runs_with(section, flags):
     assert verify.command_flags(section) == flags

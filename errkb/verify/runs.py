@@ -242,7 +242,6 @@ def split_states(fix: str) -> dict[str, str] | None:
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _SEPARATORS = frozenset({"&&", "||", ";", "&"})
-_COMMAND_ENDS = frozenset({"|", ">", ">>", "2>", "2>&1", "<"})
 _PYTHONS = re.compile(r"(?:.*/)?python[0-9.]*")
 # Lines and commands that set up or report, never the program the flags are for.
 _NOT_COMMANDS = frozenset({"export", "unset", "cd", "set", "source", ".", "true", "false", ":", "echo", "sleep", "wait",
@@ -281,17 +280,18 @@ def command_flags(section: str) -> list[str] | None:
         lines.append(pending.strip())
     for line in reversed(lines):
         try:
-            tokens = shlex.split(line, comments=True)
+            tokens = _shell_words(line)
         except ValueError:  # unbalanced quotes: not a command errkb can read
             return None
         commands: list[list[str]] = [[]]
         for token in tokens:
-            if token in _SEPARATORS:
+            if isinstance(token, _Operator) and token in _SEPARATORS:
                 commands.append([])
             else:
                 commands[-1].append(token)
         for command in reversed(commands):
-            cut = next((i for i, t in enumerate(command) if t in _COMMAND_ENDS or t.startswith("<<")), len(command))
+            # A pipe or a redirection ends the command's own words (`2>&1 | tee log`, `<<EOF`).
+            cut = next((i for i, t in enumerate(command) if isinstance(t, _Operator)), len(command))
             command = _unwrapped(command[:cut])
             if not command or command[0] in _NOT_COMMANDS:
                 continue
@@ -299,6 +299,75 @@ def command_flags(section: str) -> list[str] | None:
             first = next((i for i in range(start, len(command)) if command[i].startswith("-")), None)
             return command[first:] if first is not None else None
     return None
+
+
+class _Operator(str):
+    """An unquoted shell operator (``;``, ``&&``, ``|``, a redirection), not a word."""
+
+
+def _shell_words(line: str) -> list[str]:
+    """A line's words as the shell splits them (quotes and backslashes undone, a comment left
+    out), with its unquoted operators as ``_Operator`` words even when glued to a word:
+    ``--x 1; echo``, ``--y 2|tee log``, ``>serve.log``, ``2>&1``. A quoted ``';'`` stays a
+    word. Raises ValueError on an unbalanced quote."""
+    words: list[str] = []
+    word: list[str] = []
+    started = False  # a word is open (also an empty quoted one: '')
+    i, n = 0, len(line)
+
+    def close() -> None:
+        nonlocal started
+        if started:
+            words.append("".join(word))
+        word.clear()
+        started = False
+
+    while i < n:
+        c = line[i]
+        if c in " \t":
+            close()
+            i += 1
+        elif c == "#" and not started:
+            break
+        elif c == "\\":
+            word.append(line[i + 1:i + 2])
+            started, i = True, i + 2
+        elif c in "'\"":
+            j = i + 1
+            while j < n and line[j] != c:
+                if c == '"' and line[j] == "\\" and line[j + 1:j + 2] in ('"', "\\"):
+                    j += 1
+                word.append(line[j])
+                j += 1
+            if j >= n:
+                raise ValueError("unbalanced quote")
+            started, i = True, j + 1
+        elif c in ";&|":
+            if c == "&" and line[i + 1:i + 2] == ">":  # &> and &>>: a redirection
+                close()
+                words.append(_Operator(">"))
+                i += 2
+                continue
+            close()
+            j = i
+            while j < n and line[j] in ";&|":
+                j += 1
+            words.append(_Operator(line[i:j]))
+            i = j
+        elif c in "<>":
+            if started and not "".join(word).isdigit():  # `a>b`: the shell ends the word a
+                close()
+            word.clear()
+            started = False  # 2>: the descriptor is the redirection's
+            words.append(_Operator(c))
+            i += 1
+            while i < n and line[i] in "<>&-":
+                i += 1
+        else:
+            word.append(c)
+            started, i = True, i + 1
+    close()
+    return words
 
 
 def _unwrapped(tokens: list[str]) -> list[str]:
