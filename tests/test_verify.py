@@ -180,6 +180,15 @@ def test_validation_must_fail_before_and_pass_after(db_path, tmp_path, make_vari
     ("vllm serve m --x 1 >serve.log 2>&1", ["--x", "1"]),
     ("vllm serve m --x 1 &>>serve.log", ["--x", "1"]),
     ("python run.py --sep ';' --pipe 'a|b' --cmp '2>1'", ["--sep", ";", "--pipe", "a|b", "--cmp", "2>1"]),
+    # a container's command, never the container tool's own options
+    ("docker run --gpus all -p 8000:8000 --ipc=host --rm vllm/vllm-openai:latest --model m --tp 2",
+     ["--model", "m", "--tp", "2"]),
+    ("docker run --runtime nvidia -e HF_TOKEN=x -v ~/.cache:/root/.cache img vllm serve m --max-model-len 8192",
+     ["--max-model-len", "8192"]),
+    ("sudo docker run -it --shm-size 16g img python3 -m vllm.entrypoints.openai.api_server --model m",
+     ["--model", "m"]),
+    ("docker exec -it vllm-server python -u check.py --a 1", ["--a", "1"]),
+    ("docker run --rm img", None),
 ])
 def test_command_flags_are_what_the_state_runs_with(section, flags):
     assert verify.command_flags(section) == flags

@@ -379,9 +379,40 @@ def _unwrapped(tokens: list[str]) -> list[str]:
             tokens = tokens[1:]
             while tokens and tokens[0] in _WRAPPER_OPTIONS:
                 tokens = tokens[1:]
+        elif tokens[0] in _CONTAINER_TOOLS and tokens[1:2] in (["run"], ["exec"]):
+            return _container_command(tokens[2:])
         else:
             break
     return tokens
+
+
+_CONTAINER_TOOLS = frozenset({"docker", "podman", "nerdctl"})
+# `docker run` / `docker exec` options that take a value as the next word (`--gpus all`);
+# any other option is a switch (`--rm`, `-it`) or carries its value (`--shm-size=16g`).
+_CONTAINER_VALUED = frozenset({
+    "-e", "--env", "--env-file", "-v", "--volume", "--mount", "-p", "--publish", "--name", "--gpus", "--shm-size",
+    "--ipc", "--network", "--net", "--runtime", "-w", "--workdir", "--entrypoint", "-u", "--user", "--device",
+    "--ulimit", "--cpus", "--cpuset-cpus", "-m", "--memory", "--platform", "-l", "--label", "--cap-add",
+    "--cap-drop", "--security-opt", "--restart", "--add-host", "-h", "--hostname", "--pull", "--log-driver",
+    "--log-opt", "--tmpfs", "--group-add", "--pid", "--uts", "--userns", "--cgroupns", "--stop-signal",
+    "--health-cmd", "--dns", "--expose", "--memory-swap", "--oom-score-adj", "--detach-keys",
+})
+
+
+def _container_command(tokens: list[str]) -> list[str]:
+    """What runs inside the container of ``docker run [options] IMAGE [ARGS]`` (or ``docker exec
+    [options] CONTAINER CMD``): the container's command, unwrapped, when ARGS name one; else the
+    image followed by ARGS, which its entrypoint takes (`vllm/vllm-openai --model m`), so that
+    the container tool's own options (`--gpus all`, `-p 8000:8000`) are never the program's flags."""
+    i = 0
+    while i < len(tokens) and tokens[i].startswith("-") and tokens[i] != "--":
+        i += 2 if tokens[i] in _CONTAINER_VALUED else 1
+    if i < len(tokens) and tokens[i] == "--":
+        i += 1
+    image, args = tokens[i:i + 1], tokens[i + 1:]
+    if args and not args[0].startswith("-"):
+        return _unwrapped(args)
+    return image + args
 
 
 def _python_args_start(tokens: list[str]) -> int:
