@@ -82,14 +82,12 @@ def test_dataset_has_at_least_25_new_records_in_wrapper_form():
         assert path == DATA / rec["repo"] / f"{rec['slug']}.json", f"{path}: must live at data/<repo>/<slug>.json"
 
 
-def test_every_file_in_data_lints_clean_but_the_validations_that_judge_a_setup_of_their_own():
+def test_every_file_in_data_lints_clean():
+    # The four validations that started an engine of a model and flags written into the code (W501)
+    # now start it from the user's own `vllm serve` arguments.
     result = CliRunner().invoke(cli, ["lint", str(DATA), "--json"])
     assert result.exit_code == 0, result.output
-    findings = json.loads(result.output)
-    # These four start an engine of a model and flags written into the code (LLM(model="Qwen/...",
-    # gpu_memory_utilization=0.9)): they judge that setup, never the user's. Unproven, and said so.
-    assert sorted((f["code"], f["record_id"][:8]) for f in findings) == [
-        ("W501", "1a26768f"), ("W501", "94bf72f3"), ("W501", "b71de351"), ("W501", "cf6947ec")]
+    assert json.loads(result.output) == []
 
 
 def test_ids_and_slugs_are_unique():
