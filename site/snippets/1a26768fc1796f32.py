@@ -22,10 +22,43 @@ ANALYZED_SHA = '6ae52299e0b5dc74b480709e4a08d93c8cb13916'
 
 
 def validate() -> None:
-    from vllm import LLM
-    llm = LLM(model="meta-llama/Llama-3.1-8B-Instruct", max_model_len=16384)
-    cache = llm.llm_engine.cache_config
-    assert cache.block_size * cache.num_gpu_blocks >= llm.llm_engine.model_config.max_model_len
+    # Judges your setup: pass your `vllm serve` arguments, e.g.
+    #   python check.py meta-llama/Llama-3.1-8B-Instruct --max-model-len 16384
+    # It starts the engine as `vllm serve` does (vLLM's own parser and engine), then checks that the KV cache
+    # holds one request of the full max_model_len.
+    # A start-up that fails raises here, with vLLM's own error ("The model's max seq len (...) is larger than the maximum
+    # number of tokens that can be stored in KV cache" when it does not).
+    import sys
+
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.engine.llm_engine import LLMEngine
+
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        try:
+            from vllm.utils import FlexibleArgumentParser
+        except ImportError:  # vLLM before 0.5
+            from argparse import ArgumentParser as FlexibleArgumentParser
+
+
+    def main():
+        parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+        parser.add_argument("model_tag", nargs="?", help="the model, as `vllm serve MODEL` takes it")
+        args = parser.parse_args(sys.argv[1:])
+        if args.model_tag:
+            args.model = args.model_tag
+        engine = LLMEngine.from_engine_args(EngineArgs.from_cli_args(args))
+        config = getattr(engine, "vllm_config", engine)  # V1 keeps the configs in vllm_config
+        cache, model = config.cache_config, config.model_config
+        capacity = cache.block_size * cache.num_gpu_blocks
+        assert capacity >= model.max_model_len, (
+            f"max_model_len {model.max_model_len} > {capacity} tokens of KV cache: lower --max-model-len")
+        print(f"KV cache holds {capacity} tokens >= max_model_len {model.max_model_len}")
+
+
+    if __name__ == "__main__":  # vLLM may start its workers with spawn, which imports this file again
+        main()
 
 
 def main() -> int:

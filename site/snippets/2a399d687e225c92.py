@@ -23,17 +23,17 @@ ANALYZED_SHA = '6170845ea8a4b7bd51506e31b76f3ad9e2e140b9'
 
 def validate() -> None:
     import inspect
-    import os
     import sys
 
     import torch.distributed as dist
 
-    # Run in the job's environment; python validate.py --local-sync when your subgroups are created with
-    # new_group(..., use_local_synchronization=True) on their own ranks only.
-    barrier = os.environ.get("TORCH_DIST_INIT_BARRIER", "0") == "1"
+    # python validate.py --all-ranks | --member-ranks [--local-sync]: whether every rank of the job calls each new_group()
+    # (same groups, same order) or only the group's own ranks do; --local-sync: they pass use_local_synchronization=True.
     local = "--local-sync" in sys.argv[1:] and "use_local_synchronization" in inspect.signature(dist.new_group).parameters
-    assert not barrier or local, ("TORCH_DIST_INIT_BARRIER=1: every new_group() waits for all ranks of the world in a store "
-                                  "barrier; create groups on every rank, or pass use_local_synchronization=True")
+    assert "--all-ranks" in sys.argv[1:] or local, (
+        "new_group() is called on the group's own ranks only: it ends in a store-based barrier that waits for every rank "
+        "of the world, so they time out; call new_group() on every rank in the same order (or, on a torch that has it, "
+        "pass use_local_synchronization=True)")
 
 
 def main() -> int:

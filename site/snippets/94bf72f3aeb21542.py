@@ -22,9 +22,41 @@ ANALYZED_SHA = '0018dd01c9a9f22622c2373228101b6a1e6dc7f6'
 
 
 def validate() -> None:
-    from vllm import LLM
-    llm = LLM(model="Qwen/Qwen3-0.6B", max_model_len=4096)
-    assert llm.llm_engine.vllm_config.cache_config.num_gpu_blocks, "engine did not finish start-up"
+    # Judges your setup: pass your `vllm serve` arguments, e.g.
+    #   python check.py Qwen/Qwen3-8B --max-model-len 16384
+    # It starts the engine as `vllm serve` does (vLLM's own parser and engine), then checks that every EngineCore process
+    # finished start-up.
+    # A start-up that fails raises here, with vLLM's own error (for this wrapper: the EngineCore's own error, the one to fix, logged
+    # above it).
+    import sys
+
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.engine.llm_engine import LLMEngine
+
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        try:
+            from vllm.utils import FlexibleArgumentParser
+        except ImportError:  # vLLM before 0.5
+            from argparse import ArgumentParser as FlexibleArgumentParser
+
+
+    def main():
+        parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+        parser.add_argument("model_tag", nargs="?", help="the model, as `vllm serve MODEL` takes it")
+        args = parser.parse_args(sys.argv[1:])
+        if args.model_tag:
+            args.model = args.model_tag
+        engine = LLMEngine.from_engine_args(EngineArgs.from_cli_args(args))
+        config = getattr(engine, "vllm_config", engine)  # V1 keeps the configs in vllm_config
+        cache, model = config.cache_config, config.model_config
+        assert cache.num_gpu_blocks, "the engine started without a KV cache"
+        print(f"engine started: {cache.num_gpu_blocks} KV cache blocks of {cache.block_size} tokens")
+
+
+    if __name__ == "__main__":  # vLLM may start its workers with spawn, which imports this file again
+        main()
 
 
 def main() -> int:

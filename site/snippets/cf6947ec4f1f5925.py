@@ -22,9 +22,42 @@ ANALYZED_SHA = '6ae52299e0b5dc74b480709e4a08d93c8cb13916'
 
 
 def validate() -> None:
-    from vllm import LLM
-    llm = LLM(model="Qwen/Qwen2.5-0.5B-Instruct", gpu_memory_utilization=0.9)
-    assert llm.llm_engine.cache_config.num_gpu_blocks > 0, "no KV cache blocks were allocated"
+    # Judges your setup: pass your `vllm serve` arguments, e.g.
+    #   python check.py Qwen/Qwen2.5-7B-Instruct --gpu-memory-utilization 0.9
+    # It starts the engine as `vllm serve` does (vLLM's own parser and engine), then checks that the memory
+    # profile left room for KV cache blocks.
+    # A start-up that fails raises here, with vLLM's own error ("No available memory for the cache blocks" when the
+    # weights and activations take all of gpu_memory_utilization x the GPU's memory).
+    import sys
+
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.engine.llm_engine import LLMEngine
+
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        try:
+            from vllm.utils import FlexibleArgumentParser
+        except ImportError:  # vLLM before 0.5
+            from argparse import ArgumentParser as FlexibleArgumentParser
+
+
+    def main():
+        parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+        parser.add_argument("model_tag", nargs="?", help="the model, as `vllm serve MODEL` takes it")
+        args = parser.parse_args(sys.argv[1:])
+        if args.model_tag:
+            args.model = args.model_tag
+        engine = LLMEngine.from_engine_args(EngineArgs.from_cli_args(args))
+        config = getattr(engine, "vllm_config", engine)  # V1 keeps the configs in vllm_config
+        cache, model = config.cache_config, config.model_config
+        assert cache.num_gpu_blocks and cache.num_gpu_blocks > 0, "no KV cache blocks were allocated"
+        print(f"KV cache: {cache.num_gpu_blocks} blocks of {cache.block_size} tokens, "
+              f"gpu_memory_utilization={cache.gpu_memory_utilization}")
+
+
+    if __name__ == "__main__":  # vLLM may start its workers with spawn, which imports this file again
+        main()
 
 
 def main() -> int:
