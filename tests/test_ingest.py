@@ -129,9 +129,11 @@ def _hostile_json() -> dict[str, tuple[bytes, str]]:
         "utf16.json": (seed.encode("utf-16"), ":1:1: E100 unreadable invalid JSON: the file is UTF-16 (it starts with a "
                                               "UTF-16 byte-order mark); records are read as UTF-8"),
         "notes.md": (b"# notes\n", ":1:1: E100 unreadable invalid JSON: a JSON value cannot start with '# notes'"),
-        # compressed: one reject for the whole file, not one per "\n{" found in the binary
-        "records.jsonl.gz": (gzip.compress(((seed + "\n") * 50).encode(), mtime=0),
-                             ":1:1: E100 unreadable invalid JSON: the file is gzip-compressed; decompress it first (gunzip)"),
+        # compressed twice (a gzip file is read as what it holds, once): one reject for the whole
+        # file, not one per "\n{" found in the binary
+        "records.jsonl.gz": (gzip.compress(gzip.compress(((seed + "\n") * 50).encode(), mtime=0), mtime=0),
+                             ":1:1: E100 unreadable invalid JSON: gzip-compressed data inside gzip-compressed data; "
+                             "decompress the outer layer first"),
         "latin1.jsonl": (b"\xe4rger\n", ":1:1: E100 unreadable invalid JSON: invalid UTF-8 byte 0xe4 at 1:1, not JSON text"),
         "null.txt": (b'{"record": null, "datasetVersion": "v"}',
                      ':1:1: E100 unreadable the wrapper\'s "record" is null, not a record object'),

@@ -4,7 +4,9 @@ One reader, :func:`read_records`, accepts the dataset's wrapper
 ``{"record": {...}, "datasetVersion": "..."}``, a bare record, a JSON array of
 either, JSON Lines of either (or any whitespace-separated sequence of JSON values,
 so a single pretty-printed document works too), and folders of such files,
-whatever their extension (the seed file ends in ``.txt``).
+whatever their extension (the seed file ends in ``.txt``). A gzip-compressed file
+(``records.jsonl.gz``, known by its magic bytes, not its name) is read as what it
+holds, streamed like any other.
 
 Files are streamed in chunks, so a 100 MB file is never held whole in memory. The
 reader never raises on bad content: every value it cannot turn into a record comes
@@ -205,16 +207,83 @@ def read_records(paths: Iterable[str | os.PathLike]) -> Iterator[SourcedRecord]:
 
 
 def read_file(path: Path) -> Iterator[SourcedRecord]:
-    """Every value in one file (``-`` is standard input)."""
+    """Every value in one file (``-`` is standard input), gzip-compressed or not."""
     if str(path) == "-":
-        yield from _ValueStream(sys.stdin.buffer, "<stdin>").values()
+        yield from _values(sys.stdin.buffer, "<stdin>")
         return
     try:
         handle = open(path, "rb")
     except OSError as e:
         raise InputError(f"{one_line(file_name(path))}: cannot open: {e.strerror or e}") from e
     with handle:
-        yield from _ValueStream(handle, file_name(path)).values()
+        yield from _values(handle, file_name(path))
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _values(handle, name: str) -> Iterator[SourcedRecord]:
+    peek = getattr(handle, "peek", None)
+    if peek is not None:
+        head = peek(2)[:2]
+    else:  # a stream that cannot peek (a pipe-like wrapper): its first bytes go back in front
+        head = handle.read(2)
+        handle = _Prefixed(head, handle)
+    if head != GZIP_MAGIC:
+        yield from _ValueStream(handle, name).values()
+        return
+    data = _Gunzipped(handle)
+    stream = _ValueStream(data, name)
+    yield from stream.values()
+    if data.error:
+        # What came before the damage is read; the damage itself is one reject where it starts.
+        yield SourcedRecord(None, b"", stream.end_origin(), error=data.error)
+
+
+class _Prefixed:
+    """A stream with bytes already read from it put back in front."""
+
+    def __init__(self, prefix: bytes, handle):
+        self._prefix, self._handle = prefix, handle
+
+    def read(self, size: int = -1) -> bytes:
+        if self._prefix:
+            out, self._prefix = self._prefix, b""
+            return out
+        return self._handle.read(size)
+
+    def readinto(self, buffer) -> int:  # GzipFile reads through this
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+class _Gunzipped:
+    """A gzip stream read as the bytes it holds, in bounded memory whatever it expands to.
+    Corrupt or cut-short data ends the bytes there and says why (``error``), so the
+    records before it are kept and the damage is a reject, not an internal error."""
+
+    def __init__(self, handle):
+        import gzip
+
+        self._gzip = gzip.GzipFile(fileobj=handle, mode="rb")
+        self.read_bytes = 0
+        self.error: str | None = None
+
+    def read(self, size: int) -> bytes:
+        import zlib
+
+        if self.error:
+            return b""
+        try:
+            # read1: what one step decompressed; read() drops what it had when the data breaks off.
+            chunk = self._gzip.read1(size)
+        except (OSError, EOFError, zlib.error) as e:
+            self.error = (f"the gzip data is corrupt or cut short after {self.read_bytes} decompressed bytes "
+                          f"({one_line(str(e)) or type(e).__name__}): the rest of the file is not read")
+            return b""
+        self.read_bytes += len(chunk)
+        return chunk
 
 
 def _deeper_than(value, limit: int) -> bool:
@@ -332,6 +401,10 @@ class _ValueStream:
         self.eof = False
         self.not_text = False  # the data is not JSON text at all (binary, gzip, UTF-16)
 
+    def end_origin(self) -> Origin:
+        """Where the data read so far ends."""
+        return self._where(len(self.buf))
+
     # -- buffer management -------------------------------------------------
     def _fill(self) -> bool:
         if self.eof:
@@ -424,8 +497,8 @@ class _ValueStream:
                 self.not_text = True
                 if head in ("\udcff\udcfe", "\udcfe\udcff"):
                     return "the file is UTF-16 (it starts with a UTF-16 byte-order mark); records are read as UTF-8"
-                if head == "\x1f\udc8b":
-                    return "the file is gzip-compressed; decompress it first (gunzip)"
+                if head == "\x1f\udc8b":  # read_file opens a gzip file; this one was inside one
+                    return "gzip-compressed data inside gzip-compressed data; decompress the outer layer first"
                 if "\x00" in self.buf[start : start + 64]:
                     return "binary data (NUL bytes), not JSON text"
                 self.not_text = False
