@@ -289,3 +289,39 @@ def test_log_with_many_distinct_errors_explains_the_first_few(tmp_path, make_var
                              "`errkb show ID` one record.\n")
     r = CliRunner().invoke(cli, ["explain", "--db", str(db), "--all"], input=log)
     assert r.stdout.count("\nHow to fix\n") == n and "more known error" not in r.stdout
+
+
+# A vLLM start-up log as the API server prints it: the EngineCore's own error (here in the
+# wording of a release before the record's, which added a docs link), then the front-end's wrapper.
+ENGINE_STARTUP_LOG = """\
+(EngineCore_DP0 pid=2046) ERROR 08-14 13:42:40 [core.py:700] EngineCore failed to start.
+(EngineCore_DP0 pid=2046) ERROR 08-14 13:42:40 [core.py:700] Traceback (most recent call last):
+(EngineCore_DP0 pid=2046) ERROR 08-14 13:42:40 [core.py:700]   File "/usr/lib/python3.12/site-packages/vllm/v1/core/kv_cache_utils.py", line 700, in check_enough_kv_cache_memory
+(EngineCore_DP0 pid=2046) ERROR 08-14 13:42:40 [core.py:700]     raise ValueError(
+(EngineCore_DP0 pid=2046) ERROR 08-14 13:42:40 [core.py:700] ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the available KV cache memory (4.50 GiB). Based on the available memory, the estimated maximum model length is 36864. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.
+(APIServer pid=1969) Traceback (most recent call last):
+(APIServer pid=1969)   File "/usr/lib/python3.12/site-packages/vllm/v1/engine/utils.py", line 750, in wait_for_engine_startup
+(APIServer pid=1969)     raise RuntimeError("Engine core initialization failed. "
+(APIServer pid=1969) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore_DP0': 1}
+"""
+
+
+def test_a_matched_wrapper_does_not_hide_a_near_match_of_the_cause_above_it(data_db):
+    code, data, _ = explain_json(data_db, args=[ENGINE_STARTUP_LOG])
+    assert code == 0
+    assert [m["id"] for m in data["matches"]] == ["94bf72f3aeb21542"]  # the wrapper, matched exactly
+    assert data["nearMatches"][0]["id"] == "9ab8fc1f08d7fd42"  # its cause, in an older release's wording
+    assert "94bf72f3aeb21542" not in [n["id"] for n in data["nearMatches"]]
+    human = CliRunner().invoke(cli, ["explain", "--db", str(data_db), ENGINE_STARTUP_LOG])
+    assert human.exit_code == 0
+    assert ("Also in this log, similar to known errors but not exact (the message may have\n"
+            "changed between versions):\n") in human.stdout
+    assert "see it:  errkb show 9ab8fc1f08d7fd42" in human.stdout
+
+
+def test_an_unrelated_error_beside_a_match_gets_no_near_match(data_db):
+    log = ("Traceback (most recent call last):\n  File \"x.py\", line 3, in <module>\n"
+           "ValueError: invalid literal for int() with base 10: 'abc'\n" + ENGINE_STARTUP_LOG.split("\n", 5)[5])
+    code, data, _ = explain_json(data_db, args=[log])
+    assert code == 0 and [m["id"] for m in data["matches"]] == ["94bf72f3aeb21542"]
+    assert data["nearMatches"] == []

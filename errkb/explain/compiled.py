@@ -28,7 +28,7 @@ import json
 import types
 from pathlib import Path
 
-TEMPLATES = ("explain.txt.j2", "_explain_record.txt.j2")
+TEMPLATES = ("explain.txt.j2", "_explain_record.txt.j2", "_explain_near.txt.j2")
 COMPILED_DIR = Path(__file__).resolve().parent / "compiled_templates"
 MANIFEST = COMPILED_DIR / "manifest.json"
 

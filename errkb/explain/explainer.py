@@ -37,8 +37,9 @@ MAX_LINE_BYTES = 1 << 20
 LINE_TAIL_BYTES = 64 << 10
 READ_CHUNK = 1 << 16
 # Unmatched messages kept from a log (only those naming an error class) to look for
-# near matches when nothing in the log matched.
+# near matches; beside exact matches, at most this many are shown.
 NEAR_CANDIDATES_FROM_LOG = 20
+NEAR_BESIDE_MATCHES = 3
 # A log is matched in batches (one prefilter scan each) of at most this many
 # messages and bytes, so long lines cannot make a batch large.
 LOG_BATCH_MESSAGES = 4096
@@ -334,8 +335,13 @@ def _explain_log(kb: KnowledgeBase, lines: Iterator, all_matches: bool) -> Expla
         f.occurrences = counts[record_id]
         found.append(f)
     near = []
-    if not found and unmatched:
+    if unmatched:
+        # Also beside exact matches: a log's known wrapper ("Engine core initialization failed.
+        # See root cause above.") often sits under the cause, a message of another release.
         near = _near(kb, [t for forms in unmatched.values() for t in forms])
+        if found:
+            matched = {f.record_id for f in found}
+            near = [n for n in near if n.record_id not in matched][:NEAR_BESIDE_MATCHES]
     return Explanation("log", found, near, last_line, kb.skipped, [], kb.dataset_hash)
 
 

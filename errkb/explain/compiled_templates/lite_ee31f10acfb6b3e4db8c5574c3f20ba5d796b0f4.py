@@ -20,28 +20,22 @@ def root(context, missing=missing):
         def t_1(*unused):
             raise TemplateRuntimeError("No filter named 'format' found.")
     try:
-        t_2 = environment.filters['join']
+        t_2 = environment.filters['length']
     except KeyError:
         @internalcode
         def t_2(*unused):
-            raise TemplateRuntimeError("No filter named 'join' found.")
+            raise TemplateRuntimeError("No filter named 'length' found.")
     try:
-        t_3 = environment.filters['length']
+        t_3 = environment.filters['style']
     except KeyError:
         @internalcode
         def t_3(*unused):
-            raise TemplateRuntimeError("No filter named 'length' found.")
+            raise TemplateRuntimeError("No filter named 'style' found.")
     try:
-        t_4 = environment.filters['style']
+        t_4 = environment.filters['wrap']
     except KeyError:
         @internalcode
         def t_4(*unused):
-            raise TemplateRuntimeError("No filter named 'style' found.")
-    try:
-        t_5 = environment.filters['wrap']
-    except KeyError:
-        @internalcode
-        def t_5(*unused):
             raise TemplateRuntimeError("No filter named 'wrap' found.")
     pass
     l_0_e = (undefined(name='explanation') if l_0_explanation is missing else l_0_explanation)
@@ -49,12 +43,12 @@ def root(context, missing=missing):
     context.exported_vars.add('e')
     if ((environment.getattr((undefined(name='e') if l_0_e is missing else l_0_e), 'mode') == 'log') and (undefined(name='shown') if l_0_shown is missing else l_0_shown)):
         pass
-        yield str(environment.finalize(t_4(t_1('%d known error%s in %d line%s', t_3((undefined(name='listed') if l_0_listed is missing else l_0_listed)), ('' if (t_3((undefined(name='listed') if l_0_listed is missing else l_0_listed)) == 1) else 's'), environment.getattr((undefined(name='e') if l_0_e is missing else l_0_e), 'lines'), ('' if (environment.getattr((undefined(name='e') if l_0_e is missing else l_0_e), 'lines') == 1) else 's')), 'heading')))
+        yield str(environment.finalize(t_3(t_1('%d known error%s in %d line%s', t_2((undefined(name='listed') if l_0_listed is missing else l_0_listed)), ('' if (t_2((undefined(name='listed') if l_0_listed is missing else l_0_listed)) == 1) else 's'), environment.getattr((undefined(name='e') if l_0_e is missing else l_0_e), 'lines'), ('' if (environment.getattr((undefined(name='e') if l_0_e is missing else l_0_e), 'lines') == 1) else 's')), 'heading')))
         yield '\n'
         for l_1_v in (undefined(name='listed') if l_0_listed is missing else l_0_listed):
             _loop_vars = {}
             pass
-            yield str(environment.finalize(t_5(t_1('%6d x  lines %d-%d  %s  %s', environment.getattr(environment.getattr(environment.getattr(l_1_v, 'f'), 'occurrences'), 'count'), environment.getattr(environment.getattr(environment.getattr(l_1_v, 'f'), 'occurrences'), 'first_line'), environment.getattr(environment.getattr(environment.getattr(l_1_v, 'f'), 'occurrences'), 'last_line'), (environment.getattr(environment.getattr(l_1_v, 'f'), 'error_class') or 'Error'), environment.getattr(environment.getattr(l_1_v, 'f'), 'slug')), 0, 12)))
+            yield str(environment.finalize(t_4(t_1('%6d x  lines %d-%d  %s  %s', environment.getattr(environment.getattr(environment.getattr(l_1_v, 'f'), 'occurrences'), 'count'), environment.getattr(environment.getattr(environment.getattr(l_1_v, 'f'), 'occurrences'), 'first_line'), environment.getattr(environment.getattr(environment.getattr(l_1_v, 'f'), 'occurrences'), 'last_line'), (environment.getattr(environment.getattr(l_1_v, 'f'), 'error_class') or 'Error'), environment.getattr(environment.getattr(l_1_v, 'f'), 'slug')), 0, 12)))
             yield '\n'
         l_1_v = missing
         l_1_loop = missing
@@ -63,7 +57,7 @@ def root(context, missing=missing):
             _loop_vars = {}
             pass
             yield '\n'
-            yield str(environment.finalize(t_4(context.call(environment.getattr(t_1('-- %d/%d ', environment.getattr(l_1_loop, 'index'), t_3((undefined(name='listed') if l_0_listed is missing else l_0_listed))), 'ljust'), (undefined(name='width') if l_1_width is missing else l_1_width), '-', _loop_vars=_loop_vars), 'dim')))
+            yield str(environment.finalize(t_3(context.call(environment.getattr(t_1('-- %d/%d ', environment.getattr(l_1_loop, 'index'), t_2((undefined(name='listed') if l_0_listed is missing else l_0_listed))), 'ljust'), (undefined(name='width') if l_1_width is missing else l_1_width), '-', _loop_vars=_loop_vars), 'dim')))
             yield '\n'
             template = environment.get_template('_explain_record.txt.j2', 'explain.txt.j2')
             gen = template.root_render_func(template.new_context(context.get_all(), True, {'loop': l_1_loop, 'v': l_1_v, 'e': l_0_e}))
@@ -75,8 +69,17 @@ def root(context, missing=missing):
         if (undefined(name='others') if l_0_others is missing else l_0_others):
             pass
             yield '\n'
-            yield str(environment.finalize(t_4(t_5(t_1('%d more known error%s listed above; `errkb explain --all` explains every one, `errkb show ID` one record.', (undefined(name='others') if l_0_others is missing else l_0_others), ('' if ((undefined(name='others') if l_0_others is missing else l_0_others) == 1) else 's')), 0), 'dim')))
+            yield str(environment.finalize(t_3(t_4(t_1('%d more known error%s listed above; `errkb explain --all` explains every one, `errkb show ID` one record.', (undefined(name='others') if l_0_others is missing else l_0_others), ('' if ((undefined(name='others') if l_0_others is missing else l_0_others) == 1) else 's')), 0), 'dim')))
             yield '\n'
+        if (undefined(name='near') if l_0_near is missing else l_0_near):
+            pass
+            yield '\nAlso in this log, similar to known errors but not exact (the message may have\nchanged between versions):\n'
+            template = environment.get_template('_explain_near.txt.j2', 'explain.txt.j2')
+            gen = template.root_render_func(template.new_context(context.get_all(), True, {'e': l_0_e}))
+            try:
+                for event in gen:
+                    yield event
+            finally: gen.close()
     elif (undefined(name='shown') if l_0_shown is missing else l_0_shown):
         pass
         l_1_loop = missing
@@ -87,7 +90,7 @@ def root(context, missing=missing):
             if (not environment.getattr(l_1_loop, 'first')):
                 pass
                 yield '\n'
-                yield str(environment.finalize(t_4(context.call(environment.getattr(t_1('-- match %d/%d ', environment.getattr(l_1_loop, 'index'), t_3((undefined(name='shown') if l_0_shown is missing else l_0_shown))), 'ljust'), (undefined(name='width') if l_1_width is missing else l_1_width), '-', _loop_vars=_loop_vars), 'dim')))
+                yield str(environment.finalize(t_3(context.call(environment.getattr(t_1('-- match %d/%d ', environment.getattr(l_1_loop, 'index'), t_2((undefined(name='shown') if l_0_shown is missing else l_0_shown))), 'ljust'), (undefined(name='width') if l_1_width is missing else l_1_width), '-', _loop_vars=_loop_vars), 'dim')))
                 yield '\n'
             template = environment.get_template('_explain_record.txt.j2', 'explain.txt.j2')
             gen = template.root_render_func(template.new_context(context.get_all(), True, {'loop': l_1_loop, 'v': l_1_v, 'e': l_0_e}))
@@ -99,48 +102,21 @@ def root(context, missing=missing):
         if (undefined(name='others') if l_0_others is missing else l_0_others):
             pass
             yield '\n'
-            yield str(environment.finalize(t_4(t_5(t_1('%d other record%s also matched; `errkb explain --all` shows %s with %s score%s.', (undefined(name='others') if l_0_others is missing else l_0_others), ('' if ((undefined(name='others') if l_0_others is missing else l_0_others) == 1) else 's'), ('it' if ((undefined(name='others') if l_0_others is missing else l_0_others) == 1) else 'them all'), ('its' if ((undefined(name='others') if l_0_others is missing else l_0_others) == 1) else 'their'), ('' if ((undefined(name='others') if l_0_others is missing else l_0_others) == 1) else 's')), 0), 'dim')))
+            yield str(environment.finalize(t_3(t_4(t_1('%d other record%s also matched; `errkb explain --all` shows %s with %s score%s.', (undefined(name='others') if l_0_others is missing else l_0_others), ('' if ((undefined(name='others') if l_0_others is missing else l_0_others) == 1) else 's'), ('it' if ((undefined(name='others') if l_0_others is missing else l_0_others) == 1) else 'them all'), ('its' if ((undefined(name='others') if l_0_others is missing else l_0_others) == 1) else 'their'), ('' if ((undefined(name='others') if l_0_others is missing else l_0_others) == 1) else 's')), 0), 'dim')))
             yield '\n'
     else:
         pass
-        yield str(environment.finalize(t_5(t_1('No known error matches this %s.', (t_1('log (%d lines)', environment.getattr((undefined(name='e') if l_0_e is missing else l_0_e), 'lines')) if (environment.getattr((undefined(name='e') if l_0_e is missing else l_0_e), 'mode') == 'log') else 'text')), 0)))
+        yield str(environment.finalize(t_4(t_1('No known error matches this %s.', (t_1('log (%d lines)', environment.getattr((undefined(name='e') if l_0_e is missing else l_0_e), 'lines')) if (environment.getattr((undefined(name='e') if l_0_e is missing else l_0_e), 'mode') == 'log') else 'text')), 0)))
         yield '\n'
         if (undefined(name='near') if l_0_near is missing else l_0_near):
             pass
             yield '\nSimilar, not exact (the message may have changed between versions):\n'
-            for l_1_n in (undefined(name='near') if l_0_near is missing else l_0_near):
-                l_1_parts = resolve('parts')
-                _loop_vars = {}
-                pass
-                yield '\n'
-                yield str(environment.finalize(t_5(t_1('%.2f  %s  %s  (%s)', environment.getattr(environment.getattr(l_1_n, 'n'), 'similarity'), (environment.getattr(environment.getattr(l_1_n, 'n'), 'error_class') or 'Error'), environment.getattr(environment.getattr(l_1_n, 'n'), 'repo'), t_2(context.eval_ctx, environment.getattr(environment.getattr(l_1_n, 'n'), 'closeness'), ', ')), 2, 8)))
-                yield '\n'
-                yield str(environment.finalize(t_5(environment.getattr(environment.getattr(l_1_n, 'n'), 'slug'), 8)))
-                yield '\n'
-                if environment.getattr(l_1_n, 'differences'):
-                    pass
-                    l_1_parts = []
-                    _loop_vars['parts'] = l_1_parts
-                    for l_2_d in environment.getattr(l_1_n, 'differences'):
-                        _loop_vars = {}
-                        pass
-                        if (environment.getattr(l_2_d, 'op') == 'changed'):
-                            pass
-                            context.call(environment.getattr((undefined(name='parts') if l_1_parts is missing else l_1_parts), 'append'), str_join((environment.getattr(l_2_d, 'record'), ' -> ', environment.getattr(l_2_d, 'text'), )), _loop_vars=_loop_vars)
-                        elif (environment.getattr(l_2_d, 'op') == 'missing'):
-                            pass
-                            context.call(environment.getattr((undefined(name='parts') if l_1_parts is missing else l_1_parts), 'append'), str_join(('no ', environment.getattr(l_2_d, 'record'), )), _loop_vars=_loop_vars)
-                        else:
-                            pass
-                            context.call(environment.getattr((undefined(name='parts') if l_1_parts is missing else l_1_parts), 'append'), str_join(('extra ', environment.getattr(l_2_d, 'text'), )), _loop_vars=_loop_vars)
-                    l_2_d = missing
-                    yield str(environment.finalize(t_5(str_join(('differs: ', t_2(context.eval_ctx, (undefined(name='parts') if l_1_parts is missing else l_1_parts), '; '), )), 8, 10)))
-                    yield '\n'
-                yield str(environment.finalize(t_4(t_5(str_join(('record:  ', (environment.getattr(environment.getattr(l_1_n, 'r'), 'errorMessage') or ''), )), 8, 17), 'dim')))
-                yield '\n'
-                yield str(environment.finalize(t_4(t_5(str_join(('see it:  errkb show ', environment.getattr(environment.getattr(l_1_n, 'n'), 'record_id'), )), 8, 17), 'dim')))
-                yield '\n'
-            l_1_n = l_1_parts = missing
+            template = environment.get_template('_explain_near.txt.j2', 'explain.txt.j2')
+            gen = template.root_render_func(template.new_context(context.get_all(), True, {'e': l_0_e}))
+            try:
+                for event in gen:
+                    yield event
+            finally: gen.close()
 
 blocks = {}
-debug_info = '4=47&5=50&6=52&7=54&8=57&10=61&12=66&13=68&15=75&17=78&19=80&20=83&21=87&23=90&25=92&27=99&29=102&32=106&33=108&36=111&38=116&39=118&40=120&41=122&42=124&43=127&45=137&47=139&48=141'
+debug_info = '4=41&5=44&6=46&7=48&8=51&10=55&12=60&13=62&15=69&17=72&19=74&22=77&24=83&25=86&26=90&28=93&30=95&32=102&34=105&37=109&38=111&41=114'
