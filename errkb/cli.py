@@ -297,7 +297,11 @@ def _record_text(record: dict) -> str:
 @db_option
 @json_option
 def show(key, history, db_path, as_json):
-    """Show one record by id, slug or OWNER/NAME/SLUG (--json: exactly as ingested)."""
+    """Show one record by id, slug or OWNER/NAME/SLUG (--json: exactly as ingested).
+
+    A slug that several records share (one message raised at several sites of a repo)
+    names them all: show one by its id.
+    """
     with open_store(db_path, read_only=True) as store:
         record = store.get(key)
         if record is None:

@@ -73,6 +73,16 @@ def variant(record: dict, i: int) -> dict:
     return rec
 
 
+def raised_elsewhere(record: dict, file_path: str) -> dict:
+    """``record`` as the upstream generator writes the same message raised in another file:
+    its own id, filePath and githubUrl, the same message and so the same (cut) slug."""
+    rec = copy.deepcopy(record)
+    rec["githubUrl"] = rec["githubUrl"].replace(f"/{rec['filePath']}#", f"/{file_path}#", 1)
+    rec["filePath"] = file_path
+    rec["id"] = hashlib.sha256(f"{rec['repo']}\n{file_path}\n{rec['messagePattern']}".encode()).hexdigest()[:16]
+    return rec
+
+
 def real_records(data: Path) -> list[dict]:
     """The records under ``data`` that read cleanly."""
     from errkb.records.read import read_records

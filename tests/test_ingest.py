@@ -180,12 +180,18 @@ def test_same_id_twice_with_different_content_keeps_first_rejects_second(db_path
     assert f"{path}:2:1: E401 duplicate-id [{SEED_ID}] id {SEED_ID} already appears at {path}:1:1 with different content" in result.stderr
 
 
-def test_duplicate_slug_against_the_store(db_path, tmp_path, make_variant, seed_record):
+def test_a_slug_shared_with_a_stored_record_is_accepted_with_a_warning(db_path, tmp_path, make_variant, seed_record):
     run("ingest", "--db", db_path, SEED_FILE)
     clash = {**make_variant(1), "slug": seed_record["slug"]}
     result = run("ingest", "--db", db_path, write_jsonl(tmp_path / "clash.jsonl", [clash]))
-    assert result.exit_code == 1
-    assert f"slug '{seed_record['slug']}' of vllm-project/vllm is already used by record {SEED_ID} in the store" in result.stderr
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "1 new, 0 updated, 0 unchanged, 0 rejected\n"
+    with Store.open(db_path, read_only=True) as store:
+        (finding,) = store.findings(clash["id"])
+    assert (finding["code"], finding["level"]) == ("W402", "warning")
+    assert finding["message"] == (
+        f"slug '{seed_record['slug']}' of vllm-project/vllm is also record {SEED_ID} (in the store): each has its own "
+        f"fix page, errors/vllm-project/vllm/{seed_record['slug']}.html lists them")
 
 
 def test_unreadable_path_is_exit_2_and_writes_nothing(db_path):

@@ -105,15 +105,15 @@ def test_github_url_must_agree(seed_record):
     assert finding.message.endswith(f"expected {seed_record['githubUrl']}")
 
 
-def test_duplicate_id_and_slug_in_one_batch(tmp_path, seed_record, make_variant):
+def test_duplicate_id_is_an_error_and_a_shared_slug_a_warning_in_one_batch(tmp_path, seed_record, make_variant):
     changed = {**seed_record, "documentation": "changed"}
     other = make_variant(1)
     same_slug = {**make_variant(2), "slug": other["slug"]}
     path = write_jsonl(tmp_path / "dups.jsonl", [seed_record, changed, other, same_slug])
     result = CliRunner().invoke(cli, ["lint", "--json", str(path)])
-    assert result.exit_code == 1
-    found = [(f["code"], f["line"]) for f in json.loads(result.output)]
-    assert found == [("E401", 2), ("E402", 4)]
+    assert result.exit_code == 1  # E401 only
+    found = [(f["code"], f["level"], f["line"]) for f in json.loads(result.output)]
+    assert found == [("E401", "error", 2), ("W402", "warning", 4)]
 
 
 def test_lint_line_names_file_position_record_and_fix(tmp_path, seed_record):
@@ -127,7 +127,7 @@ def test_lint_line_names_file_position_record_and_fix(tmp_path, seed_record):
 
 
 def test_every_rule_has_a_unique_stable_code():
-    assert sorted(RULES) == ["E100", "E101", "E201", "E202", "E203", "E207", "E301", "E302", "E304", "E401", "E402", "W204", "W205", "W206", "W303", "W501", "W502", "W503"]
+    assert sorted(RULES) == ["E100", "E101", "E201", "E202", "E203", "E207", "E301", "E302", "E304", "E401", "W204", "W205", "W206", "W303", "W402", "W501", "W502", "W503"]
 
 
 @pytest.mark.parametrize("repo", ["../..", "owner/..", "owner/.", ".hidden/name",

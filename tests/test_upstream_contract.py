@@ -54,17 +54,10 @@ def upstream_record(site, package: str, *, message: str | None = None, pattern: 
 
 @pytest.fixture(scope="module")
 def upstream_records() -> list[dict]:
-    records, slugs = [], set()
-    for package in PACKAGES:
-        for site in scan(SourceTree.open(package_path(package))).templated:
-            record = upstream_record(site, package)
-            # One record per message and repo, as in the dataset: the same message raised
-            # at several sites shares its cut slug (see the report on E402).
-            if (record["repo"], record["slug"]) in slugs:
-                continue
-            slugs.add((record["repo"], record["slug"]))
-            records.append(record)
-    return records
+    # Every raise site, as in the dataset: one message raised at several sites of a repo
+    # gives several records sharing its cut slug (lint W402, a warning).
+    return [upstream_record(site, package)
+            for package in PACKAGES for site in scan(SourceTree.open(package_path(package))).templated]
 
 
 def test_thousands_of_upstream_records_ingest_with_no_rejects(tmp_path, upstream_records):
@@ -73,6 +66,12 @@ def test_thousands_of_upstream_records_ingest_with_no_rejects(tmp_path, upstream
     # in the upstream dataset, whose messages run longer).
     dangling = [r for r in upstream_records if r["slug"].endswith("-")]
     assert len(dangling) >= 200
+    # and its slugs coincide where one message is raised at several sites of a repo
+    holders: dict[tuple[str, str], int] = {}
+    for r in upstream_records:
+        holders[(r["repo"], r["slug"])] = holders.get((r["repo"], r["slug"]), 0) + 1
+    sharing = sum(n - 1 for n in holders.values())
+    assert sharing >= 200
     path = tmp_path / "upstream.jsonl"
     path.write_text("".join(json.dumps({"record": r, "datasetVersion": DATASET_VERSION}) + "\n" for r in upstream_records))
 
@@ -82,6 +81,8 @@ def test_thousands_of_upstream_records_ingest_with_no_rejects(tmp_path, upstream
     with Store(tmp_path / "s.duckdb", read_only=True) as store:
         assert store.rejects() == []
         assert len(store.records()) == len(upstream_records)
+        # each record after the first of its slug carries the warning naming the others
+        assert len([f for f in store.findings() if f["code"] == "W402"]) == sharing
 
 
 def test_no_upstream_record_has_an_error_finding(upstream_records):

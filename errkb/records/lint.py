@@ -5,7 +5,7 @@ naming the file, the position, the record id, the reason and the fix. Error-leve
 findings keep a record out of the store (it goes to rejects, with every reason);
 warnings are stored next to the record and shown by ``errkb lint`` and the site.
 
-The batch rules (duplicate id, duplicate slug) are checked by a :class:`Linter`
+The batch rules (duplicate id, shared slug) are checked by a :class:`Linter`
 that sees records one at a time, so ingest can stream.
 """
 
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from errkb.match import bounded, patterns
 from errkb.records.read import Origin, SourcedRecord, content_hash, lone_surrogate_in
 from errkb.records.schema import validate
+from errkb.records.urls import fix_page_path
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,11 @@ RULES = {
         Rule("W502", "validation-not-python", "warning", "write validationCode as a Python script"),
         Rule("W503", "validation-too-long", "warning", "keep validationCode a short script (the real checks, not a program)"),
         Rule("E401", "duplicate-id", "error", "give each record its own id"),
-        Rule("E402", "duplicate-slug", "error", "give each record of a repo its own slug"),
+        # A warning, not an error: the upstream generator cuts a message's slug at 50
+        # characters, so one message raised at several sites of a repo gives several
+        # records (ids) with one slug. The site gives each its own page and lists them.
+        Rule("W402", "shared-slug", "warning",
+             "nothing, when the message is raised at several sites; else give the record a slug of its own"),
     ]
 }
 
@@ -359,10 +364,11 @@ def _empty_slots(pattern: str, message: str) -> list[str]:
 class Linter:
     """Lints a stream of records, including the rules that span the whole batch."""
 
-    def __init__(self, known_slugs: dict[tuple[str, str], str] | None = None):
-        # (repo, slug) -> id, preloaded with the store's current records by ingest
-        self.slugs: dict[tuple[str, str], tuple[str, Origin | None]] = {
-            k: (v, None) for k, v in (known_slugs or {}).items()
+    def __init__(self, known_slugs: dict[tuple[str, str], str | list[str]] | None = None):
+        # (repo, slug) -> the ids holding it, preloaded with the store's current records
+        # by ingest; several records of a repo may share a slug (W402)
+        self.slugs: dict[tuple[str, str], list[tuple[str, Origin | None]]] = {
+            k: [(i, None) for i in ([v] if isinstance(v, str) else v)] for k, v in (known_slugs or {}).items()
         }
         self.ids: dict[str, tuple[str, Origin]] = {}
 
@@ -381,13 +387,24 @@ class Linter:
                 self.ids[rid] = (digest, item.origin)
         repo, slug = record.get("repo"), record.get("slug")
         if rid and isinstance(repo, str) and isinstance(slug, str) and not any(f.code == "E401" for f in findings):
-            owner = self.slugs.get((repo, slug))
-            if owner and owner[0] != rid:
-                where = f"at {owner[1]}" if owner[1] else "in the store"
-                findings.append(Finding("E402", f"slug {slug!r} of {repo} is already used by record {owner[0]} {where}", rid, item.origin))
-            elif not owner:
-                self.slugs[(repo, slug)] = (rid, item.origin)
+            holders = self.slugs.setdefault((repo, slug), [])
+            others = [(i, o) for i, o in holders if i != rid]
+            if others:
+                findings.append(Finding("W402", _shared_slug_message(repo, slug, others), rid, item.origin))
+            if len(others) == len(holders):
+                holders.append((rid, item.origin))
         return findings
+
+
+def _shared_slug_message(repo: str, slug: str, others: list[tuple[str, Origin | None]]) -> str:
+    named = [f"{i} ({f'at {o}' if o else 'in the store'})" for i, o in others[:3]]
+    more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+    try:
+        listed = fix_page_path(repo, slug)
+    except ValueError:  # a repo without "/" (a schema error, reported as E101)
+        listed = "its slug's page"
+    return (f"slug {slug!r} of {repo} is also record{'s' if len(others) > 1 else ''} {', '.join(named)}{more}: "
+            f"each has its own fix page, {listed} lists them")
 
 
 def lint_records(items: Iterable[SourcedRecord]) -> list[Finding]:

@@ -1,6 +1,10 @@
 """The static documentation site: one fix page per record, a searchable index,
 tag and repo pages, a 404 page, sitemap.xml and records.json, built from the store.
 
+A record's page is at ``errors/<owner>/<name>/<slug>.html``; where several records of
+a repo share a slug (lint W402), that address lists them (``shared_slug.html``) and each
+has its own page at ``errors/<owner>/<name>/<slug>/<id>.html``.
+
 Everything is rendered from ``templates/site/`` with Jinja2 autoescaping on, so
 record text (untrusted) is inert. Output is deterministic: no timestamps, every list
 sorted, so a rebuild is byte-identical and ``--check`` can compare against disk.
@@ -30,7 +34,7 @@ from markupsafe import Markup
 from errkb.errors import ErrkbError
 from errkb.match.near import record_words, site_constants
 from errkb.match.patterns import analyze, expanded_gap_plans
-from errkb.records.urls import fix_page_path
+from errkb.records.urls import fix_page_path, record_page_path
 from errkb.records.view import RecordView
 from errkb.resources import templates_dir
 from errkb.site.snippets import snippet_filename, snippet_text
@@ -574,6 +578,9 @@ class _Entry:
     variants: list | None = None  # data/variants/<id>.json: other releases' wordings of its raise site (errkb.mine.variants)
     # the variants the matcher indexes (errkb.records.variants.variant_entries: linted again), for the paste box
     matched_variants: list | None = None
+    # where several records share its (repo, slug): the path of the page listing them, and how many
+    shared: str | None = None
+    shared_count: int = 0
 
 
 def _status(record: dict, findings: list[dict]) -> str:
@@ -697,11 +704,21 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
     for v in indexed_variants:
         variants_by_id.setdefault(str(v["id"]), []).append(v)
     entries: list[_Entry] = []
+    sharing: dict[tuple[str, str], int] = {}
+    for rec in records:
+        sharing[(rec["repo"], rec["slug"])] = sharing.get((rec["repo"], rec["slug"]), 0) + 1
     for rec in records:
         path = _safe_relpath(fix_page_path(rec["repo"], rec["slug"]))
         if path is None or _safe_relpath(repo_page_path(rec["repo"])) is None:
             warnings.append(f"record {rec['id']}: repo {rec['repo']!r} does not make a path inside the site; left out")
             continue
+        shared, count = None, sharing[(rec["repo"], rec["slug"])]
+        if count > 1:
+            # one message raised at several sites: the (repo, slug) page lists them
+            shared, path = path, _safe_relpath(record_page_path(rec["repo"], rec["slug"], rec["id"]))
+            if path is None:
+                warnings.append(f"record {rec['id']}: its id does not make a path inside the site; left out")
+                continue
         found = sorted(findings_by_id.get(rec["id"], []), key=lambda f: (f["code"], f["message"]))
         entries.append(_Entry(
             record=rec, path=path, status=_status(rec, found), findings=found,
@@ -710,6 +727,7 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
             errkb_findings=load_findings(rec["id"]),
             variants=(variants.get(rec["id"]) or {}).get("variants") or [],
             matched_variants=variants_by_id.get(str(rec["id"]), []),
+            shared=shared, shared_count=count if shared else 0,
         ))
 
     yield MARKER, MARKER_TEXT.encode()
@@ -736,6 +754,13 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
         if progress is not None:
             progress(n, total)
 
+    shared_pages = _shared_slug_groups(entries)
+    shared_tpl = env.get_template("shared_slug.html")
+    for path, group in shared_pages:
+        first = group[0].record
+        yield path, shared_tpl.render(root=root_of(path), repo=first["repo"], slug=first["slug"], entries=group,
+                                      **common).encode()
+
     tag_tpl = env.get_template("tag.html")
     for t in tag_names:
         path = tag_page_path(t)
@@ -748,11 +773,26 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
     yield from _render_index(env, entries, tag_names, repo_names, common)
     yield "404.html", env.get_template("404.html").render(root="", base=base, **common).encode()
 
-    pages = ["index.html"] + [e.path for e in entries] + [tag_page_path(t) for t in tag_names] + [
-        repo_page_path(r) for r in repo_names
-    ]
+    pages = ["index.html"] + [e.path for e in entries] + [p for p, _ in shared_pages] + [
+        tag_page_path(t) for t in tag_names] + [repo_page_path(r) for r in repo_names]
     yield "sitemap.xml", env.get_template("sitemap.xml").render(base=base or "", pages=pages).encode()
     yield "records.json", (json.dumps([e.record for e in entries], ensure_ascii=False, indent=1) + "\n").encode()
+
+
+def shared_slug_order(e: _Entry) -> tuple:
+    """Records sharing a slug are listed by raise site (file, line), then id."""
+    r = e.record
+    return (r["filePath"], r["lineNumber"], r["id"])
+
+
+def _shared_slug_groups(entries: list[_Entry]) -> list[tuple[str, list[_Entry]]]:
+    """``(list page path, its records in site order)`` for each slug several records share,
+    ordered by path."""
+    groups: dict[str, list[_Entry]] = {}
+    for e in entries:
+        if e.shared:
+            groups.setdefault(e.shared, []).append(e)
+    return [(path, sorted(groups[path], key=shared_slug_order)) for path in sorted(groups)]
 
 
 def _search_entry(e: _Entry, classes: SharedClasses) -> dict:
@@ -901,7 +941,10 @@ def build_site(store, out: Path, base_url: str | None = None,
         tmp.replace(target)
         report.written.append(rel)
     report.pages = len(seen)
-    report.records = sum(1 for s in seen if s.startswith("errors/"))
+    # a record's page is under errors/; a page listing the records that share a slug is
+    # errors/.../<slug>.html next to their folder errors/.../<slug>/
+    folders = {s.rsplit("/", 1)[0] for s in seen if s.startswith("errors/")}
+    report.records = sum(1 for s in seen if s.startswith("errors/") and s[: -len(".html")] not in folders)
     for rel in sorted(before - seen):
         _refuse_links_above(out, out / rel)
         (out / rel).unlink()

@@ -355,7 +355,9 @@ class Store:
         current = dict(con.execute("SELECT id, content_hash FROM records").fetchall())
         versions = set(con.execute("SELECT id, content_hash FROM record_versions").fetchall())
         known_rejects = set(con.execute("SELECT raw_hash, source_file, line, col FROM rejects").fetchall())
-        slugs = {(r, s): i for i, r, s in con.execute("SELECT id, repo, slug FROM records").fetchall()}
+        slugs: dict[tuple[str, str], list[str]] = {}
+        for i, r, s in con.execute("SELECT id, repo, slug FROM records ORDER BY repo, slug, id").fetchall():
+            slugs.setdefault((r, s), []).append(i)
         linter = Linter(known_slugs=slugs)
         next_reject = con.execute("SELECT coalesce(max(reject_id), 0) + 1 FROM rejects").fetchone()[0]
 
@@ -462,7 +464,10 @@ class Store:
         return self.con.execute("SELECT count(*) FROM records").fetchone()[0]
 
     def get(self, key: str) -> dict | None:
-        """A record by id, by slug (when unique across repos), or by ``owner/name/slug``."""
+        """A record by id, by slug (when it names one record), or by ``owner/name/slug``.
+
+        A slug that several records share (one message raised at several sites of a repo,
+        lint W402) raises :class:`StoreError` naming them: only the id picks one."""
         if not _storable(key):
             return None
         rows = self.con.execute(_CURRENT + " WHERE r.id = ?", [key]).fetchall()
@@ -471,9 +476,14 @@ class Store:
             rows = self.con.execute(_CURRENT + " WHERE r.repo = ? AND r.slug = ?", [f"{owner}/{name}", slug]).fetchall()
         if not rows:
             rows = self.con.execute(_CURRENT + " WHERE r.slug = ? ORDER BY r.repo", [key]).fetchall()
-            if len(rows) > 1:
-                repos = [json.loads(r[0])["repo"] for r in rows]
+            repos = list(dict.fromkeys(json.loads(r[0])["repo"] for r in rows))
+            if len(repos) > 1:
                 raise StoreError(f"slug {key!r} is used in several repos ({', '.join(repos)}); use OWNER/NAME/{key} or the id")
+        if len(rows) > 1:
+            records = sorted((json.loads(r[0]) for r in rows), key=_site_order)
+            first = records[0]
+            sites = ", ".join(f"{r['id']} {r['filePath']}:{r['lineNumber']}" for r in records)
+            raise StoreError(f"slug {first['slug']!r} of {first['repo']} is used by {len(records)} records ({sites}); use the id")
         return json.loads(rows[0][0]) if rows else None
 
     def get_many(self, ids: Iterable[str]) -> dict[str, dict]:
@@ -593,6 +603,12 @@ class Store:
                 d["started_at"] = d["started_at"].isoformat()
             out.append(d)
         return out
+
+
+def _site_order(record: dict) -> tuple:
+    """The order of records sharing a slug: by raise site, then id."""
+    return (str(record.get("filePath")), record.get("lineNumber") if isinstance(record.get("lineNumber"), int) else 0,
+            str(record.get("id")))
 
 
 def _storable(*values) -> bool:
