@@ -22,18 +22,34 @@ ANALYZED_SHA = '6170845ea8a4b7bd51506e31b76f3ad9e2e140b9'
 
 
 def validate() -> None:
+    import argparse
     import inspect
-    import sys
+    import os
 
+    import torch
     import torch.distributed as dist
 
-    # python validate.py --all-ranks | --member-ranks [--local-sync]: whether every rank of the job calls each new_group()
-    # (same groups, same order) or only the group's own ranks do; --local-sync: they pass use_local_synchronization=True.
-    local = "--local-sync" in sys.argv[1:] and "use_local_synchronization" in inspect.signature(dist.new_group).parameters
-    assert "--all-ranks" in sys.argv[1:] or local, (
-        "new_group() is called on the group's own ranks only: it ends in a store-based barrier that waits for every rank "
-        "of the world, so they time out; call new_group() on every rank in the same order (or, on a torch that has it, "
-        "pass use_local_synchronization=True)")
+    # Run in the job's environment, saying how your ranks create each subgroup:
+    #   python validate.py --all-ranks | --member-ranks [--local-sync]
+    # --all-ranks: every rank of the job calls each new_group(), in the same order;
+    # --member-ranks: only the group's own ranks call it; --local-sync: with use_local_synchronization=True.
+    p = argparse.ArgumentParser()
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--all-ranks", action="store_true")
+    who.add_argument("--member-ranks", action="store_true")
+    p.add_argument("--local-sync", action="store_true")
+    a = p.parse_args()
+
+    # torch <= 2.0 ends every new_group() in a store-based barrier over all ranks of the world;
+    # since 2.1 that barrier runs only with TORCH_DIST_INIT_BARRIER=1.
+    major, minor = (int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+    barrier = (major, minor) < (2, 1) or os.environ.get("TORCH_DIST_INIT_BARRIER", "0") == "1"
+    local = a.local_sync and "use_local_synchronization" in inspect.signature(dist.new_group).parameters
+    assert a.all_ranks or local or not barrier, (
+        f"torch {torch.__version__}: new_group() waits in a store-based barrier for every rank of the world, and only "
+        "the group's own ranks call it, so it times out; call new_group() on every rank in the same order"
+        + (" (or pass use_local_synchronization=True)" if "use_local_synchronization" in
+           inspect.signature(dist.new_group).parameters else ""))
 
 
 def main() -> int:

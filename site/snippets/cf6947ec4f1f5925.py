@@ -33,6 +33,12 @@ def validate() -> None:
     from vllm.engine.arg_utils import EngineArgs
     from vllm.engine.llm_engine import LLMEngine
 
+    try:  # the engine defaults of `vllm serve` (batch sizes, which the memory profile depends on)
+        from vllm.usage.usage_lib import UsageContext
+
+        SERVE = {"usage_context": UsageContext.OPENAI_API_SERVER}
+    except ImportError:  # vLLM before 0.4
+        SERVE = {}
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:
@@ -48,7 +54,7 @@ def validate() -> None:
         args = parser.parse_args(sys.argv[1:])
         if args.model_tag:
             args.model = args.model_tag
-        engine = LLMEngine.from_engine_args(EngineArgs.from_cli_args(args))
+        engine = LLMEngine.from_engine_args(EngineArgs.from_cli_args(args), **SERVE)
         config = getattr(engine, "vllm_config", engine)  # V1 keeps the configs in vllm_config
         cache, model = config.cache_config, config.model_config
         assert cache.num_gpu_blocks and cache.num_gpu_blocks > 0, "no KV cache blocks were allocated"
