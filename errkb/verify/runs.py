@@ -324,7 +324,7 @@ def _own_words(command: list[str]) -> list[str]:
     skip_target = False
     for token in command:
         if isinstance(token, _Operator):
-            if token in ("|", "|&"):
+            if token[0] not in "<>":  # a pipe (or an operator errkb does not know) ends them
                 break
             skip_target = True  # a redirection: its target is the next word
             continue
@@ -332,11 +332,9 @@ def _own_words(command: list[str]) -> list[str]:
             skip_target = False
             continue
         words.append(token)
-    while words and words[0] == "{":
-        words = words[1:]
-    if words and words[-1] == "}":
-        words = words[:-1]
-    return words
+    start = next((i for i, w in enumerate(words) if w != "{"), len(words))
+    end = len(words) - 1 if len(words) > start and words[-1] == "}" else len(words)
+    return words[start:end]
 
 
 class _Operator(str):
