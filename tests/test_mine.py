@@ -244,10 +244,16 @@ def test_a_short_commit_in_the_version_module_is_named_in_the_error(tmp_path, mo
     )
 
 
-def test_installed_torch_names_its_commit(heavy_cache):
-    torch = next(iter(sorted(heavy_cache.glob("venvs/*/lib/python3*/site-packages/torch"))), None)
-    if torch is None:
-        pytest.skip("no torch venv in the heavy cache (built by the cpu-real tests)")
+@pytest.mark.cpu_real
+def test_installed_torch_names_its_commit(heavy_cache, monkeypatch):
+    # the CPU torch venv of errkb prove (built here when this test runs first)
+    import sys
+
+    from errkb.verify.reproducers import TORCH_CPU, ensure_venv
+
+    monkeypatch.setenv("ERRKB_CACHE_DIR", str(heavy_cache))
+    venv = ensure_venv(TORCH_CPU, log=lambda line: print(line, file=sys.stderr))
+    (torch,) = venv.path.glob("lib/python3*/site-packages/torch")
     version = (torch / "version.py").read_text()
     sha = re.search(r"git_version = '([0-9a-f]{40})'", version).group(1)
     assert SourceTree.open(torch).provenance().sha == sha

