@@ -29,3 +29,10 @@ def record_page_path(repo: str, slug: str, record_id: str) -> str:
 def fix_page_url(site_url: str, repo: str, slug: str) -> str:
     """Absolute URL of a fix page under ``site_url`` (where the site is hosted)."""
     return site_url.rstrip("/") + "/" + fix_page_path(repo, slug)
+
+
+def shared_slug_order(record: dict) -> tuple:
+    """The order of records sharing a slug (their list page, the look-up error naming them):
+    by raise site, then id."""
+    line = record.get("lineNumber")
+    return (str(record.get("filePath")), line if isinstance(line, int) else 0, str(record.get("id")))

@@ -34,7 +34,7 @@ from markupsafe import Markup
 from errkb.errors import ErrkbError
 from errkb.match.near import record_words, site_constants
 from errkb.match.patterns import analyze, expanded_gap_plans
-from errkb.records.urls import fix_page_path, record_page_path
+from errkb.records.urls import fix_page_path, record_page_path, shared_slug_order
 from errkb.records.view import RecordView
 from errkb.resources import templates_dir
 from errkb.site.snippets import snippet_filename, snippet_text
@@ -779,12 +779,6 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
     yield "records.json", (json.dumps([e.record for e in entries], ensure_ascii=False, indent=1) + "\n").encode()
 
 
-def shared_slug_order(e: _Entry) -> tuple:
-    """Records sharing a slug are listed by raise site (file, line), then id."""
-    r = e.record
-    return (r["filePath"], r["lineNumber"], r["id"])
-
-
 def _shared_slug_groups(entries: list[_Entry]) -> list[tuple[str, list[_Entry]]]:
     """``(list page path, its records in site order)`` for each slug several records share,
     ordered by path."""
@@ -792,7 +786,7 @@ def _shared_slug_groups(entries: list[_Entry]) -> list[tuple[str, list[_Entry]]]
     for e in entries:
         if e.shared:
             groups.setdefault(e.shared, []).append(e)
-    return [(path, sorted(groups[path], key=shared_slug_order)) for path in sorted(groups)]
+    return [(path, sorted(groups[path], key=lambda e: shared_slug_order(e.record))) for path in sorted(groups)]
 
 
 def _search_entry(e: _Entry, classes: SharedClasses) -> dict:

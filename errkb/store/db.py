@@ -32,6 +32,7 @@ from errkb.records.read import (
     iter_files,
     read_records,
 )
+from errkb.records.urls import shared_slug_order
 from errkb.resources import data_dir
 from errkb.store.cache import atomic_write
 from errkb.store.paths import LAYOUT_VERSION, default_db_path, read_stamp, resolve_db_path, stamp_path
@@ -480,7 +481,7 @@ class Store:
             if len(repos) > 1:
                 raise StoreError(f"slug {key!r} is used in several repos ({', '.join(repos)}); use OWNER/NAME/{key} or the id")
         if len(rows) > 1:
-            records = sorted((json.loads(r[0]) for r in rows), key=_site_order)
+            records = sorted((json.loads(r[0]) for r in rows), key=shared_slug_order)
             first = records[0]
             sites = ", ".join(f"{r['id']} {r['filePath']}:{r['lineNumber']}" for r in records)
             raise StoreError(f"slug {first['slug']!r} of {first['repo']} is used by {len(records)} records ({sites}); use the id")
@@ -603,12 +604,6 @@ class Store:
                 d["started_at"] = d["started_at"].isoformat()
             out.append(d)
         return out
-
-
-def _site_order(record: dict) -> tuple:
-    """The order of records sharing a slug: by raise site, then id."""
-    return (str(record.get("filePath")), record.get("lineNumber") if isinstance(record.get("lineNumber"), int) else 0,
-            str(record.get("id")))
 
 
 def _storable(*values) -> bool:
