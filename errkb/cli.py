@@ -8,6 +8,7 @@ bundles are decorators so every command spells ``--db`` and ``--json`` the same 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -990,6 +991,48 @@ def search(words, limit, db_path, as_json):
             echo(f"        matched {', '.join(h.matched)} in {', '.join(h.fields[:4])}")
         _echo_err(f"{len(hits)} record(s)")
     sys.exit(0 if hits else 1)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=False, path_type=Path), default=None,
+              help="Also write the report as JSON to this file.")
+@click.option("--json-fd", type=click.IntRange(3), default=None, help="Also write the report as JSON to this open file descriptor.")
+@click.option("--pty/--no-pty", "use_pty", default=None,
+              help="Run the command on a pseudo-terminal (default: when errkb's stdout is a terminal).")
+@db_option
+def run(command, json_path, json_fd, use_pty, db_path):
+    """Run COMMAND, pass its output through unchanged, then report each known error it printed.
+
+    Reads what the command and every child process write (vLLM's engine core, torchrun
+    workers: errors logged and re-raised in a child are found too), as `errkb explain`
+    reads a piped log. Put `--` before the command: `errkb run -- vllm serve MODEL`.
+    The report goes to stderr once the command ends; errkb exits with the command's
+    status (128+N when a signal N ended it).
+    """
+    from errkb.explain.run import CommandNotRunnable, report_lines
+    from errkb.explain.run import run as run_command
+    from errkb.kb import KnowledgeBase
+
+    try:
+        result = run_command(list(command), lambda: KnowledgeBase.open(db_path), use_pty=use_pty)
+    except CommandNotRunnable as e:
+        echo(f"errkb: {e}", err=True)
+        sys.exit(e.exit_status)
+    for line in report_lines(result):
+        _echo_err(line)
+    report = json.dumps(result.as_dict(), indent=2, ensure_ascii=False, default=str) + "\n"
+    if json_path is not None:
+        try:
+            json_path.write_text(report, encoding="utf-8")
+        except OSError as e:
+            _echo_err(f"errkb: run: cannot write the JSON report to {json_path}: {e.strerror}")
+    if json_fd is not None:
+        try:
+            os.write(json_fd, report.encode())
+        except OSError as e:
+            _echo_err(f"errkb: run: cannot write the JSON report to fd {json_fd}: {e.strerror}")
+    sys.exit(result.exit_status)
 
 
 # ---- commands are added above this line (keep this marker) ----
