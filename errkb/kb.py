@@ -291,6 +291,22 @@ class KnowledgeBase:
             self._similar = self._index("similar.idx", SimilarIndex)
         return self._similar
 
+    def truncated(self, messages: list) -> list:
+        """Matches for messages cut short: each record whose message one of ``messages``
+        (``errkb.match.normalize.Message``) truly begins, its class agreeing (errkb.match.prefix)."""
+        from errkb.match.matcher import Match
+        from errkb.match.prefix import PrefixIndex
+
+        prefix = self.__dict__.get("_prefix")
+        if prefix is None:
+            prefix = self.__dict__["_prefix"] = PrefixIndex(self.matcher.entries)
+        found: dict[int, Match] = {}
+        for m in messages:
+            for i in prefix.find(m.text, m.error_class):
+                classes = {m.error_class} if m.error_class else None
+                found.setdefault(i, Match(self.matcher, i, m.text, span=(0, len(m.text)), message=m.text, classes=classes))
+        return sorted(found.values(), key=lambda match: -match.score)
+
     def near(self, texts: str | list[str], **options) -> list[NearMatch]:
         """Records close to texts that no pattern matched, each with ``.record`` set."""
         found = self.similar().near(texts, **options)

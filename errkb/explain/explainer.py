@@ -146,11 +146,11 @@ class Found(Plain):
     """One record that matched, with where and how well."""
 
     _fields = ("record_id", "slug", "repo", "error_class", "severity", "score", "span", "message", "engine", "bounded",
-               "record", "occurrences", "variant")
+               "record", "occurrences", "variant", "truncated")
 
     def __init__(self, record_id: str, slug: str, repo: str, error_class: str | None, severity: str | None, score: float,
                  span: tuple[int, int], message: str, engine: str, bounded: bool, record: dict | None,
-                 occurrences: Occurrences | None = None, variant: dict | None = None) -> None:
+                 occurrences: Occurrences | None = None, variant: dict | None = None, truncated: bool = False) -> None:
         self.record_id = record_id
         self.slug = slug
         self.repo = repo
@@ -165,11 +165,13 @@ class Found(Plain):
         self.occurrences = occurrences
         # matched another release's wording: {"releases", "first", "last", "relation", "project"}
         self.variant = variant
+        # the text stops inside the record's message: a true beginning of it (errkb.match.prefix)
+        self.truncated = truncated
 
     @classmethod
-    def from_match(cls, m, record: dict | None) -> Found:
+    def from_match(cls, m, record: dict | None, truncated: bool = False) -> Found:
         return cls(m.record_id, m.slug, m.repo, m.error_class, m.severity, m.score, tuple(m.span), m.message,
-                   m.engine, m.bounded, record, variant=getattr(m, "variant", None))
+                   m.engine, m.bounded, record, variant=getattr(m, "variant", None), truncated=truncated)
 
     def as_dict(self) -> dict:
         return {
@@ -185,16 +187,17 @@ class Found(Plain):
             "bounded": self.bounded,
             "variant": ({k: self.variant.get(k) for k in ("releases", "first", "last", "relation")} if self.variant else None),
             "occurrences": self.occurrences.as_dict() if self.occurrences else None,
+            "truncated": self.truncated,
             "proof": _proof(self.record_id),
             "record": self.record,
         }
 
 
 class Explanation(Plain):
-    _fields = ("mode", "found", "near", "lines", "skipped", "notes", "dataset_hash")
+    _fields = ("mode", "found", "near", "lines", "skipped", "notes", "dataset_hash", "search", "search_words")
 
     def __init__(self, mode: str, found: list[Found], near: list, lines: int, skipped: list[dict], notes: list[str],
-                 dataset_hash: str) -> None:
+                 dataset_hash: str, search: list | None = None, search_words: list[str] | None = None) -> None:
         self.mode = mode  # "text" | "log"
         self.found = found
         self.near = near  # list[errkb.match.near.NearMatch], with .record attached
@@ -202,6 +205,10 @@ class Explanation(Plain):
         self.skipped = skipped
         self.notes = notes
         self.dataset_hash = dataset_hash
+        # when nothing matched and nothing is close: what `errkb search WORDS` finds for the
+        # paste's words (errkb.match.search.SearchHit), and those words
+        self.search = [] if search is None else search
+        self.search_words = [] if search_words is None else search_words
 
     @property
     def matched(self) -> bool:
@@ -218,6 +225,8 @@ class Explanation(Plain):
             "nearMatches": [dict(n.as_dict(), record=n.record) for n in self.near],
             "skipped": [{"id": s.get("id"), "reason": s.get("reason")} for s in self.skipped],
             "notes": self.notes,
+            "search": {"command": search_command(self.search_words), "hits": [h.as_dict() for h in self.search]}
+            if self.search_words else None,
             "datasetHash": self.dataset_hash,
         }
 
@@ -305,8 +314,41 @@ def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanat
     found = [Found.from_match(m, kb.get(m.record_id)) for m in kb.matcher.match(text)]
     near = []
     if not found:
-        near = _near(kb, [m.text for m in text_messages(text)])
-    return Explanation("text", found, near, len(lines), kb.skipped, [], kb.dataset_hash)
+        messages = text_messages(text)
+        # a paste cut short ("CUDA out of memory. Tried to allocate 2.00 GiB") is its record, marked so
+        found = [Found.from_match(m, kb.get(m.record_id), truncated=True) for m in kb.truncated(messages)]
+        if not found:
+            near = _near(kb, [m.text for m in messages])
+    words: list[str] = []
+    hits: list = []
+    if not found and not near:
+        words, hits = _search(kb, messages)
+    return Explanation("text", found, near, len(lines), kb.skipped, [], kb.dataset_hash, hits, words)
+
+
+# Keyword search when nothing matched: at most this many hits, for at most this many words.
+SEARCH_HITS = 3
+SEARCH_WORDS = 12
+
+
+def _search(kb: KnowledgeBase, messages: list) -> tuple[list[str], list]:
+    """The paste's words and what `errkb search` finds for them (records holding at least
+    two of the words, so one shared word is no lead)."""
+    from errkb.match.search import tokens
+
+    text = " ".join(m.text for m in messages)
+    words = [w for w in dict.fromkeys(re.findall(r"[A-Za-z_][\w.-]*[A-Za-z0-9_]|[A-Za-z]", text)) if tokens(w)][:SEARCH_WORDS]
+    if not words:
+        return [], []
+    hits = [h for h in kb.search(" ".join(words), limit=SEARCH_HITS) if len(h.matched) >= 2]
+    return words, hits
+
+
+def search_command(words: list[str]) -> str:
+    """The `errkb search` command line for ``words``, quoted for a POSIX shell."""
+    import shlex
+
+    return shlex.join(["errkb", "search", *words])
 
 
 def _explain_log(kb: KnowledgeBase, lines: Iterator, all_matches: bool) -> Explanation:
