@@ -23,6 +23,10 @@ import re
 # ("CUDA error" is the start of hundreds).
 MIN_PREFIX_CHARS = 12
 MIN_PREFIX_WORDS = 3
+# A text that goes on past the pattern's opening literal is partly taken by its
+# wildcards, which accept almost anything ("Invalid value (.+)" would "begin" every
+# "Invalid value ..." of every library): the opening must then be this long itself.
+MIN_OPENING_CHARS = 20
 # Records are found by the first characters of their pattern's opening literal.
 KEY_CHARS = 6
 # The time bound of one partial match (regex's own timeout, in seconds).
@@ -78,6 +82,8 @@ class PrefixIndex:
         found = []
         for opening, i in self.by_key.get(text[:KEY_CHARS], ()):
             if not (opening.startswith(text) or text.startswith(opening)):
+                continue
+            if len(text) > len(opening) and sum(ch.isalnum() for ch in opening) < MIN_OPENING_CHARS:
                 continue
             entry = self.entries[i]
             if wanted_class and entry.error_class and wanted_class != entry.error_class:
