@@ -264,18 +264,19 @@ def ingest(paths, db_path, as_json):
 @db_option
 @json_option
 def rejects(run_id, db_path, as_json):
-    """List rejected inputs, verbatim, with every reason."""
+    """List rejected inputs, verbatim, with every reason. Exit 1 when there are none (like grep)."""
     with open_store(db_path, read_only=True) as store:
         rows = store.rejects(run_id)
     if as_json:
         print_json(rows)
-        return
+        sys.exit(0 if rows else 1)
     for r in rows:
         where = f"{one_line(r['file'])}:{r['line']}:{r['column']}" + (f" (array item {r['index']})" if r["index"] is not None else "")
         echo(f"#{r['reject_id']} run {r['run_id']} {where}" + (f" id {r['record_id']}" if r["record_id"] else ""))
         for reason in r["reasons"]:
             echo(f"  {reason}")
     _echo_err(f"{len(rows)} reject(s)")
+    sys.exit(0 if rows else 1)
 
 
 def _record_text(record: dict) -> str:
@@ -329,12 +330,15 @@ def show(key, history, db_path, as_json):
 @db_option
 @json_option
 def list_(repo, tag, error_class, severity, db_path, as_json):
-    """List current records (filters combine)."""
+    """List current records (filters combine). Exit 1 when none is listed (like grep).
+
+    On a terminal: a table with a header; piped: one record a line, no header (for grep and cut).
+    """
     with open_store(db_path, read_only=True) as store:
         records = store.records(repo=repo, tag=tag, error_class=error_class, severity=severity)
     if as_json:
         print_json(records)
-        return
+        sys.exit(0 if records else 1)
     if sys.stdout.isatty():
         # A table for people: a header and aligned columns (the slug, longest, last).
         # Piped, one record a line as before, for grep and cut.
@@ -349,6 +353,7 @@ def list_(repo, tag, error_class, severity, db_path, as_json):
         for r in records:
             echo(f"{r['id']}  {r['repo']}  {r['errorClass']}  {r['slug']}")
     _echo_err(f"{len(records)} record(s)")
+    sys.exit(0 if records else 1)
 
 
 @cli.command()
