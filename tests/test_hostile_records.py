@@ -45,9 +45,8 @@ WORKER = textwrap.dedent(r"""
     import json, sys
     from errkb.match import matcher as M
     args = json.load(sys.stdin)
-    if args["max_prefilter"]:
-        M.MAX_PREFILTER_CHARS = args["max_prefilter"]
-    m = M.Matcher.from_records(args["records"], prefilter=args["prefilter"], confirm=args["confirm"])
+    m = M.Matcher.from_records(args["records"], prefilter=args["prefilter"], confirm=args["confirm"],
+                               max_prefilter_chars=args["max_prefilter"] or M.MAX_PREFILTER_CHARS)
     if args["full_db"]:
         m.build_full_db()
     hits = [x.record_id for x in m.match(args["text"])]
