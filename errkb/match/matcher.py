@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import gc
 import json
-import re as _re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -509,7 +508,9 @@ class Matcher:
     def _python_re(self, ei: int):
         compiled = self._compiled_re.get(ei)
         if compiled is None:
-            compiled = self._compiled_re[ei] = _re.compile(self.entries[ei].pattern)
+            from errkb.match.patterns import compile_re
+
+            compiled = self._compiled_re[ei] = compile_re(self.entries[ei].pattern)
         return compiled
 
     def _search_forms(self, ei: int, forms: list[normalize.Message]) -> tuple[normalize.Message, tuple[int, int]] | None:

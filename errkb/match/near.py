@@ -165,10 +165,11 @@ def pattern_words(pattern: str, fallback: str = "") -> list[str | None]:
     does not parse falls back to the words of ``fallback`` (the errorMessage).
     """
     import re._constants as C
-    import re._parser as sre_parse
+
+    from errkb.match.patterns import parse
 
     try:
-        parsed = sre_parse.parse(pattern)
+        parsed = parse(pattern)
     except Exception:  # re.error, RecursionError, OverflowError: an unreadable pattern
         return list(words(fallback))
     pieces: list[str | None] = []
