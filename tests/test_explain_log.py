@@ -232,7 +232,7 @@ def test_fast_log_path_agrees_with_iter_messages(sibling_db):
     import errkb.explain.explainer as ex
     from errkb.kb import KnowledgeBase
     from errkb.match.log import match_log, match_messages
-    from errkb.match.normalize import iter_messages
+    from errkb.text.normalize import iter_messages
 
     bundle = KnowledgeBase.open(sibling_db)
     drifted = SEED_MESSAGE.replace("trtllm", "nccl")

@@ -122,8 +122,8 @@ def test_lint_warns_about_a_pattern_over_the_size_limit():
 def test_a_long_literal_pattern_is_only_warned_about_not_judged_too_costly():
     """E207 is about what counted repeats add; a pattern long by itself is W206 only (and
     its gap plan is built in linear time: joining it char by char was quadratic)."""
-    from errkb.match.patterns import analyze
     from errkb.records.lint import lint_record
+    from errkb.text.patterns import analyze
 
     record = json.loads(SEED_FILE.read_text())["record"]
     text = "Huge " + "".join(chr(97 + i * 7 % 26) for i in range(300_000))

@@ -1,4 +1,4 @@
-"""errkb.match.patterns.analyze: what a dataset pattern needs, from Python's own parse tree."""
+"""errkb.text.patterns.analyze: what a dataset pattern needs, from Python's own parse tree."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from errkb.match.patterns import analyze
+from errkb.text.patterns import analyze
 
 re2 = pytest.importorskip("re2")
 
@@ -155,7 +155,7 @@ GAP_PATTERNS = [
 def test_gap_plan_decides_exactly_like_re_on_every_short_line(pattern):
     import itertools
 
-    from errkb.match.patterns import gap_match
+    from errkb.text.patterns import gap_match
 
     plan = analyze(pattern).gap_plan
     assert plan is not None
@@ -181,7 +181,7 @@ for info in pkgutil.walk_packages(errkb.__path__, "errkb."):
         except ImportError:
             pass  # an optional dependency (pyspark, ...) this environment lacks
 after = list(warnings.filters)
-from errkb.match import bounded, patterns
+from errkb.text import bounded, patterns
 from errkb.match.matcher import Matcher
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")

@@ -279,13 +279,13 @@ def explain_source(db_path: str | os.PathLike | None, source: str | BinaryIO, al
 
 
 def _decode(line: bytes | str) -> str:
-    from errkb.match.normalize import to_text
+    from errkb.text.normalize import to_text
 
     return to_text(line)
 
 
 def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanation:
-    from errkb.match.normalize import iter_messages, text_messages
+    from errkb.text.normalize import iter_messages, text_messages
 
     lines = [_decode(line).rstrip("\r") for line in head]
     text = "\n".join(lines)
@@ -346,7 +346,7 @@ def _keep_unmatched(message, unmatched: dict[str, list[str]]) -> None:
     candidates). Lines from the fast path carry no forms yet: computed here, rarely."""
     forms = message.candidates
     error_class = message.error_class
-    from errkb.match.normalize import ERROR_HINTS, line_messages
+    from errkb.text.normalize import ERROR_HINTS, line_messages
 
     if not forms and message.kind == "line" and ERROR_HINTS.search(message.raw):
         forms = line_messages(message.raw)

@@ -63,7 +63,7 @@ class BoundedPath:
                 return None
             # linear-safe patterns run as their exact translation (re's \w, \s, \b);
             # the rest as written
-            from errkb.match.patterns import bounded_translation
+            from errkb.text.patterns import bounded_translation
 
             source = None if entry.bounded else bounded_translation(entry.pattern)
             try:

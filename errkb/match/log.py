@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator
 
-from errkb.match.normalize import TRACEBACK_HEADER, LogMessage, iter_messages, strip_ansi, to_text
+from errkb.text.normalize import TRACEBACK_HEADER, LogMessage, iter_messages, strip_ansi, to_text
 
 # Messages and characters per batch handed to the matcher at once.
 LOG_BATCH_MESSAGES = 4096

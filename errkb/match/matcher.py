@@ -2,7 +2,7 @@
 
 How a text is matched:
 
-1. **Normalise** (``errkb.match.normalize``): the raw text plus the messages inside it (log
+1. **Normalise** (``errkb.text.normalize``): the raw text plus the messages inside it (log
    prefixes, ANSI codes and JSON envelopes removed, traceback exceptions, wrapped
    lines joined). A record matches when ``re.search(pattern, m)`` would succeed for
    one of these messages; the raw text is always one of them.
@@ -10,7 +10,7 @@ How a text is matched:
    pattern's required literal, scanning a whole batch of lines at once, finds the few
    (line, pattern) candidates.
 3. **Confirm** (``errkb.match.confirm``) each candidate exactly with RE2, on a
-   translation of the pattern that means what ``re`` means (``errkb.match.patterns``).
+   translation of the pattern that means what ``re`` means (``errkb.text.patterns``).
    RE2 runs in linear time, so no dataset pattern can stall matching. Patterns only a
    backtracking engine can run (backreferences, lookaround) go to a bounded path and
    their matches say so (``Match.bounded``).
@@ -28,16 +28,17 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from errkb.match import index_file, log, normalize
+from errkb.match import index_file, log
 from errkb.match import prefilter as pf
 from errkb.match.confirm import BOUNDED_STRIKES as BOUNDED_STRIKES
 from errkb.match.confirm import BoundedPath, FullDatabase, re2_span
 from errkb.match.engines import UNANCHORED, MatcherError, compile_re2, hyperscan, regex_module, resolve_engines
-from errkb.match.gaps import gap_match  # the analysis (patterns) is imported to build and on the bounded path
 from errkb.match.index_file import INDEX_FORMAT as INDEX_FORMAT
 from errkb.match.prefilter import MAX_PREFILTER_CHARS
 from errkb.match.result import Entry, Match, by_score, hints_for, lowered_head, score
 from errkb.store.cache import atomic_write
+from errkb.text import normalize
+from errkb.text.gaps import gap_match  # the analysis (patterns) is imported to build and on the bounded path
 
 __all__ = ["Match", "Matcher", "MatcherError"]
 
@@ -105,7 +106,7 @@ class Matcher:
             # Variant entries (errkb.mine.variants) carry their record's id: never served as the record.
             m._records = {str(r.get("id")): r for r in records if isinstance(r, dict) and not r.get("_variant")}
             m._resolve = m._records.get
-        from errkb.match.patterns import analyze
+        from errkb.text.patterns import analyze
 
         literal_ids: dict[str, int] = {}
         literal_members: list[list[int]] = []
@@ -508,7 +509,7 @@ class Matcher:
     def _python_re(self, ei: int):
         compiled = self._compiled_re.get(ei)
         if compiled is None:
-            from errkb.match.patterns import compile_re
+            from errkb.text.patterns import compile_re
 
             compiled = self._compiled_re[ei] = compile_re(self.entries[ei].pattern)
         return compiled

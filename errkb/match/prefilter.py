@@ -1,7 +1,7 @@
 """The prefilter stage: which patterns can match which lines at all.
 
 Every match of a pattern contains the pattern's longest required literal
-(``errkb.match.patterns``), so one literal automaton (Hyperscan in literal mode;
+(``errkb.text.patterns``), so one literal automaton (Hyperscan in literal mode;
 pyahocorasick or plain ``in`` as fallbacks) scanning a whole batch of lines at once
 finds the few (line, pattern) candidates the confirm stage then decides.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 import bisect
 import re
 
-from errkb.match import normalize
 from errkb.match.engines import ahocorasick, hyperscan
+from errkb.text import normalize
 
 # Literals shorter than this are not worth a prefilter key: such patterns are
 # confirmed on every text.

@@ -7,10 +7,6 @@ from __future__ import annotations
 
 from errkb.match.engines import regex_module
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a cold explain loads this module)
-if TYPE_CHECKING:
-    from errkb.match.matcher import Matcher
-
 # Texts longer than this have their head only lowered for the repo hints.
 HINT_CHARS = 1 << 16
 
@@ -84,11 +80,12 @@ class Match:
 
     Cheap to create (batch matching makes many): the record's fields come from the
     index entry, and ``score``, ``span``/``message`` (located in the normalised
-    message) and ``record`` (the full dict) are computed on first access."""
+    message) and ``record`` (the full dict) are computed on first access. ``matcher``
+    is the Matcher that found it (not imported here: the matcher imports this module)."""
 
     __slots__ = ("_matcher", "_entry_index", "_text", "_classes", "_score", "_span", "_message", "_record", "_raw")
 
-    def __init__(self, matcher: Matcher, entry_index: int, text: str, span=None, message=None, classes=None,
+    def __init__(self, matcher, entry_index: int, text: str, span=None, message=None, classes=None,
                  raw: bool = False):
         self._raw = raw
         self._matcher = matcher

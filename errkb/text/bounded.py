@@ -7,7 +7,7 @@ never plain ``re`` (exponential on some patterns, and deaf to signals while it r
 
 from __future__ import annotations
 
-from errkb.match.patterns import analyze, bounded_translation, compile_re
+from errkb.text.patterns import analyze, bounded_translation, compile_re
 
 try:
     import re2 as _re2

@@ -28,7 +28,7 @@ import warnings
 from dataclasses import dataclass, field
 
 # Deciding a gap plan lives apart, so a cold `errkb explain` runs plans without this module.
-from errkb.match.gaps import gap_match as gap_match
+from errkb.text.gaps import gap_match as gap_match
 
 try:  # the C helpers that `re` itself uses for case folding
     import _sre
