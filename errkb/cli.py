@@ -683,7 +683,7 @@ def drift_command(path, repo, sha, fix, db_path, as_json):
     sys.exit(1 if left else 0)
 
 
-# -- enrich: log-pipeline filter and archive batch path (errkb/enrich.py, errkb/archive.py)
+# -- enrich: log-pipeline filter and archive batch path (errkb/enrich/lines.py, errkb/enrich/archive.py)
 
 
 def _enrich_reporter(as_json: bool):
@@ -776,7 +776,7 @@ def spark_enrich(input_path, output_path, master, column, input_format, index_pa
         echo(report.summary())
 
 
-# -- site and snippets (errkb/site.py, errkb/snippets.py) --------------------------
+# -- site and snippets (errkb/site/build.py, errkb/site/snippets.py) ---------
 
 
 @cli.group("variants")

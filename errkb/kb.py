@@ -207,11 +207,10 @@ class KnowledgeBase:
             return kb
         records = store.records()
         try:
-            matcher = Matcher.from_records(records + _variant_entries(records))
+            matcher = Matcher.from_records(records + _variant_entries(records), keep_records=False)
         except MatcherError as e:
             raise KnowledgeBaseError(f"cannot build the matcher index: {e}", str(store.path or "store")) from e
         matcher.dataset_hash = dataset_hash
-        matcher._records = None  # records are served by the knowledge base
         table: list[bytes] = []
         wrote = (
             folder.put("matcher.idx", lambda p: matcher.save(p, include_records=False))

@@ -175,10 +175,11 @@ def pattern_words(pattern: str, fallback: str = "") -> list[str | None]:
     does not parse falls back to the words of ``fallback`` (the errorMessage).
     """
     import re._constants as C
-    import re._parser as sre_parse
+
+    from errkb.text.patterns import parse
 
     try:
-        parsed = sre_parse.parse(pattern)
+        parsed = parse(pattern)
     except Exception:  # re.error, RecursionError, OverflowError: an unreadable pattern
         return list(words(fallback))
     pieces: list[str | None] = []
@@ -341,12 +342,12 @@ class SimilarIndex:
     def near(self, texts: str | list[str], limit: int = DEFAULT_LIMIT, min_similarity: float = MIN_SIMILARITY) -> list[NearMatch]:
         """The records closest to a text, best first.
 
-        A ``str`` is normalised first (``errkb.match.normalize.text_messages``: log prefixes,
+        A ``str`` is normalised first (``errkb.text.normalize.text_messages``: log prefixes,
         ANSI, JSON envelopes, the ``ErrorClass:`` of a traceback line); a list is taken
         as the already normalised forms of one message.
         """
         if isinstance(texts, str):
-            from errkb.match.normalize import text_messages
+            from errkb.text.normalize import text_messages
 
             texts = [m.text for m in text_messages(texts)]
         if not self.items:

@@ -63,7 +63,7 @@
     }
     return pos;
   }
-  // errkb.match.patterns.gap_match for one line, with the span re.search reports
+  // errkb.text.patterns.gap_match for one line, with the span re.search reports
   // (lazy gaps): plan = [anchoredStart, anchoredEnd, lead, literals, gaps, tail].
   function gapSpan(t, plan) {
     var as = plan[0], ae = plan[1], lead = plan[2], lits = plan[3], gaps = plan[4], tail = plan[5];
@@ -203,7 +203,7 @@
     input.addEventListener("input", run);
   });
 
-  // ---- normalisation, as errkb.match.normalize does it for a pasted text ----
+  // ---- normalisation, as errkb.text.normalize does it for a pasted text ----
   // A port of text_messages for what people paste (a line, a few lines): the text, its
   // lines, each without colour codes and log prefixes, a JSON log's message, the message
   // after an `ErrorClass: `. Our own regexes (Python's, with \w and \d as Python's Unicode
@@ -329,7 +329,7 @@
     var seen = {};
     return texts.filter(function (t) { if (Object.prototype.hasOwnProperty.call(seen, "k" + t)) { return false; } seen["k" + t] = 1; return true; });
   }
-  // errkb.match.normalize.text_messages (the texts only). A text of several lines is taken
+  // errkb.text.normalize.text_messages (the texts only). A text of several lines is taken
   // line by line, with its lines joined (a wrapped message); tracebacks are not grouped.
   function textMessages(text, depth) {
     var out = [text];
@@ -840,7 +840,7 @@
     link.appendChild(element("span", "msg", r.x || r.m));
     return link;
   }
-  // errkb.match.normalize.repaired_forms: a message cut before its final period gets it
+  // errkb.text.normalize.repaired_forms: a message cut before its final period gets it
   // back (before the quotes or brackets around it), adjacent source string literals are
   // joined; tried only when nothing matched the texts as given. Only a text that ends
   // where the paste ends gets the period (a line inside a paste is as it was printed).
