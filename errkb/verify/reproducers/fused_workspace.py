@@ -43,7 +43,7 @@ def _free_port() -> int:
 # What a rank's environment starts from: the sandbox's own settings for the run, by
 # name. The state's variables are added on top, less any that choose which code runs.
 RANK_BASE_ENV = ("PATH", "HOME", "TMPDIR", "LANG", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE")
-_NEVER_FROM_STATE = ("PATH", "LD_", "PYTHON", "BASH_FUNC_", "BASH_ENV", "ENV", "IFS")
+_NEVER_FROM_STATE = ("PATH", "LD_", "PYTHON", "BASH_FUNC_", "BASH_ENV", "ENV", "IFS", "ERRKB_")
 SHM_NODE_RANK = 1  # the rank that runs on its own "node" (private /dev/shm) with split_shm
 
 
@@ -56,9 +56,9 @@ def _rank_env(config: dict) -> dict[str, str]:
     return env
 
 
-def _open_log(rank: int):
+def _open_log(name: str):
     # A fresh name in the run's fresh folder: no link can be there yet to follow.
-    fd = os.open(f"rank{rank}.log", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     return os.fdopen(fd, "w+b")
 
 
@@ -91,7 +91,7 @@ def drive(config: dict, shm_node: tuple | None = None) -> dict:
         else:
             # Read back through this file object, never by name: the ranks run as the
             # sandbox's user and own the folder, so they could swap the name for a link.
-            log = _open_log(rank)
+            log = _open_log(f"rank{rank}.log")
             proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
         procs.append((rank, out_path, log, proc))
@@ -178,7 +178,7 @@ def _start_shm_node():
     """Rank 1's holder, started while the driver still has root's capabilities and before
     it has read anything of the record: the same interpreter (absolute path, ``-I -S``),
     a fixed environment, this file with ``--shm-node``."""
-    log = _open_log(SHM_NODE_RANK)
+    log = _open_log("shm-node.log")  # rank 1's log when it becomes rank 1
     env = {k: os.environ[k] for k in ("ERRKB_SANDBOX_RUN_AS", "LANG") if k in os.environ}
     proc = subprocess.Popen([sys.executable, "-I", "-S", os.path.abspath(__file__), "--shm-node"], env=env,
                             stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -212,9 +212,9 @@ def shm_node_main() -> None:
 
 
 def rank_main(rank: int, port: int, out_path: str) -> None:
-    # Rank 1's private /dev/shm is mounted by now; nothing below needs a capability or
-    # root, and the record's validation code runs in this process.
-    _drop_capabilities()
+    # Started without capabilities, as the sandbox's user; dropped again all the same (it
+    # costs nothing), never becoming anyone: the record's validation code runs here.
+    _launcher().drop_capabilities(None)
     config = json.loads(os.environ["ERRKB_REPRO_CONFIG"])
     result: dict = {"rank": rank, "completed": False}
     with open("/proc/self/status") as f:
