@@ -303,7 +303,8 @@ EPERM, ENOSYS = 1, 38
 def forbid_user_namespaces(libc=None) -> bool:
     """Install a seccomp filter (inherited by every descendant, never removable) that
     fails unshare/clone with CLONE_NEWUSER (EPERM) and clone3 (ENOSYS: its flags sit in
-    memory a filter cannot read, and libc then falls back to clone). Needs
+    memory a filter cannot read, and libc then falls back to clone), and the keyring
+    calls add_key/request_key/keyctl (ENOSYS: a key would outlive the run). Needs
     no_new_privs, which drop_capabilities sets first. False where the filter does not
     apply (not x86-64)."""
     import platform

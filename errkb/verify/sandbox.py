@@ -8,9 +8,11 @@ Dataset code (example fixes, validation snippets) is untrusted input, so every r
 * runs under rlimits (CPU time, address space, file size, open files, processes);
 * where the OS allows it (root, util-linux ``unshare``): its own network namespace
   (no network, or only its own loopback), its own PID namespace (every descendant dies
-  with it, even one that left the process group), its own mount namespace with the
-  root file system read-only, a private ``/dev/shm``, the real HOME and root-owned
-  secrets hidden, and a pids cgroup, because RLIMIT_NPROC does not bind root;
+  with it, even one that left the process group), its own IPC namespace (SysV objects
+  die with it), its own mount namespace with the root file system read-only, every
+  non-system top-level folder emptied, a private ``/dev/shm``, the real HOME and
+  root-owned secrets hidden, a pids cgroup (RLIMIT_NPROC does not bind root) and a
+  memory cgroup for the whole run;
 * started by root with those namespaces, runs as nobody with no capabilities (the
   project's own reproducer drivers, which mount, keep root and drop capabilities
   themselves);
@@ -18,9 +20,11 @@ Dataset code (example fixes, validation snippets) is untrusted input, so every r
 
 Every isolation step that could not be applied is said in ``SandboxResult.notes``.
 This is the parent's side; the part that runs inside the namespaces is
-``errkb/verify/launcher.py``, started as a file (``python -I -S launcher.py --launch
-SPEC``). The reproducer drivers load that file by path too, so it and this module import
-nothing outside the standard library.
+``errkb/verify/launcher.py``, started from an open descriptor with its spec in a memfd
+(``python -I -S /dev/fd/N --launch-fd M``: no host path on a command line the code can
+read). The reproducer drivers load that file by path too, so it and this module import
+nothing outside the standard library. Every run ends in a ``finally`` that kills its
+processes and removes its folder and cgroups, also when a stop signal unwinds it.
 """
 
 from __future__ import annotations
