@@ -55,7 +55,8 @@ LAUNCHER = Path(__file__).resolve().parent / "launcher.py"
 # configuration variables of the libraries the dataset covers, and nothing that changes
 # which code runs (PATH, shell functions, the loader's LD_*, PYTHON*), whatever the prefix.
 STATE_ALLOWED_PREFIXES = ("VLLM_", "TORCH_", "PYTORCH_", "CUDA_", "NCCL_", "GLOO_", "FLASHINFER_", "HF_",
-                          "TRANSFORMERS_", "TOKENIZERS_", "OMP_", "MKL_", "NVIDIA_", "TP_", "DS_")
+                          "TRANSFORMERS_", "TOKENIZERS_", "OMP_", "MKL_", "NVIDIA_", "TP_", "DS_", "TRITON_",
+                          "HIP_", "ROCR_", "HSA_", "UCX_", "XLA_", "JAX_")
 STATE_ALLOWED_NAMES = frozenset({"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
                                  "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "TOKENIZERS_PARALLELISM"})
 # Inside an allowed prefix, still refused: names that load a library or a plugin
