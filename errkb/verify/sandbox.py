@@ -22,8 +22,8 @@ Every isolation step that could not be applied is said in ``SandboxResult.notes`
 This is the parent's side; the part that runs inside the namespaces is
 ``errkb/verify/launcher.py``, started from an open descriptor with its spec in a memfd
 (``python -I -S /dev/fd/N --launch-fd M``: no host path on a command line the code can
-read). The reproducer drivers load that file by path too, so it and this module import
-nothing outside the standard library. Every run ends in a ``finally`` that kills its
+read). The reproducer drivers load that file by path too, so it imports nothing outside
+the standard library; this module adds only ``errkb.verify.cgroups`` (the run's cgroups). Every run ends in a ``finally`` that kills its
 processes and removes its folder and cgroups, also when a stop signal unwinds it.
 """
 
@@ -38,9 +38,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from errkb.verify import cgroups as cgroups_
 
 OUTCOMES = ("pass", "fail", "skipped", "error", "timeout")
 
@@ -151,74 +152,8 @@ def _probe_capabilities() -> Capabilities:
             namespaces = probe.returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             namespaces = False
-    return Capabilities(unshare=unshare, namespaces=namespaces, pids_cgroup_root=_pids_cgroup_root(),
-                        memory_cgroup=_memory_cgroup_parent())
-
-
-def _pids_cgroup_root() -> Path | None:
-    for root in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
-        if (root / "cgroup.procs").exists() and os.access(root, os.W_OK):
-            probe = root / f"errkb-probe-{uuid.uuid4().hex[:8]}"
-            try:
-                probe.mkdir()
-            except OSError:
-                continue
-            try:
-                if (probe / "pids.max").exists():
-                    return root
-            finally:
-                try:
-                    probe.rmdir()
-                except OSError:
-                    pass
-    return None
-
-
-def _own_cgroup(controller: str | None) -> str | None:
-    """This process's cgroup path in the hierarchy of ``controller`` (None: the v2 one)."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _id, controllers, path = line.split(":", 2)
-        if (controller is None and _id == "0" and controllers == "") or \
-                (controller is not None and controller in controllers.split(",")):
-            return path
-    return None
-
-
-def _memory_cgroup_parent() -> tuple[str, Path] | None:
-    """Where a run's memory cgroup can be made, probed by making one."""
-    candidates = []
-    for mount in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified")):
-        own = _own_cgroup(None)
-        if own is not None and (mount / "cgroup.controllers").exists():
-            candidates.append(("v2", mount / own.lstrip("/"), "memory.max"))
-    own = _own_cgroup("memory")
-    if own is not None and Path("/sys/fs/cgroup/memory/cgroup.procs").exists():
-        candidates.append(("v1", Path("/sys/fs/cgroup/memory") / own.lstrip("/"), "memory.limit_in_bytes"))
-    for version, parent, knob in candidates:
-        if version == "v2":
-            try:  # a v2 child has the memory controller only if its parent hands it down
-                if "memory" not in (parent / "cgroup.subtree_control").read_text().split():
-                    (parent / "cgroup.subtree_control").write_text("+memory")
-            except OSError:
-                continue
-        probe = parent / f"errkb-probe-{uuid.uuid4().hex[:8]}"
-        try:
-            probe.mkdir()
-        except OSError:
-            continue
-        try:
-            if (probe / knob).exists():
-                return version, parent
-        finally:
-            try:
-                probe.rmdir()
-            except OSError:
-                pass
-    return None
+    return Capabilities(unshare=unshare, namespaces=namespaces, pids_cgroup_root=cgroups_.pids_cgroup_root(),
+                        memory_cgroup=cgroups_.memory_cgroup_parent())
 
 
 def has_mount_namespace() -> bool:
@@ -276,11 +211,11 @@ def run(
     run_env.update(env or {})
     run_env.update({"HOME": str(work / "home"), "TMPDIR": str(work / "tmp"), "PWD": str(work)})
 
-    cgroup = _make_cgroup(caps, limits) if limits.processes else None
+    cgroup = cgroups_.make_pids_cgroup(caps.pids_cgroup_root, limits.processes) if limits.processes else None
     if limits.processes and cgroup is None:
         notes.append("process limit: RLIMIT_NPROC only (no pids cgroup here): it does not bind root, "
                      "and it counts every process of the run's user on the host")
-    memory_cgroup = _make_memory_cgroup(caps, limits) if limits.run_memory_bytes else None
+    memory_cgroup = cgroups_.make_memory_cgroup(caps.memory_cgroup, limits.run_memory_bytes) if limits.run_memory_bytes else None
     if limits.run_memory_bytes and memory_cgroup is None:
         notes.append("memory of the whole run not bounded (no writable memory cgroup here): only each "
                      "process's address space (RLIMIT_AS)")
@@ -395,7 +330,7 @@ def run(
         control = _read_control(control_read)
         control_read = None
         if memory_cgroup is not None:
-            oom_kills = _oom_kills(memory_cgroup)
+            oom_kills = cgroups_.oom_kills(memory_cgroup)
     finally:
         for fd in (control_write, spec_fd, script_fd, control_read):
             if fd is not None:
@@ -407,7 +342,7 @@ def run(
         except OSError as e:
             notes.append(f"could not remove the working folder: {e}")
         for c in cgroups:
-            _remove_cgroup(c)
+            cgroups_.remove_cgroup(c)
     notes.extend(control.get("notes", []))
     if out_cut or err_cut:
         notes.append(f"output capped at {limits.output_bytes} bytes per stream")
@@ -583,67 +518,6 @@ def _real_home() -> str | None:
     return home if home and home != "/" and os.path.isdir(home) else None
 
 
-def _make_cgroup(caps: Capabilities, limits: Limits) -> Path | None:
-    if caps.pids_cgroup_root is None:
-        return None
-    path = caps.pids_cgroup_root / f"errkb-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        path.mkdir()
-        # +2: the unshare process and the launcher are in the group too.
-        (path / "pids.max").write_text(str(limits.processes + 2))
-        return path
-    except OSError:
-        return None
-
-
-def _make_memory_cgroup(caps: Capabilities, limits: Limits) -> Path | None:
-    """The run's memory cgroup: every process of the run together under
-    ``run_memory_bytes`` (memfds, tmpfs and SysV pages are charged there too), no swap."""
-    if caps.memory_cgroup is None:
-        return None
-    version, parent = caps.memory_cgroup
-    path = parent / f"errkb-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    limit = str(limits.run_memory_bytes)
-    try:
-        path.mkdir()
-    except OSError:
-        return None
-    try:
-        if version == "v2":
-            (path / "memory.max").write_text(limit)
-            for knob, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
-                if (path / knob).exists():  # the whole run ends at once at the limit
-                    (path / knob).write_text(value)
-        else:
-            (path / "memory.limit_in_bytes").write_text(limit)
-            if (path / "memory.memsw.limit_in_bytes").exists():
-                (path / "memory.memsw.limit_in_bytes").write_text(limit)
-        return path
-    except OSError:
-        _remove_cgroup(path)
-        return None
-
-
-def _oom_kills(cgroup: Path) -> int:
-    """How many of the run's processes the kernel killed at its memory limit."""
-    for name in ("memory.events", "memory.oom_control"):
-        try:
-            for line in (cgroup / name).read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
-        except (OSError, ValueError):
-            continue
-    return 0
-
-
-def _cgroup_pids(cgroup: Path) -> list[int]:
-    try:
-        return [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
-    except (OSError, ValueError):
-        return []
-
-
 def _kill_everything(proc: subprocess.Popen, pgid: int, cgroups: list[Path]) -> None:
     """End the run's process group, PID namespace and cgroup members, then reap."""
     for _ in range(50):
@@ -651,7 +525,7 @@ def _kill_everything(proc: subprocess.Popen, pgid: int, cgroups: list[Path]) -> 
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        stray = [pid for c in cgroups for pid in _cgroup_pids(c)]
+        stray = [pid for c in cgroups for pid in cgroups_.cgroup_pids(c)]
         for pid in stray:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -686,20 +560,6 @@ def _group_alive(pgid: int) -> bool:
             if int(fields[2]) == pgid and fields[0] != "Z":
                 return True
     return False
-
-
-def _remove_cgroup(cgroup: Path) -> None:
-    for _ in range(50):
-        try:
-            cgroup.rmdir()
-            return
-        except OSError:
-            for pid in _cgroup_pids(cgroup):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(0.05)
 
 
 def _read_capped(f, cap: int) -> tuple[str, bool]:
