@@ -76,7 +76,8 @@ def drive(config: dict, shm_node: tuple | None = None) -> dict:
     procs = []
     for rank in range(world_size):
         out_path = os.path.abspath(f"rank{rank}.json")
-        cmd = [sys.executable, "-I", os.path.abspath(__file__), "--rank", str(rank), str(port), out_path]
+        # -I ignores every PYTHON* variable, PYTHONUNBUFFERED too: -u keeps a killed rank's log whole.
+        cmd = [sys.executable, "-I", "-u", os.path.abspath(__file__), "--rank", str(rank), str(port), out_path]
         env = _rank_env(config)
         if rank == SHM_NODE_RANK and split:
             if shm_node is None:
