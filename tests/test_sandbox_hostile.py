@@ -232,7 +232,8 @@ def test_keys_added_in_a_run_do_not_outlive_it(keyring):
 
 
 @needs_ns
-def test_sigterm_during_verify_leaves_no_folder_and_no_cgroup(tmp_path, seed_record):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_during_verify_leaves_no_folder_and_no_cgroup(tmp_path, seed_record, sig):
     """`errkb verify` stopped by SIGTERM mid-run left the run's folder (with the record's
     code) and an empty cgroup."""
     db = tmp_path / "store.duckdb"
@@ -256,13 +257,13 @@ def test_sigterm_during_verify_leaves_no_folder_and_no_cgroup(tmp_path, seed_rec
         assert any(p.name.startswith("errkb-sandbox-") for p in temp_root.iterdir()), "the run never started"
         time.sleep(1.0)  # inside the run by now
         cgroups = [c for c in all_errkb_cgroups() if c.split("/")[-1].startswith(f"errkb-{proc.pid}-")]
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert proc.returncode == 128 + sig, err
     assert list(temp_root.iterdir()) == []
     assert cgroups, "the run had no cgroup to check"
     assert [c for c in all_errkb_cgroups() if c.split("/")[-1].startswith(f"errkb-{proc.pid}-")] == []
