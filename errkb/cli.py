@@ -355,7 +355,7 @@ def list_(repo, tag, error_class, severity, db_path, as_json):
 @json_option
 def stats(db_path, as_json):
     """Counts by repo, class, type, severity and lint status."""
-    from errkb.verify.proof_data import coverage, coverage_line
+    from errkb.records.proofs import coverage, coverage_line
 
     with open_store(db_path, read_only=True) as store:
         data = store.stats()
@@ -435,7 +435,7 @@ def prove(keys, all_records, tier, write_dir, check_only, proofs_dir_opt, db_pat
     Exit status: 0 every named record proven or skipped (e.g. needs CUDA), 1 one failed or
     is unproven (or, with --check, a committed proof no longer holds), 2 bad input.
     """
-    from errkb.verify import proof_data as D
+    from errkb.records import proofs as D
     from errkb.verify import proofs as P
     from errkb.verify.reproducers import REGISTRY
 

@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
+from errkb.records import proofs as D
 from errkb.records.read import SIDECAR_DIRS
 from errkb.resources import data_dir
 from errkb.store.db import bundled_record_paths
-from errkb.verify import proof_data as D
 from errkb.verify import proofs as P
 from errkb.verify import sandbox
 from errkb.verify.reproducers import REGISTRY, Requirements, case
@@ -122,6 +122,15 @@ def test_gpu_only_records_are_counted_apart():
     gpu_only = {r.record_id for r in REGISTRY if r.tier == "gpu"} - {r.record_id for r in REGISTRY if r.tier == "cpu-real"}
     assert gpu_only, "the registry has GPU-tier reproducers"
     assert all(D.status_of(rid, None) == "GPU-only" for rid in gpu_only)
+
+
+def test_the_committed_reproducer_index_is_the_registry():
+    # explain and the site read "GPU-only" from this file, not from the registry
+    committed = (data_dir() / "proofs" / "reproducers.json").read_text(encoding="utf-8")
+    assert committed == P.reproducer_index_text(), (
+        "data/proofs/reproducers.json is stale: run "
+        "python -c 'from errkb.verify.proofs import write_reproducer_index; write_reproducer_index()'")
+    assert set(D.reproducer_tiers()) == {r.record_id for r in REGISTRY}
 
 
 def test_the_bundled_reader_leaves_proofs_and_findings_out():

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
-from errkb.verify import proof_data as D
+from errkb.records import proofs as D
 from errkb.verify import sandbox
 from errkb.verify.reproducers import (
     FLASHINFER_CPU,

@@ -685,7 +685,7 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
     base = base_url.rstrip("/") + "/" if base_url else None
     dataset_version = store.dataset_version()
 
-    from errkb.verify.proof_data import all_proofs, coverage, load_findings, status_of
+    from errkb.records.proofs import all_proofs, coverage, load_findings, status_of
 
     proofs = all_proofs()
     from errkb.records.variants import bundled_folder, read_folder

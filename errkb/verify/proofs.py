@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from errkb import __version__
+from errkb.records.proofs import REPRODUCER_INDEX, ProofError, all_proofs, proofs_dir
 from errkb.store.cache import atomic_write
-from errkb.verify.proof_data import ProofError, all_proofs
-from errkb.verify.reproducers import for_record
+from errkb.verify.reproducers import REGISTRY, for_record
 from errkb.verify.runs import (
     FAILING,
     NEEDS_PYTHON,
@@ -145,6 +145,32 @@ def write_proof(proof: Proof, folder: Path) -> Path:
     path = folder / f"{proof.record_id}.json"
     with atomic_write(path, "w", encoding="utf-8") as f:
         f.write(json.dumps(proof.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def reproducer_index() -> dict:
+    """What ``data/proofs/reproducers.json`` holds: the tiers of each record's registered
+    reproducers, so that the readers (errkb.records.proofs) can say "GPU-only" without
+    importing the registry."""
+    tiers: dict[str, set[str]] = {}
+    for r in REGISTRY:
+        tiers.setdefault(r.record_id, set()).add(r.tier)
+    return {"about": "The tiers of each record's reproducers (errkb.verify.reproducers); written by "
+                     "errkb.verify.proofs.write_reproducer_index.",
+            "tiers": {rid: sorted(t) for rid, t in sorted(tiers.items())}}
+
+
+def reproducer_index_text() -> str:
+    return json.dumps(reproducer_index(), indent=2, ensure_ascii=False) + "\n"
+
+
+def write_reproducer_index(folder: Path | None = None) -> Path:
+    """Write the index beside the committed proofs (after a reproducer is added or removed)."""
+    folder = folder or proofs_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / REPRODUCER_INDEX
+    with atomic_write(path, "w", encoding="utf-8") as f:
+        f.write(reproducer_index_text())
     return path
 
 

@@ -1055,7 +1055,7 @@ def verify(store, keys: list[str], all_records: bool = False, tier: str = "sandb
                 "message_matched": result.message_matched, "details": result.details,
             })
             results.append(result)
-    from errkb.verify.proof_data import proof_summary
+    from errkb.records.proofs import proof_summary
 
     proofs = {r["id"]: proof_summary(r["id"]) for r in records}
     return VerifyReport(results=results, runner=runner_identity(), proofs=proofs)
