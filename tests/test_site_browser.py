@@ -26,8 +26,9 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 
 import pytest
 
+from errkb.match.js_regex import js_pattern
 from errkb.resources import data_dir
-from errkb.site.build import build_site, js_pattern
+from errkb.site.build import build_site
 from errkb.store.db import Store
 from tests.support import SEED_ID, SEED_MESSAGE, SEED_PAGE, draft_record, hostile_record, lookahead_record, variant
 

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from errkb.resources import data_dir
-from errkb.site.build import INDEX_PAGE, build_site, runner_summary, short_time
+from errkb.site.build import INDEX_PAGE, build_site
+from errkb.site.runs import runner_summary, short_time
 from errkb.store.db import Store
 from tests.support import SEED_ID, SEED_PAGE, real_records, variant
 
