@@ -185,6 +185,25 @@ def test_prove_without_records_is_a_usage_error():
     assert "Error: name at least one record (id or slug), or use --all or --check" in result.output
 
 
+def test_prove_selects_the_named_records_or_every_record_with_a_reproducer_of_the_tier():
+    from errkb.store.db import Store
+
+    with Store.open(None, read_only=True) as store:
+        stored = {r["id"] for r in store.records()}
+        gpu = P.records_to_prove(store, (), True, "gpu")
+        assert [r["id"] for r in gpu] and {r["id"] for r in gpu} == {r.record_id for r in REGISTRY if r.tier == "gpu"} & stored
+        named = P.records_to_prove(store, ("3e53cb195b2d7b69", "012b1dcb44c97448"), False, "cpu-real")
+        assert [r["id"] for r in named] == ["3e53cb195b2d7b69", "012b1dcb44c97448"]
+        with pytest.raises(D.ProofError, match="give record ids/slugs or --all, not both"):
+            P.records_to_prove(store, ("3e53cb195b2d7b69",), True, "cpu-real")
+
+
+def test_prove_of_an_unknown_record_is_a_usage_error():
+    result = CliRunner().invoke(cli, ["prove", "no-such-record"])
+    assert result.exit_code == 2
+    assert "Error: no record with id or slug 'no-such-record' in " in result.output
+
+
 def test_check_reports_a_proof_whose_record_is_gone(tmp_path):
     folder = tmp_path / "proofs"
     folder.mkdir()

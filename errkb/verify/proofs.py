@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,6 +135,48 @@ def prove_record(record: dict, tier: str = "cpu-real", progress: Callable[[Check
     return Proof(record_id=record["id"], slug=record["slug"], tier=tier, status=status, reason=reason, checks=checks,
                  library=_library(checks), release_note=next((r.release_note for r in reps if r.release_note), ""),
                  date=dt.datetime.now(dt.UTC).date().isoformat())
+
+
+# -- what `errkb prove` runs --------------------------------------------------------
+
+
+def records_to_prove(store, keys: tuple[str, ...] | list[str], all_records: bool, tier: str) -> list[dict]:
+    """The records ``errkb prove`` runs: those named (ids or slugs, in the order given),
+    or with ``all_records`` every stored record that has a reproducer of ``tier``."""
+    if all_records and keys:
+        raise ProofError("give record ids/slugs or --all, not both")
+    if all_records:
+        wanted = {r.record_id for r in REGISTRY if r.tier == tier}
+        return [r for r in store.records() if r["id"] in wanted]
+    if not keys:
+        raise ProofError("name at least one record (id or slug), or use --all or --check")
+    records = []
+    for key in keys:
+        record = store.get(key)
+        if record is None:
+            raise ProofError(f"no record with id or slug {key!r} in {store.path}")
+        records.append(record)
+    return records
+
+
+def prove_records(records: list[dict], tier: str, write_dir: Path | None = None,
+                  progress: Callable[[CheckResult], None] | None = None,
+                  note: Callable[[str], None] | None = None) -> Iterator[tuple[Proof, Path | None]]:
+    """Each record's proof in turn, with the file it was written to (``write_dir``, and only
+    a proven record is written) or None."""
+    for record in records:
+        proof = prove_record(record, tier, progress, note)
+        yield proof, write_proof(proof, write_dir) if write_dir and proof.status == "proven" else None
+
+
+def check_store(store, folder: Path | None = None, progress: Callable[[CheckResult], None] | None = None,
+                note: Callable[[str], None] | None = None) -> tuple[int, list[tuple[str, str]]]:
+    """``errkb prove --check``: (how many committed CPU proofs there are, (record id, why)
+    for each that no longer holds against the store's records)."""
+    records = {r["id"]: r for r in store.records()}
+    broken = check_committed(records, folder, progress, note)
+    held = len([p for p in all_proofs(folder).values() if p.get("tier") == "cpu-real" and p.get("status") == "proven"])
+    return held, broken
 
 
 # -- writing proofs ---------------------------------------------------------------
