@@ -19,8 +19,8 @@ from errkb.resources import data_dir
 from errkb.store.db import bundled_record_paths
 from errkb.verify import proofs as P
 from errkb.verify import sandbox
+from errkb.verify.judge import message_matches
 from errkb.verify.reproducers import REGISTRY, Requirements, case
-from errkb.verify.runs import message_matches
 
 needs_ns = pytest.mark.skipif(not sandbox.capabilities().namespaces, reason="needs namespaces (root and util-linux unshare)")
 

@@ -88,7 +88,6 @@ def root_of(path: str) -> str:
     return "../" * path.count("/")
 
 
-
 def _env():
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
@@ -357,7 +356,6 @@ def _render_index(env, entries: list[_Entry], tag_names, repo_names, common) -> 
         search_data=manifest, **common,
     )
     yield "index.html", page.encode()
-
 
 
 # -- writing and checking ------------------------------------------------------------

