@@ -17,6 +17,10 @@ Tiers, each including the cheaper ones before it:
   its own cached venv) — for the seed, vLLM's own code raising the real error;
 * ``gpu``: syntax, sandbox and the GPU reproducers (skipped with "needs CUDA" where
   there is no GPU).
+
+This module runs things; what it reads and decides is beside it: the language of a
+snippet (errkb.verify.language), a shell fix's states and flags (errkb.verify.shell),
+what a run says about the record (errkb.verify.judge), who ran it (errkb.verify.identity).
 """
 
 from __future__ import annotations
