@@ -277,6 +277,14 @@ class KnowledgeBase:
             self._records = RecordMap(store.records())
         return self._records
 
+    def variant_entries(self) -> list[dict]:
+        """The variants the matcher indexes with the records (errkb.records.variants): a
+        pseudo-record per other wording, carrying its record's id and the variant's
+        pattern. An unreadable variants file raises VariantsError (the matcher has none)."""
+        from errkb.records.variants import variant_entries
+
+        return variant_entries(list(self.records()))
+
     @property
     def skipped(self) -> list[dict]:
         """Records the matcher cannot run (a pattern that stopped compiling, ...)."""
