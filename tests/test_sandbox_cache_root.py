@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from errkb.resources import cache_root
+from errkb.cache import cache_root
 from errkb.verify import sandbox
 
 

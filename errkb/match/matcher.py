@@ -31,10 +31,10 @@ import struct
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from errkb.cache import write_atomic
 from errkb.errors import ErrkbError
 from errkb.match import normalize
 from errkb.match.gaps import gap_match  # the analysis (patterns) is imported to build and on the bounded path
-from errkb.store.cache import atomic_write
 
 try:
     import hyperscan
@@ -293,6 +293,8 @@ class Matcher:
         # line instead of one RE2 call per (line, pattern).
         self.full_db = False
         self.full_db_seconds: float | None = None
+        # True when loads() was not allowed to trust the saved Hyperscan bytes and rebuilt them.
+        self.rebuilt_native = False
         self._full_chunks: list = []
         self._full_bytes: list[bytes] = []
         self._full_chunk_of: dict[int, int] = {}  # entry index -> chunk
@@ -517,7 +519,16 @@ class Matcher:
     # ------------------------------------------------------------------ persistence
 
     def save(self, path: str | Path, include_records: bool = True) -> None:
-        """Write the compiled index (our own format: JSON header + Hyperscan bytes)."""
+        """Write the compiled index to ``path`` (atomically, through ``errkb.cache``)."""
+        write_atomic(path, self.dumps(include_records))
+
+    def native_parts(self) -> list[bytes]:
+        """The parts of :meth:`dumps`'s bytes that Hyperscan's deserialiser reads: the
+        cache authenticates exactly these before :meth:`loads` may hand them on."""
+        return [self._hs_bytes or b"", *self._full_bytes]
+
+    def dumps(self, include_records: bool = True) -> bytes:
+        """The compiled index as bytes (our own format: JSON header + Hyperscan bytes)."""
         header = {
             "format": INDEX_FORMAT,
             "prefilter": self.prefilter,
@@ -545,8 +556,7 @@ class Matcher:
         header["full_chunk_of"] = sorted(self._full_chunk_of.items()) if self.full_db else None
         blob = json.dumps(header, ensure_ascii=False).encode("utf-8")
         hs = b"".join(blobs)
-        with atomic_write(path) as f:
-            f.write(_MAGIC + struct.pack("<QQ", len(blob), len(hs)) + blob + hs)
+        return _MAGIC + struct.pack("<QQ", len(blob), len(hs)) + blob + hs
 
     @classmethod
     def load(cls, path: str | Path, prefilter: str | None = None, confirm: str | None = None) -> Matcher:
@@ -558,8 +568,13 @@ class Matcher:
 
     @classmethod
     def loads(cls, data: bytes, path: str | Path = "matcher index", prefilter: str | None = None,
-              confirm: str | None = None) -> Matcher:
-        """:meth:`load` from the index file's bytes (read once, e.g. by the cache's check)."""
+              confirm: str | None = None, vouch=None) -> Matcher:
+        """:meth:`load` from the index file's bytes (read once, e.g. by the cache's check).
+
+        ``vouch(parts)``, where given, says whether the Hyperscan bytes may be handed to
+        Hyperscan (whose deserialiser trusts its input: crafted bytes crash the process);
+        when it says no they are rebuilt from the index's literals instead, or left out
+        (the full-pattern stage: the matches are the same, only slower)."""
         try:
             if not data.startswith(_MAGIC):
                 raise MatcherError(f"{path}: not an errkb matcher index")
@@ -589,11 +604,14 @@ class Matcher:
         if header.get("records") is not None:
             m._records = {str(r.get("id")): r for r in header["records"]}
             m._resolve = m._records.get
-        if m.prefilter == "hyperscan" and header["prefilter"] == "hyperscan":
+        native = [hs_bytes or b"", *blobs[3:]]
+        trusted = vouch is None or vouch(native)
+        if m.prefilter == "hyperscan" and header["prefilter"] == "hyperscan" and trusted:
             m._hs_bytes = hs_bytes
-        if header.get("full_chunk_of") is not None and hyperscan is not None:
+        if header.get("full_chunk_of") is not None and hyperscan is not None and trusted:
             m._full_chunk_of = {int(k): v for k, v in header["full_chunk_of"]}
             m._full_bytes = [bytes(b) for b in blobs[3:]]
+        m.rebuilt_native = not trusted
         try:
             m._build_prefilter(set(header["newline_literals"]))
             if m._full_bytes:

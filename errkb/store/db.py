@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from errkb import __version__
+from errkb.cache import atomic_write, default_db_path, view_root
 from errkb.errors import ErrkbError, signals_held
 from errkb.records.read import (
     SIDECAR_DIRS,
@@ -34,8 +35,7 @@ from errkb.records.read import (
 )
 from errkb.records.urls import shared_slug_order
 from errkb.resources import data_dir
-from errkb.store.cache import atomic_write
-from errkb.store.paths import LAYOUT_VERSION, default_db_path, read_stamp, resolve_db_path, stamp_path
+from errkb.store.paths import LAYOUT_VERSION, read_stamp, resolve_db_path, stamp_path
 
 # errkb runs offline and in pipelines: DuckDB must never fetch an extension at run
 # time (json and parquet, which errkb uses, are statically linked).
@@ -274,8 +274,7 @@ class Store:
     @property
     def cache_dir(self) -> Path:
         """Folder next to the store for derived artefacts (compiled matcher index, ...)."""
-        base = self.path if self.path is not None else default_db_path()
-        d = base.with_name(base.name + ".cache")
+        d = view_root(self.path if self.path is not None else default_db_path())
         d.mkdir(parents=True, exist_ok=True)
         return d
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from errkb import __version__
-from errkb.store.cache import atomic_write
+from errkb.cache import atomic_write
 from errkb.verify.proof_data import ProofError, all_proofs
 from errkb.verify.reproducers import for_record
 from errkb.verify.runs import (

@@ -19,8 +19,9 @@ Dataset code (example fixes, validation snippets) is untrusted input, so every r
 Every isolation step that could not be applied is said in ``SandboxResult.notes``.
 This is the parent's side; the part that runs inside the namespaces is
 ``errkb/verify/launcher.py``, started as a file (``python -I -S launcher.py --launch
-SPEC``). The reproducer drivers load that file by path too, so it and this module import
-nothing outside the standard library.
+SPEC``). The reproducer drivers load that file by path too, so it imports nothing outside
+the standard library; this module imports only that and ``errkb.cache`` (itself
+standard-library only).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from errkb.cache import cache_root
 
 OUTCOMES = ("pass", "fail", "skipped", "error", "timeout")
 
@@ -428,9 +431,7 @@ def _store_files() -> list[str]:
     for name in ("ERRKB_DB",):
         if os.environ.get(name):
             found.update(p for p in (os.environ[name], os.environ[name] + ".wal") if os.path.isfile(p))
-    # errkb.resources.cache_root(), spelled out: this module imports only the standard library.
-    cache = os.path.abspath(os.path.expanduser(os.environ["ERRKB_CACHE_DIR"])) if os.environ.get("ERRKB_CACHE_DIR") else \
-        os.path.abspath(os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "errkb"))
+    cache = str(cache_root())
     if os.path.isdir(cache):
         found.update(os.path.join(cache, n) for n in os.listdir(cache) if ".duckdb" in n and os.path.isfile(os.path.join(cache, n)))
     return sorted(found)
