@@ -15,7 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "errkb"
 # Lower numbers are used by higher ones, never the other way round. Consumers (5) do not
 # import each other, except the read side of proofs (verify.proof_data), which explain and the
 # site show.
-LAYER = {"errors": 0, "plain": 0, "terminal": 0, "progress": 0, "resources": 0, "records": 1, "store": 2, "match": 3, "kb": 4,
+# signals raises errors' Stopped, so it sits just above the base.
+LAYER = {"errors": 0, "cache": 0, "plain": 0, "terminal": 0, "progress": 0, "resources": 0, "signals": 1, "records": 1, "store": 2, "match": 3, "kb": 4,
          "explain": 5, "enrich": 5, "site": 5, "verify": 5, "mine": 5, "cli": 9, "console": 9, "__main__": 9}
 # Pure functions over pattern text: lint checks patterns with the same analysis the matcher
 # uses. They import nothing of errkb above errors.py (asserted below).

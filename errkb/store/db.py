@@ -23,7 +23,7 @@ from pathlib import Path
 
 from errkb import __version__
 from errkb.cache import atomic_write, default_db_path, view_root
-from errkb.errors import ErrkbError, signals_held
+from errkb.errors import ErrkbError
 from errkb.records.read import (
     SIDECAR_DIRS,
     SourcedRecord,
@@ -35,6 +35,7 @@ from errkb.records.read import (
 )
 from errkb.records.urls import shared_slug_order
 from errkb.resources import data_dir
+from errkb.signals import signals_held
 from errkb.store.paths import LAYOUT_VERSION, read_stamp, resolve_db_path, stamp_path
 
 # errkb runs offline and in pipelines: DuckDB must never fetch an extension at run
