@@ -243,7 +243,8 @@ class KnowledgeBase:
             return None
         try:
             matcher = Matcher.loads(index, folder.file("matcher.idx"),
-                                    vouch=lambda parts: folder.vouches("matcher.idx", parts))
+                                    vouch=lambda parts: folder.vouches("matcher.idx", parts),
+                                    on_damage=lambda: folder.discard("matcher.idx"))
             record_file = RecordFile(records, table)
         except Exception:  # any bytes that do not load (MatcherError or other) are damage: rebuilt
             return None

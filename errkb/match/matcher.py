@@ -240,12 +240,14 @@ def _hints_for(record: dict) -> list[str]:
 class _LazyEntries:
     """The entries of a loaded index, each decoded from its JSON text on first access."""
 
-    def __init__(self, blob: bytes, ends: list[int]) -> None:
+    def __init__(self, blob: bytes, ends: list[int], path="matcher index", on_damage=None) -> None:
         # one JSON line per entry; ``ends[i]`` is where entry i's line ends in ``blob``
         # (the lines are cut on access: a CLI call touches a handful of 10,000)
         self._blob = blob
         self._ends = ends
         self._decoded: list[_Entry | None] = [None] * len(ends)
+        self._path = path
+        self._on_damage = on_damage  # told when a line does not decode (the cache then rebuilds it)
 
     def __len__(self) -> int:
         return len(self._ends)
@@ -255,9 +257,17 @@ class _LazyEntries:
         if entry is None:
             if i < 0:
                 i += len(self._ends)
-            start = self._ends[i - 1] + 1 if i > 0 else 0
-            row = json.loads(bytes(self._blob[start:self._ends[i]]))  # the blob may be a memoryview
-            entry = self._decoded[i] = _Entry(**dict(zip(_Entry.FIELDS, row)))
+            try:
+                start = self._ends[i - 1] + 1 if i > 0 else 0
+                row = json.loads(bytes(self._blob[start:self._ends[i]]))  # the blob may be a memoryview
+                entry = self._decoded[i] = _Entry(**dict(zip(_Entry.FIELDS, row)))
+            except (ValueError, TypeError, IndexError) as e:
+                # Damage the file's checksum did not catch (it was rewritten with it): one
+                # line, and the index is rebuilt by the next call rather than fail every time.
+                if self._on_damage is not None:
+                    self._on_damage()
+                raise MatcherError(f"{self._path}: damaged matcher index (entry {i}: {e}); "
+                                   "it is rebuilt on the next call") from None
         return entry
 
     def __iter__(self):
@@ -568,13 +578,14 @@ class Matcher:
 
     @classmethod
     def loads(cls, data: bytes, path: str | Path = "matcher index", prefilter: str | None = None,
-              confirm: str | None = None, vouch=None) -> Matcher:
+              confirm: str | None = None, vouch=None, on_damage=None) -> Matcher:
         """:meth:`load` from the index file's bytes (read once, e.g. by the cache's check).
 
         ``vouch(parts)``, where given, says whether the Hyperscan bytes may be handed to
         Hyperscan (whose deserialiser trusts its input: crafted bytes crash the process);
         when it says no they are rebuilt from the index's literals instead, or left out
-        (the full-pattern stage: the matches are the same, only slower)."""
+        (the full-pattern stage: the matches are the same, only slower). ``on_damage()`` is
+        called when an entry, decoded on first use, turns out damaged."""
         try:
             if not data.startswith(_MAGIC):
                 raise MatcherError(f"{path}: not an errkb matcher index")
@@ -596,7 +607,7 @@ class Matcher:
         m = cls()
         m.prefilter, m.confirm = _resolve_engines(prefilter or header["prefilter"], confirm or header["confirm"])
         m.dataset_hash = header.get("dataset_hash")
-        m.entries = _LazyEntries(blobs[1], header["entry_ends"] if header["entries"] else [])
+        m.entries = _LazyEntries(blobs[1], header["entry_ends"] if header["entries"] else [], path, on_damage)
         m.skipped = header["skipped"]
         m._literals, m._literals_json = None, blobs[2]
         m.literal_entries = [tuple(v) for v in header["literal_entries"]]
