@@ -87,23 +87,32 @@ def key_path() -> Path:
 # -- how a cache file is written -----------------------------------------------------
 
 @contextlib.contextmanager
-def replacing(path: str | os.PathLike, prefix: str | None = None, suffix: str = ".tmp") -> Iterator[Path]:
+def replacing(path: str | os.PathLike, prefix: str | None = None, suffix: str = ".tmp",
+              mode: int = 0o600) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; when the block ends without an error the
     file written there is fsync'ed and renamed onto ``path``, else it is removed.
 
-    For writers that need a path rather than a file object (DuckDB's COPY, Parquet)."""
-    import tempfile  # writers only: a reading CLI call never pays for it
-
+    For writers that need a path rather than a file object (DuckDB's COPY, Parquet).
+    ``mode`` is the new file's (less the umask): 0600 for caches, 0666 for a user's own
+    output, which must come out as an ordinary ``open()`` would make it."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix or f".{path.name}.", suffix=suffix)
+    for _ in range(100):
+        tmp = path.with_name(f"{prefix or f'.{path.name}.'}{os.urandom(6).hex()}{suffix}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(f"{path}: no free temporary name beside it")
     os.close(fd)
     try:
-        yield Path(tmp)
+        yield tmp
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())  # durable before it is renamed into place
         os.replace(tmp, path)
     finally:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

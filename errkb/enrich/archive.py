@@ -1022,7 +1022,7 @@ def enrich_archive(
     if fmt == "json" and _OUTPUT_FORMATS[out_ext] == "(FORMAT json)":
         files = json_files(inputs)
         try:
-            with replacing(output, suffix=".tmp" + out_ext) as tmp, open(tmp, "wb") as out:
+            with replacing(output, suffix=".tmp" + out_ext, mode=0o666) as tmp, open(tmp, "wb") as out:
                 _jsonl_to_jsonl(files, out, matcher, fields, site_url, only_matched, workers, batch_rows, resolve_many, summary)
         except OSError as e:
             raise ArchiveError(f"{output}: cannot write: {_reason(e)}") from e
@@ -1100,7 +1100,7 @@ def enrich_archive(
     out_reader = pa.RecordBatchReader.from_batches(out_schema, batches())
     writer = connect()
     try:
-        with replacing(output, suffix=".tmp" + out_ext) as tmp:
+        with replacing(output, suffix=".tmp" + out_ext, mode=0o666) as tmp:
             _write(writer, out_reader, str(tmp), out_ext, names, json_cols)
     except duckdb.Error as e:
         if failure:  # the error happened while reading or matching, not writing
