@@ -49,10 +49,10 @@ def built(tmp_path):
 
 
 def _header(data: bytes) -> dict:
-    from errkb.match.matcher import _MAGIC
+    from errkb.match.index_file import MAGIC
 
-    n_blob, _ = struct.unpack_from("<QQ", data, len(_MAGIC))
-    start = len(_MAGIC) + 16
+    n_blob, _ = struct.unpack_from("<QQ", data, len(MAGIC))
+    start = len(MAGIC) + 16
     return {**json.loads(data[start:start + n_blob]), "_end": start + n_blob}
 
 
