@@ -306,7 +306,7 @@ class KnowledgeBase:
 
     def truncated(self, messages: list) -> list:
         """Matches for messages cut short: each record whose message one of ``messages``
-        (``errkb.match.normalize.Message``) truly begins, its class agreeing (errkb.match.prefix)."""
+        (``errkb.text.normalize.Message``) truly begins, its class agreeing (errkb.match.prefix)."""
         from errkb.match.matcher import Match
         from errkb.match.prefix import PrefixIndex
 
