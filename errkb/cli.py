@@ -15,9 +15,10 @@ from pathlib import Path
 import click
 
 from errkb import __version__
-from errkb.console import LARGE_LOG_BYTES, exit_quietly_on_signals, explain_command
+from errkb.console import LARGE_LOG_BYTES, explain_command
 from errkb.progress import Progress
 from errkb.records.view import RecordView
+from errkb.signals import exit_on_stop_signals, ignore_stop_signals
 from errkb.terminal import one_line, visible
 
 
@@ -66,15 +67,12 @@ class ErrkbGroup(click.Group):
     signal (Ctrl-C, SIGTERM) unwinds the command's clean-up and exits 128+signal."""
 
     def invoke(self, ctx):
-        import threading
-
-        from errkb.errors import ErrkbError, Stopped, stop_on_signals
+        from errkb.errors import ErrkbError, Stopped
+        from errkb.signals import quiet_broken_pipe, stop_on_signals
 
         try:
-            if threading.current_thread() is threading.main_thread():
-                with stop_on_signals():
-                    return super().invoke(ctx)
-            return super().invoke(ctx)
+            with stop_on_signals():  # on the main thread; elsewhere the process's own handlers
+                return super().invoke(ctx)
         except ErrkbError as e:
             raise UsageError(str(e)) from e
         except Stopped as e:
@@ -83,16 +81,8 @@ class ErrkbGroup(click.Group):
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except BrokenPipeError:
-            # The reader went away (`errkb list | head`): stop quietly with 128 + SIGPIPE, as a
-            # shell reports for `ls | head`; what is still buffered goes nowhere, not to a
-            # second BrokenPipeError when the interpreter flushes stdout at exit.
-            import os
-
-            try:
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            except (OSError, ValueError):
-                pass
-            ctx.exit(141)
+            # The reader went away (`errkb list | head`): stop quietly with 128 + SIGPIPE.
+            ctx.exit(quiet_broken_pipe())
         except Exception as e:
             # A failure inside errkb (an engine refusing a pattern, say) is exit 2 and one
             # line, never a traceback with exit 1, which would read as "no match".
@@ -119,21 +109,11 @@ def main() -> None:
     # the default action (-15). Registered first, this runs last of the exit handlers,
     # when the work is done: from then on a stop signal is ignored and the exit code is
     # the command's own.
-    atexit.register(_ignore_stop_signals)
+    atexit.register(ignore_stop_signals)
     try:
         cli(prog_name="errkb")
     finally:
-        exit_quietly_on_signals()
-
-
-def _ignore_stop_signals() -> None:
-    import signal
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            signal.signal(sig, signal.SIG_IGN)
-        except (ValueError, OSError):  # not the main thread
-            pass
+        exit_on_stop_signals()
 
 
 def present_failure(error: BaseException, command: str) -> None:

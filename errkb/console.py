@@ -22,6 +22,7 @@ import os
 import sys
 
 from errkb.errors import ErrkbError
+from errkb.signals import exit_on_stop_signals
 
 # A log this big takes seconds to explain: it gets a progress bar (errkb.progress).
 LARGE_LOG_BYTES = 8 << 20
@@ -47,41 +48,18 @@ def main() -> None:
     # Installed first as well (as errkb.cli.main does): stop_on_signals restores the
     # handler it found when the command ends, and the default one there would leave a
     # window before the `finally` in which SIGTERM kills the process (-15, not 143).
-    exit_quietly_on_signals()
+    exit_on_stop_signals()
     try:
         _run(options)
     finally:
-        exit_quietly_on_signals()
-
-
-def exit_quietly_on_signals() -> None:
-    """From now on SIGINT/SIGTERM end the process with 128 + signal, streams flushed,
-    instead of a traceback or death by the signal's default action."""
-    import signal
-
-    def exit_now(signum, frame):
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        os._exit(128 + signum)
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, exit_now)
+        exit_on_stop_signals()
 
 
 def _run(options: dict) -> None:
-    from errkb.errors import stop_on_signals
+    from errkb.signals import stop_on_signals
 
-    # Signal handlers can be set on the main thread only; no other thread runs unless
-    # something imported threading (not imported here: it is 1 ms of a cold call).
-    threading = sys.modules.get("threading")
     try:
-        if threading is None or threading.current_thread() is threading.main_thread():
-            with stop_on_signals():
-                explain_command(**options, echo=_echo)
-        else:
+        with stop_on_signals():  # on the main thread only (errkb.signals)
             explain_command(**options, echo=_echo)
     except SystemExit:
         raise

@@ -35,7 +35,6 @@ import glob
 import json
 import multiprocessing
 import os
-import tempfile
 import time
 from collections import Counter, deque
 from collections.abc import Iterator, Sequence
@@ -45,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from errkb.cache import replacing, shipped_file
 from errkb.enrich.lines import errkb_object
 from errkb.errors import ErrkbError
 
@@ -1018,20 +1018,14 @@ def enrich_archive(
     started = time.perf_counter()
     summary = ArchiveSummary(inputs=inputs, output=output, workers=workers)
     fmt = input_format(inputs)
-    tmp = output + ".tmp" + out_ext
 
     if fmt == "json" and _OUTPUT_FORMATS[out_ext] == "(FORMAT json)":
         files = json_files(inputs)
         try:
-            with open(tmp, "wb") as out:
+            with replacing(output, suffix=".tmp" + out_ext, mode=0o666) as tmp, open(tmp, "wb") as out:
                 _jsonl_to_jsonl(files, out, matcher, fields, site_url, only_matched, workers, batch_rows, resolve_many, summary)
-            os.replace(tmp, output)
         except OSError as e:
-            Path(tmp).unlink(missing_ok=True)
             raise ArchiveError(f"{output}: cannot write: {_reason(e)}") from e
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
         summary.seconds = time.perf_counter() - started
         return summary
 
@@ -1106,15 +1100,17 @@ def enrich_archive(
     out_reader = pa.RecordBatchReader.from_batches(out_schema, batches())
     writer = connect()
     try:
-        _write(writer, out_reader, tmp, out_ext, names, json_cols)
-        os.replace(tmp, output)
+        with replacing(output, suffix=".tmp" + out_ext, mode=0o666) as tmp:
+            _write(writer, out_reader, str(tmp), out_ext, names, json_cols)
     except duckdb.Error as e:
-        Path(tmp).unlink(missing_ok=True)
         if failure:  # the error happened while reading or matching, not writing
             raise failure[0] from None
         raise ArchiveError(f"{output}: {duck_error(e)}") from e
+    except OSError as e:
+        if failure:
+            raise failure[0] from None
+        raise ArchiveError(f"{output}: cannot write: {_reason(e)}") from e
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
         if failure:
             raise failure[0] from None
         raise
@@ -1213,13 +1209,11 @@ def _write_parquet(batches, tmp: str, names: list[str], json_cols: list[bool]) -
 def _pool_map(tasks: Iterator[tuple[Any, tuple]], fn, workers: int, matcher, init_extra: tuple = ()) -> Iterator:
     """(key, fn(*args)) for each (key, args) of ``tasks``, in order, ``fn`` running in
     ``workers`` processes with at most two tasks per worker in flight (bounded memory)."""
-    with tempfile.TemporaryDirectory(prefix="errkb-archive-") as tmp:
-        index_path = os.path.join(tmp, "matcher.idx")
-        matcher.save(index_path, include_records=False)
+    with shipped_file("matcher.idx", matcher.dumps(include_records=False)) as index_path:
         # spawn, not fork: the parent runs DuckDB threads, which fork would not carry over safely.
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(index_path, *init_extra)) as pool:
+                                 initargs=(str(index_path), *init_extra)) as pool:
             pending: deque[tuple[Any, Future]] = deque()
             for key, args in tasks:
                 pending.append((key, pool.submit(fn, *args)))

@@ -45,6 +45,7 @@ from typing import IO, Any
 
 from errkb.errors import ErrkbError
 from errkb.records.urls import fix_page_path, fix_page_url
+from errkb.signals import install, restore
 
 DEFAULT_FIELDS = ("message",)
 DEFAULT_BATCH = 16384
@@ -567,12 +568,8 @@ class _Signals:
         os.set_blocking(self.wake_r, False)
         os.set_blocking(wake_w, False)
         self._old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
-        for sig, handler in (
-            (signal.SIGTERM, self._on_stop),
-            (signal.SIGINT, self._on_stop),
-            (signal.SIGUSR1, self._on_report),
-        ):
-            self._old[sig] = signal.signal(sig, handler)
+        self._old = install({signal.SIGTERM: self._on_stop, signal.SIGINT: self._on_stop,
+                             signal.SIGUSR1: self._on_report})
         return self
 
     def _on_stop(self, signum, frame):
@@ -592,8 +589,7 @@ class _Signals:
     def __exit__(self, *exc):
         if not self.enabled:
             return False
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
+        restore(self._old)
         signal.set_wakeup_fd(self._old_wakeup)
         os.close(self.wake_r)
         os.close(self._wake_w)

@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -39,9 +37,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from errkb.cache import cache_root, read_intact, seal, vouched, write_atomic
 from errkb.errors import ErrkbError
-from errkb.resources import cache_root
-from errkb.store.cache import atomic_write
 
 if TYPE_CHECKING:  # pyspark is an optional extra: `pip install 'errkb[spark]'`
     from pyspark.sql import DataFrame, SparkSession
@@ -131,8 +128,11 @@ def build_index(db: str | os.PathLike | None = None, folder: str | os.PathLike |
     pointer = out_dir / f"spark-index-v{INDEX_FORMAT}-{dataset_hash}.txt"
     if pointer.is_file():
         known = out_dir / pointer.read_text(encoding="utf-8").strip()
-        if known.is_file():
-            sha = _file_sha256(known)
+        data = read_intact(known)
+        # Reused only when errkb wrote it for this user (errkb.cache's MAC): the index
+        # holds Hyperscan bytes, and executors load whatever file the driver names.
+        if data is not None and vouched(known, [data]):
+            sha = hashlib.sha256(data).hexdigest()
             if known.name == _content_named(sha):
                 return IndexFile(known, sha, dataset_hash, _dataset_version(kb))
     records = [shipped_record(r) for r in kb.records()]
@@ -143,18 +143,12 @@ def build_index(db: str | os.PathLike | None = None, folder: str | os.PathLike |
     except MatcherError as e:
         raise SparkEnrichError(f"cannot compile the index: {e}") from e
     matcher.dataset_hash = dataset_hash
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix="spark-index-", suffix=".tmp")
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        matcher.save(tmp_path, include_records=True)
-        sha = _file_sha256(tmp_path)
-        final = out_dir / _content_named(sha)
-        os.replace(tmp_path, final)
-    finally:
-        tmp_path.unlink(missing_ok=True)
-    with atomic_write(pointer, "w", encoding="utf-8") as f:
-        f.write(final.name + "\n")
+    data = matcher.dumps(include_records=True)
+    sha = hashlib.sha256(data).hexdigest()
+    final = out_dir / _content_named(sha)
+    write_atomic(final, data)
+    seal(final, native=[data])
+    write_atomic(pointer, (final.name + "\n").encode("utf-8"))
     return IndexFile(final, sha, dataset_hash, _dataset_version(kb))
 
 
@@ -182,9 +176,7 @@ def index_file(path: str | os.PathLike) -> IndexFile:
         target = cache_root() / "spark" / wanted
         if not target.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f"{wanted}.{os.getpid()}.tmp")
-            shutil.copyfile(path, tmp)
-            os.replace(tmp, target)
+            write_atomic(target, path.read_bytes())
         path = target
     return IndexFile(path, sha, matcher.dataset_hash)
 

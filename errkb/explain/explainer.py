@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import functools
 import itertools
-import re
 import os
+import re
 from collections.abc import Iterator
 
 from errkb.errors import ErrkbError

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+from errkb.cache import cache_root
 from errkb.records.variants import (
     VariantsError,
     lint_variant,
     version_key,
 )
-from errkb.resources import cache_root
 
 MIN_VARIANT_SIMILARITY = 0.8
 MIN_VARIANT_SIMILARITY_ELSEWHERE = 0.9  # when the site is in another function than the recorded one

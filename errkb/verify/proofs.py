@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from errkb import __version__
+from errkb.cache import atomic_write
 from errkb.records.proofs import REPRODUCER_INDEX, ProofError, all_proofs, proofs_dir
-from errkb.store.cache import atomic_write
 from errkb.verify.identity import gpu_identity
 from errkb.verify.judge import CheckResult
 from errkb.verify.language import detect_language
