@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import IO, Any
 
+from errkb.enrich.value import Hit, RecordValues, errkb_object  # noqa: F401 - errkb_object: the API's name
 from errkb.errors import ErrkbError
-from errkb.records.urls import fix_page_path, fix_page_url
 
 DEFAULT_FIELDS = ("message",)
 DEFAULT_BATCH = 16384
@@ -116,74 +116,7 @@ class EnrichError(ErrkbError):
     """Bad usage or input of ``errkb enrich``; the message is one line for the user."""
 
 
-# -- what a match adds to a line -----------------------------------------------
-
-
-def errkb_object(match: Any, site_url: str | None = None, record: dict | None = None) -> dict:
-    """The ``errkb`` object of a line matched by ``match`` (an :class:`errkb.match.matcher.Match`);
-    ``record`` saves the matcher's own look-up of the record when the caller has it."""
-    record = record if record is not None else (match.record or {})
-    solutions = record.get("solutions") or []
-    repo, slug = match.repo, match.slug
-    return {
-        "id": match.record_id,
-        "slug": slug,
-        "repo": repo,
-        "errorClass": match.error_class,
-        "severity": match.severity,
-        "score": round(float(match.score), 3),
-        "solution": solutions[0] if solutions else None,
-        "url": fix_page_url(site_url, repo, slug) if site_url else fix_page_path(repo, slug),
-    }
-
-
-class _Fragments:
-    """The ``errkb`` object of each record as JSON text, built once per record.
-
-    Only the score differs between two lines matching one record, so the text
-    around it is cached and a matched line costs two string joins.
-    """
-
-    def __init__(self, site_url: str | None, resolve_many: Callable[[list[str]], dict[str, dict]] | None = None):
-        self.site_url = site_url
-        self.resolve_many = resolve_many
-        self._cache: dict[str, tuple[str, str]] = {}
-        self._records: dict[str, dict] = {}
-
-    def prepare(self, matches: Iterable[Any]) -> None:
-        """Fetch the records of a batch's new matches in one call (a store look-up per
-        record would cost a query each)."""
-        if self.resolve_many is None:
-            return
-        self.fetch([m.record_id for m in matches])
-
-    def fetch(self, record_ids: Iterable[str]) -> None:
-        """:meth:`prepare` for the matches' record ids."""
-        if self.resolve_many is None:
-            return
-        new = set(record_ids).difference(self._cache)
-        if new:
-            self._records.update(self.resolve_many(sorted(new)))
-
-    def parts(self, match: Any, rid: str) -> tuple[str, str, str]:
-        """(text before the score, text after it, "repo/slug") of ``match``'s record
-        ``rid``, built on its first match."""
-        parts = self._cache.get(rid)
-        if parts is None:
-            obj = errkb_object(match, self.site_url, self._records.pop(rid, None))
-            obj["score"] = 0.0
-            text = json.dumps(obj, ensure_ascii=False)
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate in the record: escape it
-                text = json.dumps(obj)
-            head, tail = text.split('"score": 0.0', 1)
-            parts = self._cache[rid] = (head + '"score": ', tail, f"{match.repo}/{match.slug}")
-        return parts
-
-    def text(self, match: Any) -> str:
-        parts = self.parts(match, match.record_id)
-        return f"{parts[0]}{round(float(match.score), 3)!r}{parts[1]}"
+# -- what a match adds to a line: errkb.enrich.value (one value for every path) ----
 
 
 # -- reading a field -----------------------------------------------------------
@@ -295,7 +228,12 @@ class LineEnricher:
         self.matcher = matcher
         self.paths = _field_paths(fields)
         self.only_matched = only_matched
-        self.fragments = _Fragments(site_url, resolve_many)
+        self.values = RecordValues(site_url, resolve_many)
+        # None: matched lines get their errkb text. A list (an archive worker, which has
+        # the matcher but not the records): a matched line gets a NUL where its errkb
+        # text goes (no line written here holds a NUL: JSON escapes it) and its Hit is
+        # appended; the parent puts the texts in.
+        self.found: list[Hit] | None = None
         self.counters = counters or Counters()
 
     def _match(self, messages: list[str]) -> list[list]:
@@ -426,34 +364,30 @@ class LineEnricher:
         the counters updated once per batch."""
         counters = self.counters
         labels = counters.labels
-        fragments = self.fragments
-        # a stand-in (the archive workers') has only text(); _Fragments is read directly
-        cached = type(fragments) is _Fragments
-        cache = fragments._cache if cached else {}
+        values = self.values
+        found = self.found
+        text_parts = values._text  # read directly: this loop runs per matched line
         escape = _escape
         bests = [results[i][0] for i in matched]
-        all_rids = [best.record_id for best in bests]
-        if cached:
-            fragments.fetch(all_rids)
-        else:
-            fragments.prepare(bests)
+        if found is None:
+            values.fetch([best.record_id for best in bests])
         rids = []
         out = []
-        for i, best, rid in zip(matched, bests, all_rids):
+        for i, best in zip(matched, bests):
             line = lines[i]
             obj = objects.get(i)
             if obj is not None and "errkb" in obj:
                 counters.already_enriched += 1  # written as read (docs/enrich.md)
                 out.append(line)
                 continue
+            rid = best.record_id
             rids.append(rid)
-            if cached:
-                parts = cache.get(rid) or fragments.parts(best, rid)
+            if found is None:
+                parts = text_parts.get(rid) or values.parts(best)
                 text = f"{parts[0]}{round(float(best.score), 3)!r}{parts[1]}"
             else:
-                if rid not in labels:
-                    labels[rid] = f"{best.repo}/{best.slug}"
-                text = fragments.text(best)
+                found.append(Hit.of(best))
+                text = "\x00"
             if obj is not None:
                 # The input's members byte for byte, errkb's spliced in as text: re-encoding
                 # would turn 1e999 into Infinity, escape non-ASCII, drop duplicate keys.
@@ -468,8 +402,9 @@ class LineEnricher:
         if rids:
             counters.matched += len(rids)
             counters.by_record.update(rids)
-            for rid in set(rids).difference(labels):
-                labels[rid] = cache[rid][2]
+            if found is None:
+                for rid in set(rids).difference(labels):
+                    labels[rid] = values.labels[rid]
         return out
 
 
@@ -728,14 +663,8 @@ class RecordEnricher:
         self.matcher = matcher
         self.paths = _field_paths(field)
         self.site_url = site_url
-        # One errkb object per record: a store-backed Match looks its record up per call.
-        self._objects: dict[str, dict] = {}
-
-    def _object(self, match: Any) -> dict:
-        obj = self._objects.get(match.record_id)
-        if obj is None:
-            obj = self._objects[match.record_id] = errkb_object(match, self.site_url)
-        return {**obj, "score": round(float(match.score), 3)}
+        # One errkb value per record: a store-backed Match looks its record up per call.
+        self.values = RecordValues(site_url)
 
     def enrich_batch(self, items: list[dict]) -> list[tuple[dict, bool]]:
         messages = [field_value(d, self.paths) if isinstance(d, dict) else None for d in items]
@@ -743,7 +672,7 @@ class RecordEnricher:
         out = []
         for item, message, found in zip(items, messages, results):
             if message and found:
-                out.append(({**item, "errkb": self._object(found[0])}, True))
+                out.append(({**item, "errkb": self.values.value(found[0])}, True))
             else:
                 out.append((item, False))
         return out

@@ -1,0 +1,97 @@
+"""The archive path's matcher worker processes: a pool that keeps memory bounded.
+
+Each worker loads the matcher from an index file the parent saved once (never a
+pickle of the matcher); a task's function runs with what the pool's ``setup`` made of
+that matcher in the worker. At most two tasks per worker are in flight, so memory
+stays bounded by a few batches whatever the input size.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import tempfile
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from errkb.enrich.duck import ArchiveError
+from errkb.enrich.value import Hit
+
+_state: Any = None  # in a worker: what the pool's setup made of the loaded matcher
+
+
+def _init_worker(index_path: str, setup, setup_args: tuple) -> None:
+    global _state
+    from errkb.match.matcher import Matcher
+
+    matcher = Matcher.load(index_path)
+    _state = setup(matcher, *setup_args) if setup is not None else matcher
+
+
+def _call(fn, args: tuple):
+    return fn(*args, _state)
+
+
+def bounded_report(matcher) -> tuple[int, dict] | None:
+    """(this process, what its matcher's time bound cut short so far)."""
+    report = getattr(matcher, "bounded_report", None)
+    return (os.getpid(), report()) if report is not None else None
+
+
+def match_column(messages: list, matcher) -> tuple[list[int], list[Hit], Any]:
+    """(rows, hits) of the best match of each matched message, and the matcher's
+    time-bound report (a task: the matcher is the worker's)."""
+    texts = [t if isinstance(t, str) else "" for t in messages]
+    rows, hits = [], []
+    for i, found in enumerate(matcher.match_lines(texts)):
+        if found:
+            rows.append(i)
+            hits.append(Hit.of(found[0]))
+    return rows, hits, bounded_report(matcher)
+
+
+def add_bounded(summary, per_process: dict, report) -> None:
+    """Sum the latest time-bound report of each process into ``summary.bounded``."""
+    if report is None:
+        return
+    pid, counts = report
+    per_process[pid] = counts
+    disabled: list[str] = []
+    for c in per_process.values():
+        disabled += [r for r in c["disabled"] if r not in disabled]
+    summary.bounded = {"timeouts": sum(c["timeouts"] for c in per_process.values()),
+                       "skipped": sum(c["skipped"] for c in per_process.values()), "disabled": disabled}
+
+
+def pool_map(tasks: Iterator[tuple[Any, tuple]], fn, workers: int, matcher, setup=None,
+             setup_args: tuple = ()) -> Iterator:
+    """(key, fn(*args, state)) for each (key, args) of ``tasks``, in order, ``fn``
+    running in ``workers`` processes (``state``: ``setup(matcher, *setup_args)`` in each,
+    the matcher itself without ``setup``) with at most two tasks per worker in flight
+    (bounded memory). ``fn`` and ``setup`` are module functions (pickled by name)."""
+    with tempfile.TemporaryDirectory(prefix="errkb-archive-") as tmp:
+        index_path = os.path.join(tmp, "matcher.idx")
+        matcher.save(index_path, include_records=False)
+        # spawn, not fork: the parent runs DuckDB threads, which fork would not carry over safely.
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                                 initargs=(index_path, setup, setup_args)) as pool:
+            pending: deque[tuple[Any, Future]] = deque()
+            for key, args in tasks:
+                pending.append((key, pool.submit(_call, fn, args)))
+                if len(pending) >= 2 * workers:
+                    k, fut = pending.popleft()
+                    yield k, _result(fut)
+            while pending:
+                k, fut = pending.popleft()
+                yield k, _result(fut)
+
+
+def _result(fut: Future):
+    try:
+        return fut.result()
+    except BrokenProcessPool as e:
+        raise ArchiveError(f"a matcher worker process died ({e}); retry with --workers 1") from e
