@@ -54,9 +54,37 @@ def check_name(path: str) -> None:
         raise ArchiveError(f"{shown}: the file name is not UTF-8, which DuckDB cannot open; rename the file") from None
 
 
+def folder_files(folder: str) -> list[str]:
+    """The data files of a folder as Spark and Hadoop write one (``part-*.parquet``
+    beside ``_SUCCESS`` and ``.crc`` files; partitions in ``key=value/`` subfolders):
+    every file of a known format, in sorted order, skipping names starting with "_" or
+    "." (their markers and checksums) at any depth."""
+    found: list[str] = []
+    for top, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
+        found += [os.path.join(top, n) for n in sorted(names)
+                  if not n.startswith(("_", ".")) and _format_of(n) is not None]
+    return found
+
+
+def archive_files(inputs: Sequence[str]) -> list[str]:
+    """The files of ``inputs``: a glob's matches and a folder's data files, in sorted order."""
+    files: list[str] = []
+    for spec in inputs:
+        spec = str(spec)
+        if glob.has_magic(spec):
+            files += sorted(glob.glob(spec))
+        elif os.path.isdir(spec):
+            files += folder_files(spec)
+        else:
+            files.append(spec)
+    return files
+
+
 def input_format(inputs: Sequence[str]) -> str:
     """The one format of ``inputs`` ("json", "parquet" or "csv"), after checking that
-    each exists (a glob: matches a file) and has a known extension."""
+    each exists (a glob: matches a file; a folder: holds data files) and has a known
+    extension."""
     if not inputs:
         raise ArchiveError("no --input given")
     formats = set()
@@ -64,6 +92,17 @@ def input_format(inputs: Sequence[str]) -> str:
         spec = str(spec)
         for name in [spec] + (glob.glob(spec) if glob.has_magic(spec) else []):
             check_name(name)
+        if not glob.has_magic(spec) and os.path.isdir(spec):
+            files = folder_files(spec)
+            for name in files:
+                check_name(name)
+            kinds = {_format_of(f) for f in files}
+            if not kinds:
+                raise ArchiveError(f"{spec}: a folder without .parquet, .jsonl/.ndjson/.json or .csv/.tsv files")
+            if len(kinds) > 1:
+                raise ArchiveError(f"{spec}: the folder mixes formats ({', '.join(sorted(kinds))}); name the files")
+            formats |= kinds
+            continue
         fmt = _format_of(spec)
         if fmt is None:
             raise ArchiveError(f"{spec}: unknown archive format (use .jsonl/.ndjson/.json, .parquet or .csv/.tsv, optionally .gz)")
@@ -80,9 +119,13 @@ def input_format(inputs: Sequence[str]) -> str:
 
 def source_sql(inputs: Sequence[str]) -> str:
     """``read_json(...)`` / ``read_parquet(...)`` / ``read_csv(...)`` over the inputs
-    (``errkb query`` reads enriched archives with it; enriching reads JSON Lines as raw lines)."""
+    (``errkb query`` reads enriched archives with it; enriching reads JSON Lines as raw
+    lines). A folder stands for its data files (Spark's output folder)."""
     fmt = input_format(inputs)
-    files = "[" + ", ".join(sql_string(str(s)) for s in inputs) + "]"
+    names = [str(s) for s in inputs]
+    if any(not glob.has_magic(s) and os.path.isdir(s) for s in names):
+        names = archive_files(names)
+    files = "[" + ", ".join(sql_string(s) for s in names) + "]"
     if fmt == "json":
         return f"read_json({files}, format='newline_delimited', sample_size=-1, union_by_name=true, maximum_object_size=268435456)"
     if fmt == "csv":

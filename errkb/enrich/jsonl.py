@@ -10,12 +10,11 @@ filter frames them, and hands DuckDB one line per row.
 from __future__ import annotations
 
 import base64
-import glob
 import json
 import os
 from collections.abc import Iterator, Sequence
 
-from errkb.enrich.duck import ArchiveError
+from errkb.enrich.duck import ArchiveError, archive_files
 
 RAW_READ = 16 << 20  # a block: up to batch_rows lines
 _CODECS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
@@ -27,11 +26,8 @@ def reason(e: BaseException) -> str:
 
 
 def json_files(inputs: Sequence[str]) -> list[str]:
-    """The files of ``inputs``, a glob's matches in sorted order."""
-    files: list[str] = []
-    for spec in inputs:
-        files += sorted(glob.glob(spec)) if glob.has_magic(spec) else [spec]
-    return files
+    """The files of ``inputs``, a glob's matches and a folder's data files in sorted order."""
+    return archive_files(inputs)
 
 
 def _split_lines(block: bytes, limit: int) -> list[bytes]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from errkb.enrich.jsonl import STRICT_JSON, raw_blocks
-from errkb.enrich.lines import Counters, LineEnricher, field_value
+from errkb.enrich.lines import Counters, LineEnricher, field_value, has_null_errkb, without_null_errkb
 from errkb.enrich.pool import add_bounded, bounded_report, pool_map
 from errkb.enrich.value import Hit, RecordValues
 
@@ -61,7 +61,7 @@ def _hole(e: LineEnricher, match) -> str:
     return "\x00"
 
 
-def _splice(line: str, text: str, empty: bool) -> str:
+def _splice(line: str, empty: bool, text: str) -> str:
     """``line`` (a JSON object) with ``"errkb": text`` added before its closing brace, as
     text: the input's members stay byte for byte (the streaming filter's rule)."""
     body = line.rstrip()
@@ -84,7 +84,8 @@ def _objects_block(e, block: bytes) -> bytes | None:
     lines = text.split("\n")
     if text.count("\n{") != len(lines) - 1:
         return None
-    # per line: 0 an object, 1 the empty object, 2 an object with an errkb member (kept
+    # per line: 0 an object, 1 the empty object, 2 an object with an errkb member, 3 one
+    # whose errkb is null (enriched as if it had none; docs/enrich.md) (kept
     # as flags, not dicts: a block's dicts alive at once would keep the collector busy)
     kinds, messages, paths = [], [], e.paths
     scan = STRICT_JSON.scan_once  # the decoder without its whitespace regexes: a line here starts with "{"
@@ -93,7 +94,7 @@ def _objects_block(e, block: bytes) -> bytes | None:
             obj, end = scan(line, 0)
             if end != len(line) and line[end:].strip(" \t\n\r"):
                 return None
-            kinds.append(2 if "errkb" in obj else 0 if obj else 1)
+            kinds.append((3 if has_null_errkb(obj) else 2) if "errkb" in obj else 0 if obj else 1)
             messages.append(field_value(obj, paths) or "")
     except (ValueError, RecursionError, StopIteration):
         return None
@@ -102,8 +103,8 @@ def _objects_block(e, block: bytes) -> bytes | None:
     counters.json_lines += len(lines)
     results = _match_lines(e, messages)
     matched = [i for i, r in enumerate(results) if r]
-    done = {i: lines[i] if kinds[i] == 2 else _splice(lines[i], _hole(e, results[i][0]), kinds[i] == 1)
-            for i in matched}
+    done = {i: lines[i] if kinds[i] == 2 else _splice(*without_null_errkb(lines[i]), _hole(e, results[i][0]))
+            if kinds[i] == 3 else _splice(lines[i], kinds[i] == 1, _hole(e, results[i][0])) for i in matched}
     counters.already_enriched += sum(1 for i in matched if kinds[i] == 2)  # written as read (docs/enrich.md)
     if e.only_matched:
         return "".join(done[i] + "\n" for i in matched).encode("utf-8")

@@ -32,6 +32,7 @@ import errno
 import gc
 import json
 import os
+import re
 import select
 import signal
 import sys
@@ -110,6 +111,46 @@ def _decode_object_line(line: str):
     if end != len(line) and line[end:].strip(" \t\n\r"):
         raise ValueError("extra data after the JSON value")
     return obj
+
+
+# A JSON string or a bracket: enough to find a line's top-level members (linear: the
+# string's two alternatives never overlap).
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]')
+_NULL_VALUE = re.compile(r"[ \t\r\n]*:[ \t\r\n]*null[ \t\r\n]*")
+
+
+def has_null_errkb(obj: dict) -> bool:
+    """An ``errkb`` member that is null (a schema's empty default) counts as absent."""
+    return "errkb" in obj and obj["errkb"] is None
+
+
+def without_null_errkb(line: str) -> tuple[str, bool]:
+    """(``line``, a JSON object, less its top-level ``"errkb": null`` members, as text so
+    every other member keeps its bytes; whether no member is left)."""
+    depth = 0
+    cuts = []
+    for m in _JSON_TOKEN.finditer(line):
+        tok = m.group()
+        if tok in "{[":
+            depth += 1
+        elif tok in "}]":
+            depth -= 1
+        elif depth == 1 and (tok == '"errkb"' or ("\\" in tok and json.loads(tok) == "errkb")):
+            value = _NULL_VALUE.match(line, m.end())
+            if value is not None and line[value.end():value.end() + 1] in (",", "}"):
+                cuts.append((m.start(), value.end()))
+    for start, end in reversed(cuts):
+        if line[end] == ",":  # a member follows: the comma and the space after it go
+            end += 1
+            while end < len(line) and line[end] in " \t\r\n":
+                end += 1
+        else:  # the last member: the comma before it goes
+            before = line[:start].rstrip(" \t\r\n")
+            if before.endswith(","):
+                start = len(before) - 1
+        line = line[:start] + line[end:]
+    rest = line.strip(" \t\r\n")
+    return line, rest[1:-1].strip(" \t\r\n") == ""
 
 
 class EnrichError(ErrkbError):
@@ -376,7 +417,7 @@ class LineEnricher:
         for i, best in zip(matched, bests):
             line = lines[i]
             obj = objects.get(i)
-            if obj is not None and "errkb" in obj:
+            if obj is not None and "errkb" in obj and not has_null_errkb(obj):
                 counters.already_enriched += 1  # written as read (docs/enrich.md)
                 out.append(line)
                 continue
@@ -391,8 +432,11 @@ class LineEnricher:
             if obj is not None:
                 # The input's members byte for byte, errkb's spliced in as text: re-encoding
                 # would turn 1e999 into Infinity, escape non-ASCII, drop duplicate keys.
+                empty = not obj
+                if "errkb" in obj:  # null: enriched as if absent, the null member taken out
+                    line, empty = without_null_errkb(line)
                 body = line.rstrip()
-                out.append(f'{body[:-1]}"errkb": {text}}}' if not obj else f'{body[:-1]}, "errkb": {text}}}')
+                out.append(f'{body[:-1]}"errkb": {text}}}' if empty else f'{body[:-1]}, "errkb": {text}}}')
                 continue
             code = b64.get(i)
             if code is not None:

@@ -22,6 +22,9 @@ def write(con, batches, tmp: str, out_ext: str, names: list[str] | None, json_co
     header is written here."""
     con.register("enriched_batches", batches)
     options = OUTPUT_FORMATS[out_ext]
+    if names is None and options == "(FORMAT json)":
+        _write_jsonl(con, tmp)
+        return
     if names is None:
         con.execute(f"COPY (SELECT * FROM enriched_batches) TO {sql_string(tmp)} {options}")
         return
@@ -66,3 +69,24 @@ def _write_parquet(batches, tmp: str, names: list[str], json_cols: list[bool]) -
             arrays = [col.cast(pa.string()).cast(pa.json_()) if i < len(json_cols) and json_cols[i] else col
                       for i, col in enumerate(batch.columns)]
             writer.write_batch(pa.record_batch(arrays, schema=schema))
+
+
+# A row's JSON (DuckDB's to_json, what COPY ... (FORMAT json) writes) less its null errkb
+# member: the streaming filter and JSON Lines in write no errkb key on an unmatched
+# line, and every format's JSON Lines out must agree. errkb is the last column, so its
+# member ends the object.
+_UNMATCHED_JSON = (
+    "SELECT CASE WHEN __errkb_row.errkb IS NULL THEN regexp_replace(CAST(to_json(__errkb_row) AS VARCHAR), ',?\"errkb\":null}$', '}') "
+    "ELSE CAST(to_json(__errkb_row) AS VARCHAR) END AS j FROM enriched_batches __errkb_row"
+)
+
+
+def _write_jsonl(con, tmp: str) -> None:
+    """JSON Lines of the enriched batches (Parquet/CSV in), batch by batch."""
+    rel = con.sql(_UNMATCHED_JSON)
+    to_reader = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch  # duckdb < 1.4
+    with open(tmp, "wb") as out:
+        for batch in to_reader(1 << 16):
+            lines = batch.column(0).to_pylist()
+            if lines:
+                out.write(("\n".join(lines) + "\n").encode("utf-8"))
