@@ -238,7 +238,8 @@ def enrich_archive(
                 for batch in reader:
                     yield enriched(batch, match_column(batch.column(MESSAGE_COLUMN).to_pylist(), matcher))
                 return
-            tasks = ((batch, (batch.column(MESSAGE_COLUMN).to_pylist(),)) for batch in reader)
+            tasks = ((batch, (batch.column(MESSAGE_COLUMN).to_pylist(),), batch.column(MESSAGE_COLUMN).nbytes)
+                     for batch in reader)
             for batch, matched in pool_map(tasks, match_column, workers, matcher):
                 yield enriched(batch, matched)
         except duckdb.Error as e:

@@ -124,10 +124,11 @@ def jsonl_to_jsonl(files, out, matcher, fields, site_url, only_matched, workers,
     # the streaming filter's own errkb texts (one JSON text per record, the score put in)
     values = RecordValues(site_url, resolve_many, matcher.record)
     per_process: dict = {}
-    tasks = (((block, final), (block, final)) for _, block, final in raw_blocks(files, max_lines))
+    # no key: the parent keeps no copy of a block while a worker has it
+    tasks = ((None, (block, final), len(block)) for _, block, final in raw_blocks(files, max_lines))
     if workers <= 1:
         local = line_enricher(matcher, fields, only_matched)
-        results: Iterator = ((key, enrich_lines(*args, local)) for key, args in tasks)
+        results: Iterator = ((key, enrich_lines(*args, local)) for key, args, _ in tasks)
     else:
         results = pool_map(tasks, enrich_lines, workers, matcher, line_enricher, (list(fields), only_matched))
     for _, (data, found, (lines, objects, invalid, already), report) in results:

@@ -66,12 +66,18 @@ def add_bounded(summary, per_process: dict, report) -> None:
                        "skipped": sum(c["skipped"] for c in per_process.values()), "disabled": disabled}
 
 
-def pool_map(tasks: Iterator[tuple[Any, tuple]], fn, workers: int, matcher, setup=None,
+# Bytes of task input in flight at once (beyond one task): a batch of huge lines must not
+# be queued 2 x workers times over (a 300 MB line pair took 2.17 GB).
+MAX_INFLIGHT_BYTES = 64 << 20
+
+
+def pool_map(tasks: Iterator[tuple[Any, tuple, int]], fn, workers: int, matcher, setup=None,
              setup_args: tuple = ()) -> Iterator:
-    """(key, fn(*args, state)) for each (key, args) of ``tasks``, in order, ``fn``
+    """(key, fn(*args, state)) for each (key, args, size) of ``tasks``, in order, ``fn``
     running in ``workers`` processes (``state``: ``setup(matcher, *setup_args)`` in each,
-    the matcher itself without ``setup``) with at most two tasks per worker in flight
-    (bounded memory). ``fn`` and ``setup`` are module functions (pickled by name)."""
+    the matcher itself without ``setup``). At most two tasks per worker are in flight,
+    and at most MAX_INFLIGHT_BYTES of their ``size`` beyond the oldest (bounded memory).
+    ``fn`` and ``setup`` are module functions (pickled by name)."""
     with tempfile.TemporaryDirectory(prefix="errkb-archive-") as tmp:
         index_path = os.path.join(tmp, "matcher.idx")
         matcher.save(index_path, include_records=False)
@@ -79,14 +85,17 @@ def pool_map(tasks: Iterator[tuple[Any, tuple]], fn, workers: int, matcher, setu
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                                  initargs=(index_path, setup, setup_args)) as pool:
-            pending: deque[tuple[Any, Future]] = deque()
-            for key, args in tasks:
-                pending.append((key, pool.submit(_call, fn, args)))
-                if len(pending) >= 2 * workers:
-                    k, fut = pending.popleft()
+            pending: deque[tuple[Any, Future, int]] = deque()
+            inflight = 0
+            for key, args, size in tasks:
+                while pending and (len(pending) >= 2 * workers or inflight + size > MAX_INFLIGHT_BYTES):
+                    k, fut, done = pending.popleft()
+                    inflight -= done
                     yield k, _result(fut)
+                pending.append((key, pool.submit(_call, fn, args), size))
+                inflight += size
             while pending:
-                k, fut = pending.popleft()
+                k, fut, _ = pending.popleft()
                 yield k, _result(fut)
 
 

@@ -28,7 +28,32 @@ from errkb.enrich.jsonl import RAW_TABLE, raw_batch, raw_blocks
 _RISKY_NUMBER = r"(^|[:,\[])\s*-?(\d{16}|\d+(\.\d+)?[eE][+-]?\d{3})"
 _INTS = frozenset({"UBIGINT", "BIGINT", "HUGEINT"})
 _MAX_DEPTH = 32  # deeper structures are kept as JSON text
-TEXT_COLUMN = "__errkb_text"  # true where a line is not a JSON object
+TEXT_COLUMN = "__errkb_text"
+# At most this many of an archive's top-level keys become columns; the members under
+# the others go to one JSON column (rest_column). docs/enrich.md states the bound.
+MAX_COLUMNS = 256
+REST_COLUMN = "_rest"
+
+
+MAX_FIELDS = 1024  # typed fields in all (a struct's members count): the rest are JSON text
+
+
+def _width(t) -> int:
+    """How many fields a json_transform structure types (at least 1)."""
+    if isinstance(t, dict):
+        return 1 + sum(_width(v) for v in t.values())
+    if isinstance(t, list):
+        return _width(t[0]) if t else 1
+    return 1
+
+
+def rest_column(members) -> str:
+    """The name of the JSON column holding the members beyond MAX_COLUMNS: ``_rest``,
+    with more underscores in front while a key of the archive has that name."""
+    name = REST_COLUMN
+    while name in members:
+        name = "_" + name
+    return name  # true where a line is not a JSON object
 
 
 
@@ -239,28 +264,58 @@ def json_plan(con, files: Sequence[str], fields: Sequence[str], max_lines: int, 
     structure, risky, objects, others, invalid = _first_pass(con, files, max_lines)
     members = structure if isinstance(structure, dict) else {}
     keys = [k for k in members if k != "errkb"]
+    rest: list[str] = []
+    if len(keys) > MAX_COLUMNS:
+        # DuckDB's cost of a plan grows faster than its column count (a 12,000-key object
+        # took 54 s and 11.7 GB): beyond the first MAX_COLUMNS keys, in order of first
+        # appearance, a line's members go to one JSON column (the keys matched on and
+        # the ones the other lines' text lands in stay columns).
+        needed = {f for f in fields} | {f.split(".")[0] for f in fields} | {"message", "message_b64"}
+        kept = {k for i, k in enumerate(keys) if i < MAX_COLUMNS or k in needed}
+        rest = [k for k in keys if k not in kept]
+        keys = [k for k in keys if k in kept]
     types = {k: _exact(members[k], k in risky) for k in keys}
+    budget = MAX_FIELDS
+    for k in keys:  # nested objects count too: past the budget a column is JSON text
+        if types[k] is not None:
+            width = _width(types[k])
+            if width > budget:
+                types[k] = None
+            else:
+                budget -= width
     for name, needed in (("message", others > 0), ("message_b64", invalid > 0)):
         if needed and name in types and types[name] != "VARCHAR":
             types[name] = None  # holds the other lines' text too: JSON (the text as a JSON string)
     groups: list[dict] = []  # json_transform structures; keys differing only in case go to different ones
+    folded: list[set[str]] = []  # each group's keys, folded
     where: dict[str, str] = {}
     for k in keys:
         if k == "":
             where[k] = f"CASE WHEN __ok THEN json_extract(__text, {sql_string(_pointer(['']))}) END"
             types[k] = None
             continue
-        g = next((i for i, group in enumerate(groups) if fold(k) not in {fold(x) for x in group}), None)
+        f = fold(k)
+        g = next((i for i, seen in enumerate(folded) if f not in seen), None)
         if g is None:
             groups.append({})
+            folded.append(set())
             g = len(groups) - 1
         groups[g][k] = types[k] if types[k] is not None else "JSON"
+        folded[g].add(f)
         where[k] = f"__j{g}[{sql_string(k)}]"
     names, exprs, json_cols = [], [], []
     for k in keys:
         names.append(k)
         exprs.append(where[k])
         json_cols.append(types[k] is None)
+    if rest:
+        # the line's other members as one JSON object (null when it has none); their
+        # values as JSON text, so nothing is lost
+        listed = ", ".join(sql_string(k) for k in keys)
+        names.append(rest_column(members))
+        exprs.append(f"CASE WHEN __ok THEN (SELECT json_group_object(je.key, je.value) FROM json_each(__text) je "
+                     f"WHERE je.key NOT IN ({listed}, 'errkb')) END")
+        json_cols.append(True)
     # the lines that are not JSON objects: {"message": <line>} (+ message_b64), as the streaming filter
     for name, value, needed in (("message", "__text", others > 0), ("message_b64", "__b64", invalid > 0)):
         if not needed:
