@@ -59,7 +59,7 @@ def run(db: Path, *args: str, stdin: Path | None = None, timeout: float = 120) -
 def wide_lines(kind: str) -> list[dict]:
     if kind == "one object, 12,000 keys":
         obj = {f"k{i}": i if i % 3 else f"v{i}" for i in range(12000)}
-        obj["message"] = MATCHING
+        obj.update({'q"\u00e9/~': None, "big": 123456789012345678901234567890, "list": [1, {"a": None}], "message": MATCHING})
         return [obj]
     if kind == "12,000 keys over 3,000 lines":
         return [{"message": MATCHING if i % 7 == 0 else f"line {i}", **{f"k{i}_{j}": j for j in range(4)}}

@@ -36,6 +36,15 @@ def sql_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def lambda_sql(param: str, body: str) -> str:
+    """A lambda in the running DuckDB's syntax: ``lambda x: ...`` from 1.3 on (2.0 refuses
+    the arrow), ``x -> ...`` before."""
+    import duckdb
+
+    version = tuple(int(p) for p in duckdb.__version__.split(".")[:2] if p.isdigit())
+    return f"lambda {param}: {body}" if version >= (1, 3) else f"{param} -> {body}"
+
+
 def _format_of(path: str) -> str | None:
     name = path.lower()
     for comp in (".gz", ".zst", ".zstd"):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from errkb.enrich.jsonl import STRICT_JSON, raw_blocks
-from errkb.enrich.lines import Counters, LineEnricher, field_value, has_null_errkb, without_null_errkb
+from errkb.enrich.lines import Counters, LineEnricher, cut_long, field_value, has_null_errkb, without_null_errkb
 from errkb.enrich.pool import add_bounded, bounded_report, pool_map
 from errkb.enrich.value import Hit, RecordValues
 
@@ -43,7 +43,7 @@ def _match_lines(e, messages: list[str]) -> list[list]:
     """The matcher's batch call; a failure there costs only the lines it failed on (as
     in the streaming filter)."""
     try:
-        return e.matcher.match_lines(messages)
+        return e.matcher.match_lines(cut_long(messages))
     except Exception:
         out = []
         for m in messages:

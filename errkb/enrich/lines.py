@@ -46,6 +46,7 @@ from typing import IO, Any
 
 from errkb.enrich.value import Hit, RecordValues, errkb_object  # noqa: F401 - errkb_object: the API's name
 from errkb.errors import ErrkbError
+from errkb.match.matcher import MAX_TEXT_CHARS, TAIL_CHARS
 
 DEFAULT_FIELDS = ("message",)
 DEFAULT_BATCH = 16384
@@ -186,6 +187,16 @@ def field_value(obj: dict, paths: list[tuple[str, tuple[str, ...]]]) -> str | No
     return None
 
 
+def cut_long(messages: list) -> list:
+    """``messages`` with each one longer than the matcher's bound for a pasted text cut to
+    its head and tail, as ``Matcher.match`` cuts a paste (explain): a 150 MB line costs
+    matching time and memory of a 1 MiB one (docs/enrich.md, "Bounds")."""
+    if not messages or max(map(len, messages)) <= MAX_TEXT_CHARS:
+        return messages
+    return [m[:MAX_TEXT_CHARS] + (b"\n" if isinstance(m, bytes) else "\n") + m[-TAIL_CHARS:]
+            if len(m) > MAX_TEXT_CHARS else m for m in messages]
+
+
 # -- counters ------------------------------------------------------------------
 
 
@@ -280,7 +291,7 @@ class LineEnricher:
     def _match(self, messages: list[str]) -> list[list]:
         """The matcher's batch call; a failure there costs only the lines it failed on."""
         try:
-            return self.matcher.match_lines(messages)
+            return self.matcher.match_lines(cut_long(messages))
         except Exception:
             out = []
             for m in messages:

@@ -18,6 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from errkb.enrich.duck import ArchiveError
+from errkb.enrich.lines import cut_long
 from errkb.enrich.value import Hit
 
 _state: Any = None  # in a worker: what the pool's setup made of the loaded matcher
@@ -46,7 +47,7 @@ def match_column(messages: list, matcher) -> tuple[list[int], list[Hit], Any]:
     time-bound report (a task: the matcher is the worker's)."""
     texts = [t if isinstance(t, str) else "" for t in messages]
     rows, hits = [], []
-    for i, found in enumerate(matcher.match_lines(texts)):
+    for i, found in enumerate(matcher.match_lines(cut_long(texts))):
         if found:
             rows.append(i)
             hits.append(Hit.of(found[0]))

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from errkb.enrich.duck import MESSAGE_COLUMN, ArchiveError, duck_error, sql_string
+from errkb.enrich.duck import MESSAGE_COLUMN, ArchiveError, duck_error, lambda_sql, sql_string
 from errkb.enrich.jsonl import RAW_TABLE, raw_batch, raw_blocks
 
 # A number DuckDB would not hold exactly in a BIGINT/DOUBLE column: 16 or more digits
@@ -86,6 +87,53 @@ def _may_hold_risky_number(block: bytes) -> bool:
                     return True
             i = shape.find(mark, i + 1)
     return False
+
+
+class _Risky:
+    """A number in a parsed line that DuckDB would not hold exactly (see _RISKY_NUMBER)."""
+
+
+_RISKY = _Risky()
+_RISKY_LITERAL = re.compile(r"-?(\d{16}|\d+(\.\d+)?[eE][+-]?\d{3})")
+
+
+def _int_literal(text: str):
+    return _RISKY if len(text) - text.startswith("-") >= 16 else 0
+
+
+def _float_literal(text: str):
+    return _RISKY if _RISKY_LITERAL.match(text) else 0.0
+
+
+def _not_a_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+_MARKING = json.JSONDecoder(parse_int=_int_literal, parse_float=_float_literal, parse_constant=_not_a_constant)
+
+
+def _holds_risky(value) -> bool:
+    if value is _RISKY:
+        return True
+    if isinstance(value, dict):
+        return any(_holds_risky(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_risky(v) for v in value)
+    return False
+
+
+def _risky_keys(line: str) -> set[str] | None:
+    """The top-level keys of ``line`` whose value holds a number DuckDB would not hold
+    exactly; None when Python cannot parse it that deep. Parsed here, not by
+    ``json_each`` in DuckDB, which repeats the whole line for every member (a 12,000-key
+    line took 2 GB). A line that is no JSON object has none."""
+    try:
+        obj = _MARKING.decode(line)
+        return {k for k, v in obj.items() if _holds_risky(v)} if isinstance(obj, dict) else set()
+    except RecursionError:
+        return None
+    except ValueError:
+        return set()
 
 
 def _merge(a, b, depth: int = 0):
@@ -181,11 +229,16 @@ def _block_structure(con, block: bytes, final: bool) -> tuple[Any, set[str], int
     risky: set[str] = set()
     if _may_hold_risky_number(block):
         pattern = sql_string(_RISKY_NUMBER)
-        risky.update(k for (k,) in con.execute(
-            f"SELECT DISTINCT je.key FROM (SELECT TRY_CAST(__text AS JSON) AS j FROM {RAW_TABLE} "
-            f"WHERE __obj AND regexp_matches(__text, {pattern})) f, json_each(f.j) je "
-            f"WHERE regexp_matches(CAST(je.value AS VARCHAR), {pattern})"
-        ).fetchall())
+        suspects = [t for (t,) in con.execute(
+            f"SELECT __text FROM {RAW_TABLE} WHERE __obj AND regexp_matches(__text, {pattern})").fetchall()]
+        for line in suspects:
+            keys = _risky_keys(line)
+            if keys is None:  # deeper than Python parses: DuckDB asks this line's members
+                con.execute("CREATE OR REPLACE TEMP TABLE __errkb_suspect AS SELECT ? AS t", [line])
+                keys = {k for (k,) in con.execute(
+                    f"SELECT DISTINCT je.key FROM (SELECT TRY_CAST(t AS JSON) AS j FROM __errkb_suspect) f, "
+                    f"json_each(f.j) je WHERE regexp_matches(CAST(je.value AS VARCHAR), {pattern})").fetchall()}
+            risky.update(keys)
     found = None
     if text:
         try:
@@ -309,12 +362,18 @@ def json_plan(con, files: Sequence[str], fields: Sequence[str], max_lines: int, 
         exprs.append(where[k])
         json_cols.append(types[k] is None)
     if rest:
-        # the line's other members as one JSON object (null when it has none); their
-        # values as JSON text, so nothing is lost
-        listed = ", ".join(sql_string(k) for k in keys)
+        # The line's other members as one JSON object (null when it has none), their
+        # values as JSON text, in the line's order: a MAP of the line (__jrest), less the
+        # kept keys, written back as an object. A row-wise expression, not a subquery
+        # over json_each, which DuckDB turns into a join that reorders rows. A line
+        # repeating a key has no MAP: its whole text goes there (nothing is lost).
+        listed = "[" + ", ".join(sql_string(k) for k in [*keys, "errkb"]) + "]"
+        kept_out = lambda_sql("e", f"NOT list_contains({listed}, e.key)")
+        member = lambda_sql("e", "CAST(to_json(e.key) AS VARCHAR) || ':' || coalesce(CAST(e.value AS VARCHAR), 'null')")
+        others_sql = (f"nullif('{{' || array_to_string(list_transform(list_filter(map_entries(__jrest), {kept_out}), "
+                      f"{member}), ',') || '}}', '{{}}')")
         names.append(rest_column(members))
-        exprs.append(f"CASE WHEN __ok THEN (SELECT json_group_object(je.key, je.value) FROM json_each(__text) je "
-                     f"WHERE je.key NOT IN ({listed}, 'errkb')) END")
+        exprs.append(f"CASE WHEN __ok THEN CASE WHEN __jrest IS NULL THEN __text ELSE {others_sql} END END")
         json_cols.append(True)
     # the lines that are not JSON objects: {"message": <line>} (+ message_b64), as the streaming filter
     for name, value, needed in (("message", "__text", others > 0), ("message_b64", "__b64", invalid > 0)):
@@ -357,6 +416,9 @@ def json_plan(con, files: Sequence[str], fields: Sequence[str], max_lines: int, 
     message = f"CASE WHEN __ok THEN {matched_on} ELSE __text END"
     parsed = [f"CASE WHEN __obj THEN TRY(json_transform(__text, {sql_string(json.dumps(g))})) END AS __j{i}"
               for i, g in enumerate(groups)]
+    if rest:
+        parsed.append(f"CASE WHEN __obj THEN TRY(json_transform(__text, {sql_string(json.dumps('MAP(VARCHAR, JSON)'))})) "
+                      f"END AS __jrest")
     fast = [p.replace("TRY(json_transform(", "(json_transform(") for p in parsed]
     ok = "__j0 IS NOT NULL" if groups else "(__obj AND json_valid(__text))"
     columns = [f"{e} AS c{i}" for i, e in enumerate(exprs)]

@@ -39,6 +39,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from errkb.enrich.lines import cut_long
 from errkb.enrich.value import ERRKB_FIELDS, RecordValues, errkb_struct_type  # noqa: F401 - the column's type
 from errkb.errors import ErrkbError
 from errkb.resources import cache_root
@@ -297,7 +298,7 @@ def enrich_batch(batch, matcher, site_url: str | None, message_column: str = MES
     if values is None or values.site_url != site_url:
         values = RecordValues(site_url)
     messages = _messages(batch.column(message_column))
-    results = matcher.match_lines([m if m is not None else "" for m in messages])
+    results = matcher.match_lines(cut_long([m if m is not None else "" for m in messages]))
     rows = [i for i, found in enumerate(results) if found]
     struct = values.struct(len(results), rows, [results[i][0] for i in rows])
     keep = [i for i, name in enumerate(batch.schema.names) if name != message_column]
