@@ -254,8 +254,8 @@ def test_a_pattern_whose_counted_repeats_expand_past_the_limit_is_a_reject_not_a
 
 
 def test_a_stored_pattern_too_costly_to_compile_is_skipped_by_every_engine(tmp_path):
-    from errkb.match.matcher import Matcher
     from errkb.match.js_regex import js_pattern
+    from errkb.match.matcher import Matcher
     from errkb.store.db import Store
     from errkb.text import bounded
 

@@ -15,7 +15,7 @@ column to a DataFrame with ``mapInArrow``:
   task (Spark reuses Python workers across tasks: ``spark.python.worker.reuse``, on by
   default). A partition without rows loads nothing.
 - Each Arrow batch is matched with one ``Matcher.match_lines`` call, and its errkb
-  values are :func:`errkb.enrich.lines.errkb_object`, the same function ``errkb enrich`` uses,
+  values are :class:`errkb.enrich.value.RecordValues`', the same ``errkb enrich`` uses,
   so the column equals the ``errkb`` struct ``errkb enrich --input ... --output
   x.parquet`` writes for the same rows (and `errkb query` reads either).
 
@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from errkb.cache import cache_root, read_intact, seal, vouched, write_atomic
+from errkb.enrich.lines import cut_long
+from errkb.enrich.value import ERRKB_FIELDS, RecordValues, errkb_struct_type  # noqa: F401 - the column's type
 from errkb.errors import ErrkbError
 
 if TYPE_CHECKING:  # pyspark is an optional extra: `pip install 'errkb[spark]'`
@@ -46,7 +48,7 @@ if TYPE_CHECKING:  # pyspark is an optional extra: `pip install 'errkb[spark]'`
 INSTALL_HINT = "pip install 'errkb[spark]'"
 
 # The column added: the same ``errkb`` struct as ``errkb enrich --input ... --output
-# x.parquet`` writes (errkb.enrich.archive), so `errkb query` reads either output.
+# x.parquet`` writes (errkb.enrich.value), so `errkb query` reads either output.
 OUTPUT_COLUMN = "errkb"
 # The message as matched, a column that exists only between the driver's select and
 # the executors' batches.
@@ -275,77 +277,22 @@ def _messages(column) -> list:
     raise SparkEnrichError(f"message column has Arrow type {typ}; expected a string or binary column")
 
 
-def errkb_struct_type():
-    """The Arrow type of the ``errkb`` column (errkb.enrich.archive's)."""
-    from errkb.enrich.archive import errkb_struct_type as archive_type
-
-    return archive_type()
-
-
-class RecordValues:
-    """The ``errkb`` values of each record seen so far (all but the score, which is the
-    only one that differs between two rows matching one record), as Arrow arrays to
-    ``take`` rows from: :func:`errkb.enrich.lines.errkb_object` runs once per record, not
-    once per matched row."""
-
-    def __init__(self, site_url: str | None):
-        from errkb.enrich.archive import ERRKB_FIELDS
-
-        self.site_url = site_url
-        self.fields = [k for k in ERRKB_FIELDS if k != "score"]
-        self.index: dict[str, int] = {}
-        self.values: dict[str, list] = {k: [] for k in self.fields}
-        self._arrays: dict | None = None
-
-    def position(self, match) -> int:
-        at = self.index.get(match.record_id)
-        if at is None:
-            from errkb.enrich.lines import errkb_object
-
-            obj = errkb_object(match, self.site_url)
-            for k in self.fields:
-                self.values[k].append(obj[k])
-            at = self.index[match.record_id] = len(self.index)
-            self._arrays = None
-        return at
-
-    def arrays(self) -> dict:
-        import pyarrow as pa
-
-        if self._arrays is None:
-            self._arrays = {k: pa.array(v, type=pa.string()) for k, v in self.values.items()}
-        return self._arrays
-
-
 def enrich_batch(batch, matcher, site_url: str | None, message_column: str = MESSAGE_COLUMN,
                  values: RecordValues | None = None):
     """One Arrow record batch with ``message_column`` replaced by the ``errkb`` struct
     (null where nothing matched): the Spark-free core every executor runs.
 
     Like ``errkb enrich --input``: a null message is matched as an empty text, the
-    best match fills the struct with :func:`errkb.enrich.lines.errkb_object`'s values.
+    best match fills the struct with :class:`errkb.enrich.value.RecordValues`' values.
     ``values`` carries those values from batch to batch (a worker keeps one)."""
     import pyarrow as pa
 
     if values is None or values.site_url != site_url:
         values = RecordValues(site_url)
     messages = _messages(batch.column(message_column))
-    results = matcher.match_lines([m if m is not None else "" for m in messages])
-    take: list[int | None] = [None] * len(results)
-    scores: list[float | None] = [None] * len(results)
-    for i, found in enumerate(results):
-        if found:
-            best = found[0]
-            take[i] = values.position(best)
-            scores[i] = round(float(best.score), 3)  # as errkb_object rounds it
-    rows = pa.array(take, type=pa.int32())
-    arrays = values.arrays()
-    struct_type = errkb_struct_type()
-    children = [
-        pa.array(scores, type=pa.float64()) if f.name == "score" else arrays[f.name].take(rows)
-        for f in struct_type
-    ]
-    struct = pa.StructArray.from_arrays(children, fields=list(struct_type), mask=rows.is_null())
+    results = matcher.match_lines(cut_long([m if m is not None else "" for m in messages]))
+    rows = [i for i, found in enumerate(results) if found]
+    struct = values.struct(len(results), rows, [results[i][0] for i in rows])
     keep = [i for i, name in enumerate(batch.schema.names) if name != message_column]
     return pa.RecordBatch.from_arrays(
         [batch.column(i) for i in keep] + [struct],
@@ -453,8 +400,6 @@ def output_schema(df: DataFrame):
     """The schema ``mapInArrow`` returns: ``df``'s columns less the message column,
     then the ``errkb`` struct."""
     from pyspark.sql.types import DoubleType, StringType, StructField, StructType
-
-    from errkb.enrich.archive import ERRKB_FIELDS
 
     errkb = StructType([StructField(k, DoubleType() if k == "score" else StringType(), True) for k in ERRKB_FIELDS])
     fields = [f for f in df.schema.fields if f.name != MESSAGE_COLUMN]
