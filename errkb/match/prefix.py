@@ -4,15 +4,19 @@ Users paste the first line they see, and titles cut messages at 80 characters:
 ``torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB`` is the
 start of the record whose pattern goes on ``\\. GPU (.+?) has a total capacity of ...``;
 no pattern matches it, and near matching, which scores the share of a record's words
-a text holds, ranks a long record's first clause low. This module answers it exactly:
-the text is served as a record when the record's pattern, read from its start, accepts
-the whole text and wants more (a partial match), and the text's error class, if it
-names one, is the record's.
+a text holds, ranks a long record's first clause low. This module answers it from the
+pattern's *opening literal* (the text every match must start with):
 
-Partial matching uses the ``regex`` module (RE2 has none) with a hard time bound, on
-the few records whose pattern opens with the text's first characters; a pattern the
-matcher runs on its bounded path (backreferences, lookaround) or flags as exponential
-is never tried.
+* the text lies inside the opening ("CUDA out of memory"), at least MIN_PREFIX_CHARS
+  letters/digits and MIN_PREFIX_WORDS words of it; or
+* the text starts with the whole opening and goes on, where the opening itself has at
+  least MIN_OPENING_CHARS letters/digits (past it, a pattern's wildcards accept almost
+  anything, so only a long opening is evidence);
+* and the text's error class, where it names one, is the record's.
+
+No regex runs here (the openings are plain strings), so the cost is linear in the text
+whatever the dataset holds; the site's paste box (templates/site/static/site.js,
+``truncatedAnswer``) applies the same rule to the same openings.
 """
 
 from __future__ import annotations
@@ -29,12 +33,16 @@ MIN_PREFIX_WORDS = 3
 MIN_OPENING_CHARS = 20
 # Records are found by the first characters of their pattern's opening literal.
 KEY_CHARS = 6
-# The time bound of one partial match (regex's own timeout, in seconds).
-PARTIAL_TIMEOUT_S = 0.05
 # Pattern syntax that ends a literal opening.
 _META = set(".^$*+?{}[]()|\\")
 _ESCAPED_LITERAL = re.compile(r"\\([^A-Za-z0-9])")
 _TRAILING_CUT = re.compile(r"(?:\s*(?:\.\.\.|…))+\s*$")
+
+
+def prefix_constants() -> dict:
+    """The rule's numbers, for the site's port (site.js reads them from the index page)."""
+    return {"MIN_PREFIX_CHARS": MIN_PREFIX_CHARS, "MIN_PREFIX_WORDS": MIN_PREFIX_WORDS,
+            "MIN_OPENING_CHARS": MIN_OPENING_CHARS, "KEY_CHARS": KEY_CHARS}
 
 
 def opening_literal(pattern: str) -> str:
@@ -60,6 +68,23 @@ def opening_literal(pattern: str) -> str:
     return "".join(out)
 
 
+def is_beginning(text: str, opening: str, text_class: str | None, record_class: str | None) -> bool:
+    """Whether ``text`` (a message, its class apart) truly begins a message whose pattern opens
+    with ``opening`` (see the module's docstring)."""
+    text = cut_end(text)
+    if sum(ch.isalnum() for ch in text) < MIN_PREFIX_CHARS or len(text.split()) < MIN_PREFIX_WORDS:
+        return False
+    if not (opening.startswith(text) or (text.startswith(opening) and sum(ch.isalnum() for ch in opening) >= MIN_OPENING_CHARS)):
+        return False
+    wanted = text_class.rsplit(".", 1)[-1] if text_class else None
+    return not (wanted and record_class and wanted != record_class)
+
+
+def cut_end(text: str) -> str:
+    """The text without surrounding space and a trailing "..." or "…" (where it was cut)."""
+    return _TRAILING_CUT.sub("", text.strip())
+
+
 class PrefixIndex:
     """Records by the opening literal of their pattern (built from the matcher's entries)."""
 
@@ -67,38 +92,14 @@ class PrefixIndex:
         self.entries = entries
         self.by_key: dict[str, list[tuple[str, int]]] = {}
         for i, entry in enumerate(entries):
-            if entry.bounded or entry.exponential or not isinstance(entry.pattern, str):
+            if not isinstance(entry.pattern, str):
                 continue
             opening = opening_literal(entry.pattern)
             if len(opening) >= KEY_CHARS:
                 self.by_key.setdefault(opening[:KEY_CHARS], []).append((opening, i))
 
     def find(self, text: str, error_class: str | None = None) -> list[int]:
-        """Entries whose message ``text`` truly begins (see the module's docstring)."""
-        text = _TRAILING_CUT.sub("", text.strip())
-        if sum(ch.isalnum() for ch in text) < MIN_PREFIX_CHARS or len(text.split()) < MIN_PREFIX_WORDS:
-            return []
-        wanted_class = error_class.rsplit(".", 1)[-1] if error_class else None
-        found = []
-        for opening, i in self.by_key.get(text[:KEY_CHARS], ()):
-            if not (opening.startswith(text) or text.startswith(opening)):
-                continue
-            if len(text) > len(opening) and sum(ch.isalnum() for ch in opening) < MIN_OPENING_CHARS:
-                continue
-            entry = self.entries[i]
-            if wanted_class and entry.error_class and wanted_class != entry.error_class:
-                continue
-            if _is_true_prefix(entry.pattern, text):
-                found.append(i)
-        return found
-
-
-def _is_true_prefix(pattern: str, text: str) -> bool:
-    """Whether ``pattern``, matched from the start, takes all of ``text`` and wants more."""
-    import regex
-
-    try:
-        m = regex.compile(pattern).match(text, partial=True, timeout=PARTIAL_TIMEOUT_S)
-    except (regex.error, TimeoutError, ValueError, OverflowError):
-        return False
-    return bool(m) and m.partial and m.end() == len(text)
+        """Entries whose message ``text`` truly begins."""
+        text = cut_end(text)
+        return [i for opening, i in self.by_key.get(text[:KEY_CHARS], ())
+                if is_beginning(text, opening, error_class, self.entries[i].error_class)]
