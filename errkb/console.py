@@ -196,7 +196,8 @@ def explain_command(text, file_path, show_all, db_path, as_json, *, echo, large_
     """The body of ``errkb explain`` (its options as click parses them), ending in
     ``sys.exit``: 0 when a known error matched, 1 when none did. ``echo`` is
     ``click.echo`` or :func:`_echo`. Bad usage or input raises :class:`ExplainUsageError`."""
-    from errkb.explain.explainer import EmptyInput, explain_source, render_text
+    from errkb.explain.explainer import EmptyInput, explain_source
+    from errkb.explain.render import render_text
     from errkb.terminal import visible
 
     def echo_err(line: str) -> None:
