@@ -14,7 +14,8 @@ from pathlib import Path
 import click
 
 from errkb import __version__
-from errkb.console import LARGE_LOG_BYTES, exit_quietly_on_signals, explain_command
+from errkb.errors import exit_quietly_on_signals
+from errkb.explain.command import LARGE_LOG_BYTES, explain_command
 from errkb.progress import Progress
 from errkb.records.view import RecordView
 from errkb.terminal import one_line, visible
@@ -958,7 +959,7 @@ def explain(text, file_path, show_all, db_path, as_json):
     known error matched, 1 when none did (similar records are offered), 2 for bad
     usage or input.
     """
-    # The body is errkb.console's, which also runs it without click for a plain call.
+    # The body is errkb.explain.command's; the console script's fast door runs it without click.
     explain_command(text, file_path, show_all, db_path, as_json, echo=click.echo, large_log_bytes=LARGE_LOG_BYTES)
 
 

@@ -96,3 +96,22 @@ def signals_held():
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
+
+
+def exit_quietly_on_signals() -> None:
+    """From now on SIGINT/SIGTERM end the process with 128 + signal, streams flushed,
+    instead of a traceback or death by the signal's default action (what both doors of
+    the console script install while the process winds down after its work)."""
+    import os
+    import sys
+
+    def exit_now(signum, frame):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(128 + signum)
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, exit_now)
