@@ -127,7 +127,7 @@ def run_aho(n: int) -> dict:
 
     import ahocorasick
 
-    from errkb.match.patterns import analyze
+    from errkb.text.patterns import analyze
 
     patterns = [p["pattern"] for p in load_patterns(n)]
     lines = load_lines()

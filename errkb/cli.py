@@ -8,6 +8,7 @@ bundles are decorators so every command spells ``--db`` and ``--json`` the same 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -264,18 +265,19 @@ def ingest(paths, db_path, as_json):
 @db_option
 @json_option
 def rejects(run_id, db_path, as_json):
-    """List rejected inputs, verbatim, with every reason."""
+    """List rejected inputs, verbatim, with every reason. Exit 1 when there are none (like grep)."""
     with open_store(db_path, read_only=True) as store:
         rows = store.rejects(run_id)
     if as_json:
         print_json(rows)
-        return
+        sys.exit(0 if rows else 1)
     for r in rows:
         where = f"{one_line(r['file'])}:{r['line']}:{r['column']}" + (f" (array item {r['index']})" if r["index"] is not None else "")
         echo(f"#{r['reject_id']} run {r['run_id']} {where}" + (f" id {r['record_id']}" if r["record_id"] else ""))
         for reason in r["reasons"]:
             echo(f"  {reason}")
     _echo_err(f"{len(rows)} reject(s)")
+    sys.exit(0 if rows else 1)
 
 
 def _record_text(record: dict) -> str:
@@ -329,12 +331,15 @@ def show(key, history, db_path, as_json):
 @db_option
 @json_option
 def list_(repo, tag, error_class, severity, db_path, as_json):
-    """List current records (filters combine)."""
+    """List current records (filters combine). Exit 1 when none is listed (like grep).
+
+    On a terminal: a table with a header; piped: one record a line, no header (for grep and cut).
+    """
     with open_store(db_path, read_only=True) as store:
         records = store.records(repo=repo, tag=tag, error_class=error_class, severity=severity)
     if as_json:
         print_json(records)
-        return
+        sys.exit(0 if records else 1)
     if sys.stdout.isatty():
         # A table for people: a header and aligned columns (the slug, longest, last).
         # Piped, one record a line as before, for grep and cut.
@@ -349,6 +354,7 @@ def list_(repo, tag, error_class, severity, db_path, as_json):
         for r in records:
             echo(f"{r['id']}  {r['repo']}  {r['errorClass']}  {r['slug']}")
     _echo_err(f"{len(records)} record(s)")
+    sys.exit(0 if records else 1)
 
 
 @cli.command()
@@ -678,7 +684,7 @@ def drift_command(path, repo, sha, fix, db_path, as_json):
     sys.exit(1 if left else 0)
 
 
-# -- enrich: log-pipeline filter and archive batch path (errkb/enrich.py, errkb/archive.py)
+# -- enrich: log-pipeline filter and archive batch path (errkb/enrich/lines.py, errkb/enrich/archive.py)
 
 
 def _enrich_reporter(as_json: bool):
@@ -771,7 +777,7 @@ def spark_enrich(input_path, output_path, master, column, input_format, index_pa
         echo(report.summary())
 
 
-# -- site and snippets (errkb/site.py, errkb/snippets.py) --------------------------
+# -- site and snippets (errkb/site/build.py, errkb/site/snippets.py) ---------
 
 
 @cli.group("variants")
@@ -991,6 +997,48 @@ def search(words, limit, db_path, as_json):
             echo(f"        matched {', '.join(h.matched)} in {', '.join(h.fields[:4])}")
         _echo_err(f"{len(hits)} record(s)")
     sys.exit(0 if hits else 1)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=False, path_type=Path), default=None,
+              help="Also write the report as JSON to this file.")
+@click.option("--json-fd", type=click.IntRange(3), default=None, help="Also write the report as JSON to this open file descriptor.")
+@click.option("--pty/--no-pty", "use_pty", default=None,
+              help="Run the command on a pseudo-terminal (default: when errkb's stdout is a terminal).")
+@db_option
+def run(command, json_path, json_fd, use_pty, db_path):
+    """Run COMMAND, pass its output through unchanged, then report each known error it printed.
+
+    Reads what the command and every child process write (vLLM's engine core, torchrun
+    workers: errors logged and re-raised in a child are found too), as `errkb explain`
+    reads a piped log. Put `--` before the command: `errkb run -- vllm serve MODEL`.
+    The report goes to stderr once the command ends; errkb exits with the command's
+    status (128+N when a signal N ended it).
+    """
+    from errkb.explain.run import CommandNotRunnable, report_lines
+    from errkb.explain.run import run as run_command
+    from errkb.kb import KnowledgeBase
+
+    try:
+        result = run_command(list(command), lambda: KnowledgeBase.open(db_path), use_pty=use_pty)
+    except CommandNotRunnable as e:
+        echo(f"errkb: {e}", err=True)
+        sys.exit(e.exit_status)
+    for line in report_lines(result):
+        _echo_err(line)
+    report = json.dumps(result.as_dict(), indent=2, ensure_ascii=False, default=str) + "\n"
+    if json_path is not None:
+        try:
+            json_path.write_text(report, encoding="utf-8")
+        except OSError as e:
+            _echo_err(f"errkb: run: cannot write the JSON report to {json_path}: {e.strerror}")
+    if json_fd is not None:
+        try:
+            os.write(json_fd, report.encode())
+        except OSError as e:
+            _echo_err(f"errkb: run: cannot write the JSON report to fd {json_fd}: {e.strerror}")
+    sys.exit(result.exit_status)
 
 
 # ---- commands are added above this line (keep this marker) ----

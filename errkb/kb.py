@@ -207,11 +207,10 @@ class KnowledgeBase:
             return kb
         records = store.records()
         try:
-            matcher = Matcher.from_records(records + _variant_entries(records))
+            matcher = Matcher.from_records(records + _variant_entries(records), keep_records=False)
         except MatcherError as e:
             raise KnowledgeBaseError(f"cannot build the matcher index: {e}", str(store.path or "store")) from e
         matcher.dataset_hash = dataset_hash
-        matcher._records = None  # records are served by the knowledge base
         table: list[bytes] = []
         wrote = (
             folder.put("matcher.idx", lambda p: matcher.save(p, include_records=False))
@@ -290,6 +289,22 @@ class KnowledgeBase:
         if self._similar is None:
             self._similar = self._index("similar.idx", SimilarIndex)
         return self._similar
+
+    def truncated(self, messages: list) -> list:
+        """Matches for messages cut short: each record whose message one of ``messages``
+        (``errkb.text.normalize.Message``) truly begins, its class agreeing (errkb.match.prefix)."""
+        from errkb.match.matcher import Match
+        from errkb.match.prefix import PrefixIndex
+
+        prefix = self.__dict__.get("_prefix")
+        if prefix is None:
+            prefix = self.__dict__["_prefix"] = PrefixIndex(self.matcher.entries)
+        found: dict[int, Match] = {}
+        for m in messages:
+            for i in prefix.find(m.text, m.error_class):
+                classes = {m.error_class} if m.error_class else None
+                found.setdefault(i, Match(self.matcher, i, m.text, span=(0, len(m.text)), message=m.text, classes=classes))
+        return sorted(found.values(), key=lambda match: -match.score)
 
     def near(self, texts: str | list[str], **options) -> list[NearMatch]:
         """Records close to texts that no pattern matched, each with ``.record`` set."""

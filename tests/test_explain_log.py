@@ -223,7 +223,7 @@ def test_read_lines_matches_split_for_any_bytes(monkeypatch):
     check()
 
 
-def test_fast_log_path_agrees_with_iter_messages(sibling_db, monkeypatch):
+def test_fast_log_path_agrees_with_iter_messages(sibling_db):
     """Differential: the batched fast path gives the messages (line ranges, kinds),
     matches and near-match candidates that iter_messages + exact matching give."""
     from hypothesis import given, settings
@@ -231,7 +231,8 @@ def test_fast_log_path_agrees_with_iter_messages(sibling_db, monkeypatch):
 
     import errkb.explain.explainer as ex
     from errkb.kb import KnowledgeBase
-    from errkb.match.normalize import iter_messages
+    from errkb.match.log import match_log, match_messages
+    from errkb.text.normalize import iter_messages
 
     bundle = KnowledgeBase.open(sibling_db)
     drifted = SEED_MESSAGE.replace("trtllm", "nccl")
@@ -248,15 +249,15 @@ def test_fast_log_path_agrees_with_iter_messages(sibling_db, monkeypatch):
     def reference(lines):
         out, unmatched = [], {}
         messages = list(iter_messages(lines))
-        for message, matches in ex._match_batch(bundle.matcher, messages):
+        for message, matches in match_messages(bundle.matcher, messages):
             out.append((message.first_line, message.last_line, message.kind, [m.record_id for m in matches]))
             if not matches and len(unmatched) < ex.NEAR_CANDIDATES_FROM_LOG:
                 ex._keep_unmatched(message, unmatched)
         return out, unmatched
 
-    def fast(lines):
+    def fast(lines, batch):
         out, unmatched = [], {}
-        for message, matches in ex._match_log(bundle.matcher, iter(lines)):
+        for message, matches in match_log(bundle.matcher, iter(lines), max_messages=batch):
             out.append((message.first_line, message.last_line, message.kind, [m.record_id for m in matches]))
             if not matches and len(unmatched) < ex.NEAR_CANDIDATES_FROM_LOG:
                 ex._keep_unmatched(message, unmatched)
@@ -265,8 +266,7 @@ def test_fast_log_path_agrees_with_iter_messages(sibling_db, monkeypatch):
     @settings(max_examples=150, deadline=None)
     @given(st.lists(st.sampled_from(vocab), max_size=60), st.sampled_from([2, 3, 7, 4096]))
     def check(lines, batch):
-        monkeypatch.setattr(ex, "LOG_BATCH_MESSAGES", batch)
-        assert fast(lines) == reference(lines)
+        assert fast(lines, batch) == reference(lines)
 
     check()
 

@@ -45,9 +45,8 @@ WORKER = textwrap.dedent(r"""
     import json, sys
     from errkb.match import matcher as M
     args = json.load(sys.stdin)
-    if args["max_prefilter"]:
-        M.MAX_PREFILTER_CHARS = args["max_prefilter"]
-    m = M.Matcher.from_records(args["records"], prefilter=args["prefilter"], confirm=args["confirm"])
+    m = M.Matcher.from_records(args["records"], prefilter=args["prefilter"], confirm=args["confirm"],
+                               max_prefilter_chars=args["max_prefilter"] or M.MAX_PREFILTER_CHARS)
     if args["full_db"]:
         m.build_full_db()
     hits = [x.record_id for x in m.match(args["text"])]
@@ -123,8 +122,8 @@ def test_lint_warns_about_a_pattern_over_the_size_limit():
 def test_a_long_literal_pattern_is_only_warned_about_not_judged_too_costly():
     """E207 is about what counted repeats add; a pattern long by itself is W206 only (and
     its gap plan is built in linear time: joining it char by char was quadratic)."""
-    from errkb.match.patterns import analyze
     from errkb.records.lint import lint_record
+    from errkb.text.patterns import analyze
 
     record = json.loads(SEED_FILE.read_text())["record"]
     text = "Huge " + "".join(chr(97 + i * 7 % 26) for i in range(300_000))

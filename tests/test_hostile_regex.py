@@ -66,7 +66,7 @@ def hostile_text(draw) -> str:
 
 WORKER = textwrap.dedent(r"""
     import json, sys, time
-    from errkb.match import bounded
+    from errkb.text import bounded
     from errkb.match.matcher import Matcher
     from errkb.records.lint import lint_record
 
@@ -254,10 +254,10 @@ def test_a_pattern_whose_counted_repeats_expand_past_the_limit_is_a_reject_not_a
 
 
 def test_a_stored_pattern_too_costly_to_compile_is_skipped_by_every_engine(tmp_path):
-    from errkb.match import bounded
     from errkb.match.matcher import Matcher
     from errkb.site.build import js_pattern
     from errkb.store.db import Store
+    from errkb.text import bounded
 
     assert bounded.search(EXPANDING, "Expanding: yyy", 1.0) is None
     m = Matcher.from_records([{"id": "x", "slug": "x", "repo": "x/y", "messagePattern": EXPANDING}])

@@ -381,4 +381,4 @@ def test_bytes_that_are_not_utf8_in_a_file_name_or_a_key_never_reach_duckdb(db_p
                                                         "`errkb search`)\n")
     for flag in ("--repo", "--tag", "--class"):
         result = run("list", "--db", db_path, flag, "x\udcff")
-        assert (result.exit_code, result.stdout) == (0, ""), result.output
+        assert (result.exit_code, result.stdout) == (1, ""), result.output  # nothing listed: 1, like grep

@@ -227,9 +227,7 @@ def test_longer_message_extending_another_goes_to_its_own_record(seed_record, ma
     assert [x.record_id for x in m.match(seed_record["errorMessage"])] == [seed_record["id"]]
 
 
-def test_a_batch_larger_than_a_chunk_gives_the_same_results_as_line_by_line(seed_record, make_variant, monkeypatch):
-    import errkb.match.matcher as match_mod
-
+def test_a_batch_larger_than_a_chunk_gives_the_same_results_as_line_by_line(seed_record, make_variant):
     records = [seed_record] + [make_variant(i) for i in range(5)]
     m = Matcher.from_records(records)
     lines = []
@@ -237,9 +235,7 @@ def test_a_batch_larger_than_a_chunk_gives_the_same_results_as_line_by_line(seed
         lines.append(f"INFO {i} nothing to see")
         lines.append(f"ERROR [x.py:{i}] " + records[i % len(records)]["errorMessage"])
         lines.append("x" * (i % 7) * 1000)
-    monkeypatch.setattr(match_mod, "CHUNK_LINES", 97)
-    monkeypatch.setattr(match_mod, "CHUNK_CHARS", 5000)
-    batched = [[x.record_id for x in found] for found in m.match_lines(lines)]
+    batched = [[x.record_id for x in found] for found in m.match_lines(lines, chunk_lines=97, chunk_chars=5000)]
     single = [[x.record_id for x in m.match_lines([line])[0]] for line in lines]
     assert len(batched) == len(lines)
     assert batched == single

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from errkb.match.matcher import Matcher
-from errkb.match.patterns import analyze
+from errkb.text.patterns import analyze
 from tests.support import BENCH_CORPUS
 
 ENGINES = [("hyperscan", "re2"), ("ahocorasick", "re2"), ("python", "re")]

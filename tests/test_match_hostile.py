@@ -16,7 +16,7 @@ import time
 import pytest
 
 from errkb.match.matcher import Matcher
-from errkb.match.patterns import analyze
+from errkb.text.patterns import analyze
 from tests.support import SEED_FILE, force_stored_record
 
 STALL_BOUND_S = 10.0
@@ -63,7 +63,7 @@ def test_hostile_pattern_on_adversarial_line_does_not_stall(pattern, text):
     code = f"""
         import json, time
         from errkb.match.matcher import Matcher
-        from errkb.match import normalize
+        from errkb.text import normalize
         pattern, text = json.loads({json.dumps(json.dumps([pattern, text]))})
         m = Matcher.from_records([{{"id": "evil", "slug": "evil", "repo": "x/y", "messagePattern": pattern,
                                     "errorClass": "ValueError", "severity": "error"}}])

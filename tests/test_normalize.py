@@ -1,4 +1,4 @@
-"""errkb.match.normalize: text as it really arrives -> the messages patterns were written for."""
+"""errkb.text.normalize: text as it really arrives -> the messages patterns were written for."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import tracemalloc
 
 import pytest
 
-from errkb.match.normalize import (
+from errkb.text.normalize import (
     iter_messages,
     line_messages,
     prefix_length,

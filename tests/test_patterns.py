@@ -1,4 +1,4 @@
-"""errkb.match.patterns.analyze: what a dataset pattern needs, from Python's own parse tree."""
+"""errkb.text.patterns.analyze: what a dataset pattern needs, from Python's own parse tree."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from errkb.match.patterns import analyze
+from errkb.text.patterns import analyze
 
 re2 = pytest.importorskip("re2")
 
@@ -155,7 +155,7 @@ GAP_PATTERNS = [
 def test_gap_plan_decides_exactly_like_re_on_every_short_line(pattern):
     import itertools
 
-    from errkb.match.patterns import gap_match
+    from errkb.text.patterns import gap_match
 
     plan = analyze(pattern).gap_plan
     assert plan is not None
@@ -168,3 +168,47 @@ def test_gap_plan_decides_exactly_like_re_on_every_short_line(pattern):
 @pytest.mark.parametrize("pattern", [r"(?i)abc", r"a\d", r"a.{2,5}b", r"(?m)^a", r"a|b", r"(?s:.+)x", r"[ab]c"])
 def test_gap_plan_only_for_plain_literal_and_gap_shapes(pattern):
     assert analyze(pattern).gap_plan is None
+
+
+WARNINGS_PROBE = r"""
+import json, pkgutil, importlib, warnings
+before = list(warnings.filters)
+import errkb
+for info in pkgutil.walk_packages(errkb.__path__, "errkb."):
+    if info.name != "errkb.__main__" and ".reproducers.cases" not in info.name:
+        try:
+            importlib.import_module(info.name)
+        except ImportError:
+            pass  # an optional dependency (pyspark, ...) this environment lacks
+after = list(warnings.filters)
+from errkb.text import bounded, patterns
+from errkb.match.matcher import Matcher
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    nested = "Bracket [[]x] in the message"
+    a = patterns.analyze(nested)
+    m = Matcher.from_records([{"id": "n", "slug": "n", "repo": "x/y", "messagePattern": nested}], confirm="re")
+    found = [x.record_id for x in m.match("Bracket [x] in the message")]
+    bounded.search(nested, "", 0.05)
+    ours = [str(w.message) for w in caught]
+    warnings.warn("Possible nested set at position 1", FutureWarning)  # the host's own
+    host = [str(w.message) for w in caught][len(ours):]
+print(json.dumps({"same": before == after, "added": [str(f) for f in after if f not in before],
+                  "ours": ours, "host": host, "found": found, "error": a.compile_error}))
+"""
+
+
+def test_importing_errkb_leaves_the_hosts_warning_filters_alone():
+    """errkb as a library: importing every module changes no warnings filter, and
+    re's set-syntax FutureWarning is silenced only around errkb's own parse of a
+    dataset pattern; the same warning raised by the host still reaches it."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", WARNINGS_PROBE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["same"], result["added"]
+    assert result["ours"] == [] and result["found"] == ["n"] and result["error"] is None
+    assert result["host"] == ["Possible nested set at position 1"]

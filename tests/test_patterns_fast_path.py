@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from errkb.match import patterns
+from errkb.text import patterns
 from tests.support import BENCH_CORPUS
 
 TRANSLATION_FIELDS = {"re2_pattern", "re2_issue", "re2_ascii_only"}

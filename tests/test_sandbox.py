@@ -297,7 +297,8 @@ def test_dataset_code_started_by_root_runs_as_nobody(host_folder):
         print(os.getuid(), os.getgid(), os.getgroups())
         open("here.txt", "w").write("ok"); open(os.path.join(os.environ["HOME"], "x"), "w").write("ok")
         print(open({str(secret)!r}).read())
-        """
+        """,
+        readable=[folder],  # host folders outside the system ones are hidden unless a run keeps them
     )
     assert r.outcome == "fail"
     assert r.stdout.splitlines()[0] == "65534 65534 []"

@@ -347,7 +347,7 @@ def test_parallel_build_gives_the_same_bytes_as_serial(site_store):
 
 
 def test_bundled_patterns_run_in_the_browser_unless_they_need_backtracking():
-    """Guards the RE2-to-JS mapping against changes in what errkb.match.patterns emits."""
+    """Guards the RE2-to-JS mapping against changes in what errkb.text.patterns emits."""
     with Store.open(None, read_only=True) as store:
         records = store.records()
     for rec in records:

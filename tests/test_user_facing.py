@@ -102,7 +102,7 @@ def test_near_match_diff_keeps_contractions_whole(tmp_path, seed_record):
     ("2025-08-02T18:07:14Z worker-3 started", "worker-3 started"),
 ])
 def test_generic_log_prefix_timestamp_level_logger_is_stripped(line, message):
-    from errkb.match.normalize import strip_prefixes
+    from errkb.text.normalize import strip_prefixes
 
     assert strip_prefixes(line) == message
 

@@ -173,8 +173,8 @@ def test_version_of_release_files():
 
 
 def test_bundled_variants_parse_and_match_only_their_own_wording():
-    from errkb.match import patterns
     from errkb.records.lint import self_match_normalised
+    from errkb.text import patterns
 
     folder = data_dir() / "variants"
     files = read_folder(folder)

@@ -132,8 +132,8 @@ def test_gpu_tier_is_skipped_with_needs_cuda_without_a_gpu(fresh_seed_db):
 @needs_ns
 def test_validation_must_fail_before_and_pass_after(db_path, tmp_path, make_variant):
     good = make_variant(1)
-    good["exampleFix"] = "# before\nexport MODE=broken\n\n# after\nexport MODE=fixed\n"
-    good["validationCode"] = "import os\nassert os.environ.get('MODE') == 'fixed', 'MODE must be fixed'\n"
+    good["exampleFix"] = "# before\nexport VLLM_TEST_MODE=broken\n\n# after\nexport VLLM_TEST_MODE=fixed\n"
+    good["validationCode"] = "import os\nassert os.environ.get('VLLM_TEST_MODE') == 'fixed', 'VLLM_TEST_MODE must be fixed'\n"
     blind = make_variant(2)
     blind["exampleFix"] = good["exampleFix"]
     blind["validationCode"] = "import os\nprint('looks fine to me')\n"
@@ -143,7 +143,7 @@ def test_validation_must_fail_before_and_pass_after(db_path, tmp_path, make_vari
     assert ok.exit_code == 0, ok.output
     checks = {r["check"]: r for r in json.loads(ok.output)["results"]}
     assert checks["validationCode:before"]["outcome"] == "pass"
-    assert checks["validationCode:before"]["reason"] == "rejects the 'before' state, as it must (AssertionError: MODE must be fixed)"
+    assert checks["validationCode:before"]["reason"] == "rejects the 'before' state, as it must (AssertionError: VLLM_TEST_MODE must be fixed)"
     assert checks["validationCode:after"]["outcome"] == "pass"
 
     bad = run("verify", "--db", db_path, blind["id"])
@@ -248,7 +248,7 @@ def test_validation_is_given_each_states_flags(db_path, tmp_path, make_variant):
 
 def test_validation_needing_flags_no_state_gives_is_skipped_naming_them(db_path, tmp_path, make_variant):
     rec = make_variant(6)
-    rec["exampleFix"] = "# before\nexport MODE=a\n\n# after\nexport MODE=b\n"
+    rec["exampleFix"] = "# before\nexport VLLM_TEST_MODE=a\n\n# after\nexport VLLM_TEST_MODE=b\n"
     rec["validationCode"] = "import argparse\np = argparse.ArgumentParser()\np.add_argument('--model', required=True)\np.parse_args()\n"
     store_with(db_path, tmp_path, [rec])
     result = run("verify", "--db", db_path, rec["id"], "--json")
@@ -277,7 +277,7 @@ def test_missing_package_is_skipped_not_failed(db_path, tmp_path, make_variant):
 @needs_ns
 def test_hostile_validation_code_times_out_and_is_stored(db_path, tmp_path, make_variant, fast_limits):
     rec = make_variant(4)
-    rec["exampleFix"] = "export MODE=fixed"
+    rec["exampleFix"] = "export VLLM_TEST_MODE=fixed"
     rec["validationCode"] = "import os\nwhile True:\n    os.getpid()\n"
     store_with(db_path, tmp_path, [rec])
     result = run("verify", "--db", db_path, rec["id"], "--json")
@@ -378,11 +378,11 @@ def test_a_record_without_a_proof_is_reported_unproven_never_proven(db_path, see
 
 
 def test_a_state_whose_environment_was_not_captured_is_not_judged_on_its_flags_alone(db_path, tmp_path, make_variant):
-    # The section exports MODE and then runs a command that is not installed: its
+    # The section exports VLLM_TEST_MODE and then runs a command that is not installed: its
     # environment is unknown, so its flags alone are not that state.
     rec = make_variant(8)
-    rec["exampleFix"] = ("# before\nexport MODE=bad\npython -m errkb_absent_pkg.serve --workers 64\n\n"
-                         "# after\nexport MODE=good\npython -m errkb_absent_pkg.serve --workers 8\n")
+    rec["exampleFix"] = ("# before\nexport VLLM_TEST_MODE=bad\npython -m errkb_absent_pkg.serve --workers 64\n\n"
+                         "# after\nexport VLLM_TEST_MODE=good\npython -m errkb_absent_pkg.serve --workers 8\n")
     rec["validationCode"] = READS_WORKERS
     store_with(db_path, tmp_path, [rec])
     checks = {r["check"]: r for r in json.loads(run("verify", "--db", db_path, rec["id"], "--json").output)["results"]}
@@ -390,7 +390,7 @@ def test_a_state_whose_environment_was_not_captured_is_not_judged_on_its_flags_a
     assert checks["validationCode:run"]["outcome"] == "pass"
     assert verify.fix_flags({"exampleFix": ("shell", rec["exampleFix"])}) == {}
     # with the environment captured the flags go with it
-    assert verify.fix_flags({"exampleFix": ("shell", rec["exampleFix"])}, {"before": {"MODE": "bad"}}) == {
+    assert verify.fix_flags({"exampleFix": ("shell", rec["exampleFix"])}, {"before": {"VLLM_TEST_MODE": "bad"}}) == {
         "before": ["--workers", "64"]}
 
 

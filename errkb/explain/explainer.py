@@ -38,10 +38,6 @@ READ_CHUNK = 1 << 16
 # near matches; beside exact matches, at most this many are shown.
 NEAR_CANDIDATES_FROM_LOG = 20
 NEAR_BESIDE_MATCHES = 3
-# A log is matched in batches (one prefilter scan each) of at most this many
-# messages and bytes, so long lines cannot make a batch large.
-LOG_BATCH_MESSAGES = 4096
-LOG_BATCH_BYTES = 4 << 20
 
 
 class ExplainError(ErrkbError):
@@ -141,11 +137,11 @@ class Found(Plain):
     """One record that matched, with where and how well."""
 
     _fields = ("record_id", "slug", "repo", "error_class", "severity", "score", "span", "message", "engine", "bounded",
-               "record", "occurrences", "variant")
+               "record", "occurrences", "variant", "truncated")
 
     def __init__(self, record_id: str, slug: str, repo: str, error_class: str | None, severity: str | None, score: float,
                  span: tuple[int, int], message: str, engine: str, bounded: bool, record: dict | None,
-                 occurrences: Occurrences | None = None, variant: dict | None = None) -> None:
+                 occurrences: Occurrences | None = None, variant: dict | None = None, truncated: bool = False) -> None:
         self.record_id = record_id
         self.slug = slug
         self.repo = repo
@@ -160,11 +156,13 @@ class Found(Plain):
         self.occurrences = occurrences
         # matched another release's wording: {"releases", "first", "last", "relation", "project"}
         self.variant = variant
+        # the text stops inside the record's message: a true beginning of it (errkb.match.prefix)
+        self.truncated = truncated
 
     @classmethod
-    def from_match(cls, m, record: dict | None) -> Found:
+    def from_match(cls, m, record: dict | None, truncated: bool = False) -> Found:
         return cls(m.record_id, m.slug, m.repo, m.error_class, m.severity, m.score, tuple(m.span), m.message,
-                   m.engine, m.bounded, record, variant=getattr(m, "variant", None))
+                   m.engine, m.bounded, record, variant=getattr(m, "variant", None), truncated=truncated)
 
     def proof(self) -> dict:
         """The record's committed proof: ``{"status", "line", "library", "date"}``."""
@@ -184,16 +182,17 @@ class Found(Plain):
             "bounded": self.bounded,
             "variant": ({k: self.variant.get(k) for k in ("releases", "first", "last", "relation")} if self.variant else None),
             "occurrences": self.occurrences.as_dict() if self.occurrences else None,
+            "truncated": self.truncated,
             "proof": _proof(self.record_id),
             "record": self.record,
         }
 
 
 class Explanation(Plain):
-    _fields = ("mode", "found", "near", "lines", "skipped", "notes", "dataset_hash")
+    _fields = ("mode", "found", "near", "lines", "skipped", "notes", "dataset_hash", "search", "search_words")
 
     def __init__(self, mode: str, found: list[Found], near: list, lines: int, skipped: list[dict], notes: list[str],
-                 dataset_hash: str) -> None:
+                 dataset_hash: str, search: list | None = None, search_words: list[str] | None = None) -> None:
         self.mode = mode  # "text" | "log"
         self.found = found
         self.near = near  # list[errkb.match.near.NearMatch], with .record attached
@@ -201,6 +200,10 @@ class Explanation(Plain):
         self.skipped = skipped
         self.notes = notes
         self.dataset_hash = dataset_hash
+        # when nothing matched and nothing is close: what `errkb search WORDS` finds for the
+        # paste's words (errkb.match.search.SearchHit), and those words
+        self.search = [] if search is None else search
+        self.search_words = [] if search_words is None else search_words
 
     @property
     def matched(self) -> bool:
@@ -217,6 +220,8 @@ class Explanation(Plain):
             "nearMatches": [dict(n.as_dict(), record=n.record) for n in self.near],
             "skipped": [{"id": s.get("id"), "reason": s.get("reason")} for s in self.skipped],
             "notes": self.notes,
+            "search": {"command": search_command(self.search_words), "hits": [h.as_dict() for h in self.search]}
+            if self.search_words else None,
             "datasetHash": self.dataset_hash,
         }
 
@@ -259,17 +264,16 @@ def explain(kb: KnowledgeBase, source: str | BinaryIO, all_matches: bool = False
     cut = _bounded_report(kb)
     timeouts, skipped = cut["timeouts"] - cut_before["timeouts"], cut["skipped"] - cut_before["skipped"]
     if timeouts or skipped:
+        from errkb.match.confirm import BOUNDED_TIMEOUT_S
+
         disabled = [rid for rid in cut["disabled"] if rid not in cut_before["disabled"]]
         notes.append(
-            f"{timeouts} pattern run(s) hit the {BOUNDED_TIMEOUT_MS} ms time bound and {skipped} were not run, "
+            f"{timeouts} pattern run(s) hit the {round(BOUNDED_TIMEOUT_S * 1000)} ms time bound and {skipped} were not run, "
             "so a backtracking record may have been missed"
             + (f"; records no longer run: {', '.join(disabled)}" if disabled else "")
         )
     result.notes = notes + result.notes
     return result
-
-
-BOUNDED_TIMEOUT_MS = 50  # errkb.match.matcher.BOUNDED_TIMEOUT_S, for the note
 
 
 def _bounded_report(kb: KnowledgeBase) -> dict:
@@ -284,13 +288,13 @@ def explain_source(db_path: str | os.PathLike | None, source: str | BinaryIO, al
 
 
 def _decode(line: bytes | str) -> str:
-    from errkb.match.normalize import to_text
+    from errkb.text.normalize import to_text
 
     return to_text(line)
 
 
 def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanation:
-    from errkb.match.normalize import iter_messages, text_messages
+    from errkb.text.normalize import iter_messages, text_messages
 
     lines = [_decode(line).rstrip("\r") for line in head]
     text = "\n".join(lines)
@@ -304,8 +308,41 @@ def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanat
     found = [Found.from_match(m, kb.get(m.record_id)) for m in kb.matcher.match(text)]
     near = []
     if not found:
-        near = _near(kb, [m.text for m in text_messages(text)])
-    return Explanation("text", found, near, len(lines), kb.skipped, [], kb.dataset_hash)
+        messages = text_messages(text)
+        # a paste cut short ("CUDA out of memory. Tried to allocate 2.00 GiB") is its record, marked so
+        found = [Found.from_match(m, kb.get(m.record_id), truncated=True) for m in kb.truncated(messages)]
+        if not found:
+            near = _near(kb, [m.text for m in messages])
+    words: list[str] = []
+    hits: list = []
+    if not found and not near:
+        words, hits = _search(kb, messages)
+    return Explanation("text", found, near, len(lines), kb.skipped, [], kb.dataset_hash, hits, words)
+
+
+# Keyword search when nothing matched: at most this many hits, for at most this many words.
+SEARCH_HITS = 3
+SEARCH_WORDS = 12
+
+
+def _search(kb: KnowledgeBase, messages: list) -> tuple[list[str], list]:
+    """The paste's words and what `errkb search` finds for them (records holding at least
+    two of the words, so one shared word is no lead)."""
+    from errkb.match.search import tokens
+
+    text = " ".join(m.text for m in messages)
+    words = [w for w in dict.fromkeys(re.findall(r"[A-Za-z_][\w.-]*[A-Za-z0-9_]|[A-Za-z]", text)) if tokens(w)][:SEARCH_WORDS]
+    if not words:
+        return [], []
+    hits = [h for h in kb.search(" ".join(words), limit=SEARCH_HITS) if len(h.matched) >= 2]
+    return words, hits
+
+
+def search_command(words: list[str]) -> str:
+    """The `errkb search` command line for ``words``, quoted for a POSIX shell."""
+    import shlex
+
+    return shlex.join(["errkb", "search", *words])
 
 
 def _explain_log(kb: KnowledgeBase, lines: Iterator, all_matches: bool) -> Explanation:
@@ -314,7 +351,9 @@ def _explain_log(kb: KnowledgeBase, lines: Iterator, all_matches: bool) -> Expla
     counts: dict[str, Occurrences] = {}
     unmatched: dict[str, list[str]] = {}  # a few error-looking messages, for near matches
     last_line = 0
-    for message, matches in _match_log(kb.matcher, lines):
+    from errkb.match.log import match_log
+
+    for message, matches in match_log(kb.matcher, lines):
         last_line = message.last_line
         if not matches:
             if len(unmatched) < NEAR_CANDIDATES_FROM_LOG:
@@ -349,83 +388,15 @@ def _keep_unmatched(message, unmatched: dict[str, list[str]]) -> None:
     candidates). Lines from the fast path carry no forms yet: computed here, rarely."""
     forms = message.candidates
     error_class = message.error_class
-    if not forms and message.kind == "line" and _ERROR_HINTS.search(message.raw):
-        from errkb.match.normalize import line_messages
+    from errkb.text.normalize import ERROR_HINTS, line_messages
 
+    if not forms and message.kind == "line" and ERROR_HINTS.search(message.raw):
         forms = line_messages(message.raw)
         error_class = next((m.error_class for m in reversed(forms) if m.error_class), None)
     if error_class and forms:
         text = forms[-1].text
         if text not in unmatched:
             unmatched[text] = [c.text for c in forms][-4:]
-
-
-def _match_log(matcher, lines: Iterator) -> Iterator[tuple]:
-    """(message, matches) for every message of a log, as ``normalize.iter_messages``
-    groups them (one per line, one per traceback block), in batches bounded in count
-    *and* bytes (``Matcher.match_log`` bounds the count only: 4096 lines of 1 MiB
-    would be 4 GiB at once).
-
-    Lines are grouped only where a traceback starts: until a line holds a traceback
-    header, each line is its own message, so a batch of plain lines goes straight to
-    ``Matcher.match_lines`` (about 15x faster than normalising each line first). From
-    a header on, ``iter_messages`` reads the stream until the block is over and hands
-    back the first plain line after it. tests/test_explain_log.py checks that both give
-    the same messages and matches as ``iter_messages`` alone.
-    """
-    from errkb.match.normalize import LogMessage, iter_messages, strip_ansi, to_text
-
-    source = iter(lines)
-    number = 0
-    while True:
-        batch: list[str] = []
-        size = 0
-        header: str | None = None
-        for raw in source:
-            line = to_text(raw).rstrip("\r\n")
-            if _TRACEBACK_HEADER in line or ("\x1b" in line and _TRACEBACK_HEADER in strip_ansi(line)):
-                header = line
-                break
-            batch.append(line)
-            size += len(line)
-            if len(batch) >= LOG_BATCH_MESSAGES or size >= LOG_BATCH_BYTES:
-                break
-        if batch:
-            for k, (line, matches) in enumerate(zip(batch, matcher.match_lines(batch)), number + 1):
-                yield LogMessage(k, k, line, None, "line", line, []), matches
-            number += len(batch)
-        if header is not None:
-            # iter_messages yields a plain line only once no block is open, having read
-            # nothing past it: from there the fast path can take over again.
-            pending: list = []
-            pending_size = 0
-            for message in iter_messages(itertools.chain([header], source), start=number + 1):
-                pending.append(message)
-                pending_size += len(message.raw) + len(message.text)
-                number = message.last_line
-                if message.kind == "line" or len(pending) >= LOG_BATCH_MESSAGES or pending_size >= LOG_BATCH_BYTES:
-                    yield from _match_batch(matcher, pending)
-                    pending, pending_size = [], 0
-                    if message.kind == "line":
-                        break
-            if pending:
-                yield from _match_batch(matcher, pending)
-        elif not batch:
-            return
-
-
-_TRACEBACK_HEADER = "Traceback (most recent call last):"
-# Substrings of the error-class names `normalize` recognises outside a traceback: an
-# unmatched line without any of them cannot name an error class.
-_ERROR_HINTS = re.compile("Err|Exception|Warning|Exit|Interrupt|Fault|Failure|Iteration|Timeout|Refused|Denied|NotFound|Exists")
-
-
-def _match_batch(matcher, messages: list) -> Iterator[tuple]:
-    singles = [m for m in messages if m.kind == "line"]
-    found = dict(zip(map(id, singles), matcher.match_lines([m.raw for m in singles]))) if singles else {}
-    for message in messages:
-        matches = found.get(id(message))
-        yield message, (matches if matches is not None else matcher.match_message(message))
 
 
 def _near(kb: KnowledgeBase, texts: list[str]) -> list:

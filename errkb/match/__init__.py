@@ -1,5 +1,6 @@
-"""Matching text to records: pattern analysis, normalisation, the Matcher, near
-matches and keyword search.
+"""Matching text to records: the Matcher and its stages (engines, prefilter, confirm,
+result, index_file), a whole log (log), near matches and keyword search. The pattern
+analysis and the normalisation they run on are one layer down, in ``errkb.text``.
 
 The names below are imported on first use, so importing the package (or one light
 module in it) does not load the heavy ones: explain's cold start depends on it.

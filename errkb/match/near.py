@@ -72,6 +72,16 @@ MIN_SPAN_WORDS = 5
 # MARGIN_FLOOR and beats the runner-up by MARGIN_RATIO times.
 MARGIN_FLOOR = 0.15
 MARGIN_RATIO = 1.5
+# Shared words are not enough to show a record as "similar": real pastes of errors that no
+# record describes share phrases like "must be divisible by" or "is not supported for the
+# current GPU" with records, at scores that overlap those of true drift. What a drifted or
+# cut message keeps and a different one does not is the record's *opening* (a title cut
+# short, a message whose hint changed: its first words, values allowed) or a long unbroken
+# run of its words (a message reworded at its start). A record is shown only with one of
+# the two: OPENING_WORDS of its first words (all of them if it has fewer), RUN_WORDS in one
+# run, or its first word and a run of RUN_WORDS - OPENING_WORDS.
+OPENING_WORDS = 3
+RUN_WORDS = 8
 
 # A contraction is one word ("isn't", "don’t"): split at the apostrophe, a diff would
 # show "isn t".
@@ -139,7 +149,7 @@ def site_constants() -> dict:
     reads them from the index page's manifest, so the two cannot drift apart by a copied number)."""
     names = ("MIN_SIMILARITY", "DEFAULT_LIMIT", "CANDIDATES", "COMMON_SHARE", "MAX_TEXT_WORDS", "MAX_VALUE_WORDS",
              "MIN_SHARED_WORDS", "MIN_SPAN_SHARE", "TRUNCATED_BASE", "CUT_WORDS", "EXTRA_TEXT_CAP", "CONTAINED_SHARE",
-             "MIN_SPAN_WORDS", "MARGIN_FLOOR", "MARGIN_RATIO")
+             "MIN_SPAN_WORDS", "MARGIN_FLOOR", "MARGIN_RATIO", "OPENING_WORDS", "RUN_WORDS")
     return {name: globals()[name] for name in names}
 
 
@@ -165,10 +175,11 @@ def pattern_words(pattern: str, fallback: str = "") -> list[str | None]:
     does not parse falls back to the words of ``fallback`` (the errorMessage).
     """
     import re._constants as C
-    import re._parser as sre_parse
+
+    from errkb.text.patterns import parse
 
     try:
-        parsed = sre_parse.parse(pattern)
+        parsed = parse(pattern)
     except Exception:  # re.error, RecursionError, OverflowError: an unreadable pattern
         return list(words(fallback))
     pieces: list[str | None] = []
@@ -331,12 +342,12 @@ class SimilarIndex:
     def near(self, texts: str | list[str], limit: int = DEFAULT_LIMIT, min_similarity: float = MIN_SIMILARITY) -> list[NearMatch]:
         """The records closest to a text, best first.
 
-        A ``str`` is normalised first (``errkb.match.normalize.text_messages``: log prefixes,
+        A ``str`` is normalised first (``errkb.text.normalize.text_messages``: log prefixes,
         ANSI, JSON envelopes, the ``ErrorClass:`` of a traceback line); a list is taken
         as the already normalised forms of one message.
         """
         if isinstance(texts, str):
-            from errkb.match.normalize import text_messages
+            from errkb.text.normalize import text_messages
 
             texts = [m.text for m in text_messages(texts)]
         if not self.items:
@@ -359,7 +370,7 @@ class SimilarIndex:
                 # (a span score forgives a prefix the normaliser removed from the other form)
                 if kept is None or (found.similarity, -len(found.differences)) > (kept.similarity, -len(kept.differences)):
                     best[i] = found
-        ranked = sorted(best.values(), key=lambda m: (-m.similarity, m.repo, m.slug))
+        ranked = sorted((m for m in best.values() if m.evidence), key=lambda m: (-m.similarity, m.repo, m.slug))
         shown = [m for m in ranked if m.similarity >= min_similarity]
         if not shown and ranked:
             # below the cutoff, a record that clearly beats the runner-up is still worth showing
@@ -430,7 +441,9 @@ class SimilarIndex:
             return None
         similarity = matched / (total + extra)
         span, closeness = self._span_score(seq, lowered, opcodes, matched, total, extra)
-        return NearMatch(record_id, slug, repo, error_class, max(similarity, span), text, diff, closeness=closeness)
+        found = NearMatch(record_id, slug, repo, error_class, max(similarity, span), text, diff, closeness=closeness)
+        found.evidence = _evidence(seq, opcodes)
+        return found
 
     def _prepared(self, i: int, joined: str) -> tuple[list, list, list[str], float]:
         """A record's words as an alignment needs them, made once per record (the forms
@@ -557,3 +570,37 @@ class _Postings(Mapping):
 def _split(joined: str) -> list[str | None]:
     """The lowered words of a record, ``None`` for a slot."""
     return [_SLOT if w == _NUL else w.lower() for w in joined.split(" ")]
+
+
+def _evidence(seq: list, opcodes: list) -> bool:
+    """Whether the text holds the record's opening or a long run of its words (see
+    OPENING_WORDS): evidence that it is this message, beyond words in common.
+
+    The opening is read from the alignment: text before the record's first word is
+    skipped (a log prefix, an issue title's "[Bug]:"), then record words matched in
+    order, a wildcard's value (at most MAX_VALUE_WORDS words per slot) among them
+    allowed, up to the first word the text changed or left out."""
+    literal = sum(1 for w in seq if w is not _SLOT)
+    opening = run = 0
+    in_opening = True
+    for tag, i1, i2, j1, j2 in opcodes:
+        if tag == "equal":
+            run = max(run, i2 - i1)
+            if in_opening:
+                opening += i2 - i1
+            continue
+        if not in_opening:
+            continue
+        if i1 == i2 and opening == 0:
+            continue  # text before the record's first word
+        slots = sum(1 for k in range(i1, i2) if seq[k] is _SLOT)
+        if not (slots == i2 - i1 and j2 - j1 <= MAX_VALUE_WORDS * slots):
+            in_opening = False
+    # A record that opens with a wildcard has no fixed first words: any words before its
+    # first literal ones ("Quantization scheme" before "is not supported for") pass as
+    # the value, so its opening must be twice as long to count.
+    scale = 2 if seq and seq[0] is _SLOT else 1
+    # The opening, a long run, or both in part: the first word(s) kept and a run of
+    # RUN_WORDS - OPENING_WORDS ("LoRA adapters are not supported with quantized models").
+    return (opening >= min(OPENING_WORDS * scale, literal) or run >= RUN_WORDS
+            or (opening >= scale and run >= RUN_WORDS - OPENING_WORDS))

@@ -405,7 +405,7 @@ def word_diff_text(ops: list[dict]) -> str:
 def mentions_any(records: list[dict]):
     """A cheap file filter: parse only files that contain one of a record's longer
     words (taken from the literal text of its pattern) or that a record names."""
-    from errkb.match.patterns import analyze
+    from errkb.text.patterns import analyze
 
     words: set[str] = set()
     named: set[str] = set()

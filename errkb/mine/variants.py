@@ -128,8 +128,8 @@ def build_many(records: list[dict], releases: list[Release]) -> list[dict]:
 
 
 def _matches(pattern: str, message: str) -> bool:
-    from errkb.match import patterns
     from errkb.records.lint import self_match_normalised
+    from errkb.text import patterns
 
     return self_match_normalised(patterns.analyze(pattern, translate=False), message) is not False
 
@@ -137,8 +137,8 @@ def _matches(pattern: str, message: str) -> bool:
 def _literal_similarity(pattern_a: str, pattern_b: str) -> float:
     """Word similarity of two patterns' literal text (values left out: a record's message
     holds real values, a template none)."""
-    from errkb.match.patterns import analyze
     from errkb.mine.drift import similarity
+    from errkb.text.patterns import analyze
 
     return similarity(" ".join(analyze(pattern_a).required_literals), " ".join(analyze(pattern_b).required_literals))
 

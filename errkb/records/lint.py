@@ -16,10 +16,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from errkb.match import bounded, patterns
 from errkb.records.read import Origin, SourcedRecord, content_hash, lone_surrogate_in
 from errkb.records.schema import validate
 from errkb.records.urls import fix_page_path
+from errkb.text import bounded, patterns
 
 
 @dataclass(frozen=True)
@@ -311,7 +311,7 @@ def self_match_normalised(analysis: patterns.PatternAnalysis, message: str) -> b
     pattern on the normalised forms of a text (normalize.text_messages: the message's
     lines, prefixes and a leading newline gone), so a `^`-anchored pattern for a
     message raised from C++ as "\\nCUDA error: ..." is right, and lint judges it the same way."""
-    from errkb.match.normalize import text_messages
+    from errkb.text.normalize import text_messages
 
     verdict = _self_match(analysis, message)
     if verdict:

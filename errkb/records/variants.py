@@ -33,8 +33,8 @@ class VariantsError(ErrkbError):
 
 def lint_variant(pattern: str, example: str, record_message: str | None) -> str | None:
     """Why the variant pattern must not be used (a lint code and reason), or None."""
-    from errkb.match import patterns
     from errkb.records.lint import self_match_normalised
+    from errkb.text import patterns
 
     analysis = patterns.analyze(pattern, translate=False)
     if analysis.compile_error:

@@ -33,7 +33,7 @@ from markupsafe import Markup
 
 from errkb.errors import ErrkbError
 from errkb.match.near import record_words, site_constants
-from errkb.match.patterns import analyze, expanded_gap_plans
+from errkb.text.patterns import analyze, expanded_gap_plans
 from errkb.records.urls import fix_page_path, record_page_path, shared_slug_order
 from errkb.records.view import RecordView
 from errkb.resources import templates_dir
@@ -113,7 +113,7 @@ def root_of(path: str) -> str:
 class JsPattern:
     """A record's messagePattern as a JavaScript RegExp source (flag ``u``), or why not.
 
-    Built from ``errkb.match.patterns``' exact RE2 translation (which already expands
+    Built from ``errkb.text.patterns``' exact RE2 translation (which already expands
     case folding and Python's Unicode \\d \\w \\s into explicit code-point classes),
     so the browser decides the same texts as Python ``re.search``.
     """
@@ -136,7 +136,7 @@ _RE2_TOKEN = re.compile(
     r"\\x\{(?P<hex>[0-9a-f]+)\}"
     r"|(?P<fixed>\\A|\\z|\\b|\\B|\(\?s:\.\)|\(\?m:\^\)|\(\?m:\$\)|\(\?:|\[\^|[\[\]\-)|*+?])"
     r"|(?P<count>\{\d+(?:,\d*)?\})"
-    # Characters errkb.match.patterns writes bare because they are never special in RE2;
+    # Characters errkb.text.patterns writes bare because they are never special in RE2;
     # none is special in a JavaScript `u` regex either, in or out of a class.
     r"|(?P<plain>[A-Za-z0-9 _'\"!#%&,/:;<=>@`~])"
 )
@@ -152,7 +152,7 @@ _FIXED_JS = {
 
 
 def re2_to_js(re2: str) -> str:
-    """Map the RE2 syntax that ``errkb.match.patterns`` emits onto JavaScript (``u`` flag).
+    """Map the RE2 syntax that ``errkb.text.patterns`` emits onto JavaScript (``u`` flag).
 
     That emitter uses a small alphabet (code-point escapes, non-capturing groups,
     classes, quantifiers, a few assertions); anything else raises ValueError rather

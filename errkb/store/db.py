@@ -389,6 +389,9 @@ class Store:
                 rec = item.record if isinstance(item.record, dict) else {}
                 rid = rec.get("id") if isinstance(rec.get("id"), str) else None
                 o = item.origin
+                if item.record is None and item.error_at is not None:
+                    # unreadable input has no record to point at: the reject is where its reason says
+                    o = item.error_at
                 reasons = [str(f) for f in errors] or [item.error_line or "rejected"]
                 reject = Reject(o.file, o.line, o.column, o.index, rid, reasons, item.raw)
                 report.rejected += 1
@@ -428,6 +431,8 @@ class Store:
                     for f in warnings:
                         o = f.origin or item.origin
                         pending_findings.append((rid, digest, f.code, f.name, f.level, f.message, o.file, o.line, o.column))
+                        # the style findings `errkb show` lists with the record, said when it comes in
+                        report.warnings.append(str(f))
             if len(pending_records) + len(pending_rejects) >= FLUSH_EVERY:
                 flush()
             if progress is not None:

@@ -2,7 +2,8 @@
 them up (read-only mounts, private folders, hidden secrets, loopback, rlimits, seccomp,
 no capabilities, the unprivileged user), then runs the dataset code.
 
-Started as a file, ``python -I -S launcher.py --launch SPEC``, and loaded by path by the
+Started as ``python -I -S /dev/fd/N --launch-fd M`` (this file and the spec are open
+descriptors, so no host path is on the command line the code can read), and loaded by path by the
 reproducer drivers (for :func:`drop_capabilities`) in venvs where errkb is not
 installed, so it imports nothing outside the standard library.
 """
@@ -292,6 +293,7 @@ def drop_capabilities(run_as: tuple[int, int] | None = None) -> None:
 # (and with them mount, and the kernel surface behind CAP_SYS_ADMIN). x86-64 numbers.
 AUDIT_ARCH_X86_64 = 0xC000003E
 NR_CLONE, NR_UNSHARE, NR_CLONE3 = 56, 272, 435
+NR_ADD_KEY, NR_REQUEST_KEY = 248, 249  # and NR_KEYCTL: keys would outlive the run in the user's keyrings
 CLONE_NEWUSER = 0x10000000
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
@@ -301,7 +303,8 @@ EPERM, ENOSYS = 1, 38
 def forbid_user_namespaces(libc=None) -> bool:
     """Install a seccomp filter (inherited by every descendant, never removable) that
     fails unshare/clone with CLONE_NEWUSER (EPERM) and clone3 (ENOSYS: its flags sit in
-    memory a filter cannot read, and libc then falls back to clone). Needs
+    memory a filter cannot read, and libc then falls back to clone), and the keyring
+    calls add_key/request_key/keyctl (ENOSYS: a key would outlive the run). Needs
     no_new_privs, which drop_capabilities sets first. False where the filter does not
     apply (not x86-64)."""
     import platform
@@ -324,16 +327,19 @@ def forbid_user_namespaces(libc=None) -> bool:
         (JEQ, 1, 0, AUDIT_ARCH_X86_64),   # 1: x86-64 -> 3
         (RET, 0, 0, eperm),               # 2: another ABI (i386 through int 0x80): refused
         (LD, 0, 0, 0),                    # 3: syscall number
-        (JGE, 6, 0, 0x40000000),          # 4: the x32 ABI -> 11 (refused)
-        (JEQ, 7, 0, NR_CLONE3),           # 5: clone3 -> 13 (ENOSYS)
-        (JEQ, 2, 0, NR_UNSHARE),          # 6: unshare -> 9
-        (JEQ, 1, 0, NR_CLONE),            # 7: clone -> 9
-        (RET, 0, 0, allow),               # 8
-        (LD, 0, 0, 16),                   # 9: args[0] (flags), low 32 bits
-        (JSET, 0, 1, CLONE_NEWUSER),      # 10: CLONE_NEWUSER set -> 11, else 12
-        (RET, 0, 0, eperm),               # 11
-        (RET, 0, 0, allow),               # 12
-        (RET, 0, 0, enosys),              # 13
+        (JGE, 9, 0, 0x40000000),          # 4: the x32 ABI -> 14 (refused)
+        (JEQ, 10, 0, NR_CLONE3),          # 5: clone3 -> 16 (ENOSYS)
+        (JEQ, 9, 0, NR_ADD_KEY),          # 6: add_key -> 16 (ENOSYS: "no keyrings here")
+        (JEQ, 8, 0, NR_REQUEST_KEY),      # 7: request_key -> 16
+        (JEQ, 7, 0, NR_KEYCTL),           # 8: keyctl -> 16
+        (JEQ, 2, 0, NR_UNSHARE),          # 9: unshare -> 12
+        (JEQ, 1, 0, NR_CLONE),            # 10: clone -> 12
+        (RET, 0, 0, allow),               # 11
+        (LD, 0, 0, 16),                   # 12: args[0] (flags), low 32 bits
+        (JSET, 0, 1, CLONE_NEWUSER),      # 13: CLONE_NEWUSER set -> 14, else 15
+        (RET, 0, 0, eperm),               # 14
+        (RET, 0, 0, allow),               # 15
+        (RET, 0, 0, enosys),              # 16
     ]
     filters = (Filter * len(program))(*[Filter(*ins) for ins in program])
     prog = Prog(len(program), filters)
@@ -342,7 +348,59 @@ def forbid_user_namespaces(libc=None) -> bool:
     return True
 
 
-def _launch(spec_path: str) -> None:
+# Top-level folders of the host the run keeps (read-only): the system, and the ones
+# the launcher makes its own. Every other one (/var, /srv, /opt, /home, /work, /mnt...)
+# is an empty tmpfs with the run's kept paths bound back, so that no unix socket file
+# there (/var/lib/docker.sock, an agent under /srv) can be reached.
+SYSTEM_TOP_LEVEL = frozenset({"usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "proc", "sys", "dev",
+                              "tmp", "run"})
+# What /var must still hold once emptied: its tmp (made private below) and the usual links.
+VAR_LINKS = {"run": "/run", "lock": "/run/lock"}
+
+
+def _hide_top_level(libc, keep: list[str], base: str, done: set[str], notes: list[str]) -> None:
+    for name in sorted(os.listdir("/")):
+        folder = "/" + name
+        if name in SYSTEM_TOP_LEVEL or folder in done or os.path.islink(folder) or not os.path.isdir(folder):
+            continue
+        if (base.rstrip("/") + "/").startswith(folder + "/"):
+            notes.append(f"{folder} left visible (read-only): the run's own folder is inside it")
+            continue
+        # The folders rebuilt on the way to a kept path must be searchable by the run's
+        # user whatever umask errkb was started with.
+        umask = os.umask(0o022)
+        try:
+            _hide_folder(libc, folder, keep, base)
+        finally:
+            os.umask(umask)
+        if folder == "/var":
+            os.makedirs("/var/tmp", mode=0o1777, exist_ok=True)
+            for link, target in VAR_LINKS.items():
+                if not os.path.lexists(os.path.join("/var", link)):
+                    os.symlink(target, os.path.join("/var", link))
+
+
+KEYCTL_JOIN_SESSION_KEYRING = 1
+NR_KEYCTL = 250  # x86-64
+
+
+def _new_session_keyring() -> None:
+    """A fresh, anonymous session keyring for the run (dies with its last process)."""
+    import platform
+
+    if platform.machine() in ("x86_64", "AMD64"):
+        ctypes.CDLL(None, use_errno=True).syscall(NR_KEYCTL, KEYCTL_JOIN_SESSION_KEYRING, None)
+
+
+def _read_spec(fd: int) -> dict:
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    os.close(fd)
+    return json.loads(b"".join(chunks))
+
+
+def _launch(spec: dict) -> None:
     """Set up the namespaces, then run the code as a child and report how it ended.
 
     The launcher stays as the parent (PID 1 of the namespace when there is one) so it
@@ -350,7 +408,6 @@ def _launch(spec_path: str) -> None:
     process ends, the launcher exits and the kernel kills whatever is left. Its report
     goes to the parent through an inherited pipe that the code never sees.
     """
-    spec = json.loads(Path(spec_path).read_text())
     control_fd = spec["control_fd"]
     notes: list[str] = []
     control: dict = {"notes": notes}
@@ -371,11 +428,15 @@ def _launch(spec_path: str) -> None:
     except OSError:
         pass
     try:
-        if spec["cgroup"]:
+        for cgroup in spec["cgroups"]:
             try:
-                Path(spec["cgroup"], "cgroup.procs").write_text("0")
+                Path(cgroup, "cgroup.procs").write_text("0")
             except OSError as e:
-                notes.append(f"could not join the pids cgroup: {e}")
+                notes.append(f"could not join the cgroup {os.path.basename(os.path.dirname(cgroup))}: {e}")
+        try:
+            _new_session_keyring()
+        except OSError:
+            pass  # the seccomp filter refuses the keyring calls to the code in any case
         if spec["mounts"]:
             libc = ctypes.CDLL(None, use_errno=True)
             base = spec["base"]
@@ -384,6 +445,7 @@ def _launch(spec_path: str) -> None:
                 _hide_folder(libc, home, [spec["cwd"], *spec["keep_visible"]], base)
             if spec["run_as"]:
                 _hide_closed_folders(libc, spec["keep_visible"], base)
+            _hide_top_level(libc, [spec["cwd"], *spec["keep_visible"]], base, {home} if home else set(), notes)
             _hide_secrets(libc)
             for path in spec.get("hide_files", []):
                 if os.path.isfile(path):
@@ -479,5 +541,8 @@ def _launch(spec_path: str) -> None:
     report_and_exit(125)
 
 
-if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--launch":
-    _launch(sys.argv[2])
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--launch-fd":
+    script = re.fullmatch(r"/dev/fd/(\d+)", sys.argv[0])
+    if script:  # this file's own descriptor: not for the code
+        os.close(int(script.group(1)))
+    _launch(_read_spec(int(sys.argv[2])))

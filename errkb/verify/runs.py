@@ -492,7 +492,13 @@ def capture_state(section: str) -> tuple[dict[str, str] | None, sandbox.SandboxR
     env = _parse_env(result.stdout.split(ENV_MARKER, 1)[1])
     before = _parse_env(base.stdout.split(ENV_MARKER, 1)[1]) if ENV_MARKER in base.stdout else {}
     volatile = {"PWD", "OLDPWD", "SHLVL", "_", "HOME", "TMPDIR"}
-    return {k: v for k, v in env.items() if before.get(k) != v and k not in volatile}, result
+    changed = {k: v for k, v in env.items() if before.get(k) != v and k not in volatile}
+    # A state reaches later processes (validation runs, reproducer drivers): only the
+    # allow-listed library variables go on, never PATH, functions, LD_* or PYTHON*.
+    kept, dropped = sandbox.allowed_state_env(changed)
+    if dropped:
+        result.notes.append("dropped from the state (not on the allow-list, docs/sandbox.md): " + ", ".join(dropped))
+    return kept, result
 
 
 def _parse_env(blob: str) -> dict[str, str]:
@@ -792,10 +798,12 @@ def run_reproducer(record: dict, rep: Reproducer, states: dict | None, emit,
         if scenario.state and (not states or scenario.state not in states):
             skipped(f"exampleFix has no {scenario.state!r} state to apply", scenario.name)
             continue
+        # The driver starts as root with capabilities: its own environment is fixed, and
+        # the state's variables (record data) travel in the config, for the ranks only.
         env = {"PATH": f"{venv.python.parent}:{sandbox.MINIMAL_PATH}", "PYTHONUNBUFFERED": "1"}
-        env.update((states or {}).get(scenario.state, {}) if scenario.state else {})
-        env.update(scenario.env)
-        config = {**scenario.config, "timeout_s": rep.timeout_s - 30, "env": {}}
+        rank_env = dict((states or {}).get(scenario.state, {}) if scenario.state else {})
+        rank_env.update(scenario.env)
+        config = {**scenario.config, "timeout_s": rep.timeout_s - 30, "env": rank_env}
         if scenario.run_validation and record.get("validationCode"):
             config["validation_code"] = record["validationCode"]
         res = sandbox.run(

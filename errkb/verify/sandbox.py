@@ -8,9 +8,11 @@ Dataset code (example fixes, validation snippets) is untrusted input, so every r
 * runs under rlimits (CPU time, address space, file size, open files, processes);
 * where the OS allows it (root, util-linux ``unshare``): its own network namespace
   (no network, or only its own loopback), its own PID namespace (every descendant dies
-  with it, even one that left the process group), its own mount namespace with the
-  root file system read-only, a private ``/dev/shm``, the real HOME and root-owned
-  secrets hidden, and a pids cgroup, because RLIMIT_NPROC does not bind root;
+  with it, even one that left the process group), its own IPC namespace (SysV objects
+  die with it), its own mount namespace with the root file system read-only, every
+  non-system top-level folder emptied, a private ``/dev/shm``, the real HOME and
+  root-owned secrets hidden, a pids cgroup (RLIMIT_NPROC does not bind root) and a
+  memory cgroup for the whole run;
 * started by root with those namespaces, runs as nobody with no capabilities (the
   project's own reproducer drivers, which mount, keep root and drop capabilities
   themselves);
@@ -18,9 +20,11 @@ Dataset code (example fixes, validation snippets) is untrusted input, so every r
 
 Every isolation step that could not be applied is said in ``SandboxResult.notes``.
 This is the parent's side; the part that runs inside the namespaces is
-``errkb/verify/launcher.py``, started as a file (``python -I -S launcher.py --launch
-SPEC``). The reproducer drivers load that file by path too, so it and this module import
-nothing outside the standard library.
+``errkb/verify/launcher.py``, started from an open descriptor with its spec in a memfd
+(``python -I -S /dev/fd/N --launch-fd M``: no host path on a command line the code can
+read). The reproducer drivers load that file by path too, so it imports nothing outside
+the standard library; this module adds only ``errkb.verify.cgroups`` (the run's cgroups). Every run ends in a ``finally`` that kills its
+processes and removes its folder and cgroups, also when a stop signal unwinds it.
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from errkb.verify import cgroups as cgroups_
 
 OUTCOMES = ("pass", "fail", "skipped", "error", "timeout")
 
@@ -46,6 +51,32 @@ MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
 # file readable only by root is readable to it.
 UNPRIVILEGED = (65534, 65534)
 LAUNCHER = Path(__file__).resolve().parent / "launcher.py"
+
+# What a state captured from a record's exampleFix may carry into a later run: the
+# configuration variables of the libraries the dataset covers, and nothing that changes
+# which code runs (PATH, shell functions, the loader's LD_*, PYTHON*), whatever the prefix.
+STATE_ALLOWED_PREFIXES = ("VLLM_", "TORCH_", "PYTORCH_", "CUDA_", "NCCL_", "GLOO_", "FLASHINFER_", "HF_",
+                          "TRANSFORMERS_", "TOKENIZERS_", "OMP_", "MKL_", "NVIDIA_", "TP_", "DS_", "TRITON_",
+                          "HIP_", "ROCR_", "HSA_", "UCX_", "XLA_", "JAX_")
+STATE_ALLOWED_NAMES = frozenset({"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
+                                 "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "TOKENIZERS_PARALLELISM"})
+# Inside an allowed prefix, still refused: names that load a library or a plugin
+# (CUDA_INJECTION64_PATH, NCCL_NET_PLUGIN, TORCH_..._PRELOAD) or point a loader at a folder.
+_STATE_DENIED = re.compile(r"INJECTION|PRELOAD|PLUGIN|LIBRARY|_LIB_|LIBCUDA|_PATH$|_EXECUTABLE$|_SHELL$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def allowed_state_env(env: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Split a state's variables into those on the allow-list and the names dropped."""
+    kept, dropped = {}, []
+    for name, value in env.items():
+        ok = (_ENV_NAME.match(name) and "\0" not in value and not _STATE_DENIED.search(name)
+              and (name in STATE_ALLOWED_NAMES or name.startswith(STATE_ALLOWED_PREFIXES)))
+        if ok:
+            kept[name] = value
+        else:
+            dropped.append(name)
+    return kept, sorted(dropped)
 
 
 @dataclass(frozen=True)
@@ -62,6 +93,9 @@ class Limits:
     # the run's folder is a tmpfs of this size where the mount namespace allows it (a
     # disk quota: without it, code filled the host's /tmp at 400 MB/s)
     disk_bytes: int | None = 256 << 20
+    # every process of the run together (a memory cgroup where one can be made): four
+    # forked children each under RLIMIT_AS held 4.8 GB, memfds and SysV segments more
+    run_memory_bytes: int | None = 8 << 30
 
 
 @dataclass
@@ -88,8 +122,11 @@ class Capabilities:
     """What isolation this host can give (probed once per process)."""
 
     unshare: str | None
-    namespaces: bool  # unshare --net --pid --mount works
+    namespaces: bool  # unshare --net --pid --ipc --uts --mount works
     pids_cgroup_root: Path | None
+    # (version, folder) under which a run's memory cgroup is made: "v2" (memory.max) or
+    # "v1" (memory.limit_in_bytes), below errkb's own cgroup so the run stays charged to it
+    memory_cgroup: tuple[str, Path] | None = None
 
 
 _CAPS: Capabilities | None = None
@@ -108,33 +145,15 @@ def _probe_capabilities() -> Capabilities:
     if unshare:
         try:
             probe = subprocess.run(
-                [unshare, "--net", "--pid", "--fork", "--mount", "--propagation", "private", "true"],
+                [unshare, "--net", "--pid", "--ipc", "--uts", "--fork", "--mount", "--propagation", "private", "true"],
                 capture_output=True,
                 timeout=10,
             )
             namespaces = probe.returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             namespaces = False
-    return Capabilities(unshare=unshare, namespaces=namespaces, pids_cgroup_root=_pids_cgroup_root())
-
-
-def _pids_cgroup_root() -> Path | None:
-    for root in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
-        if (root / "cgroup.procs").exists() and os.access(root, os.W_OK):
-            probe = root / f"errkb-probe-{uuid.uuid4().hex[:8]}"
-            try:
-                probe.mkdir()
-            except OSError:
-                continue
-            try:
-                if (probe / "pids.max").exists():
-                    return root
-            finally:
-                try:
-                    probe.rmdir()
-                except OSError:
-                    pass
-    return None
+    return Capabilities(unshare=unshare, namespaces=namespaces, pids_cgroup_root=cgroups_.pids_cgroup_root(),
+                        memory_cgroup=cgroups_.memory_cgroup_parent())
 
 
 def has_mount_namespace() -> bool:
@@ -192,10 +211,15 @@ def run(
     run_env.update(env or {})
     run_env.update({"HOME": str(work / "home"), "TMPDIR": str(work / "tmp"), "PWD": str(work)})
 
-    cgroup = _make_cgroup(caps, limits) if limits.processes else None
+    cgroup = cgroups_.make_pids_cgroup(caps.pids_cgroup_root, limits.processes) if limits.processes else None
     if limits.processes and cgroup is None:
         notes.append("process limit: RLIMIT_NPROC only (no pids cgroup here): it does not bind root, "
                      "and it counts every process of the run's user on the host")
+    memory_cgroup = cgroups_.make_memory_cgroup(caps.memory_cgroup, limits.run_memory_bytes) if limits.run_memory_bytes else None
+    if limits.run_memory_bytes and memory_cgroup is None:
+        notes.append("memory of the whole run not bounded (no writable memory cgroup here): only each "
+                     "process's address space (RLIMIT_AS)")
+    cgroups = [c for c in (cgroup, memory_cgroup) if c is not None]
 
     use_ns = caps.namespaces
     if not use_ns:
@@ -229,7 +253,7 @@ def run(
         "hide_home": _real_home(),
         "hide_files": _store_files(),
         "keep_visible": _paths_to_keep(argv, readable),
-        "cgroup": str(cgroup) if cgroup else None,
+        "cgroups": [str(c) for c in cgroups],
         "drop_capabilities": not keep_capabilities,
         "run_as": run_as,
     }
@@ -237,13 +261,20 @@ def run(
     # writable folder, so the code cannot forge its own outcome.
     control_read, control_write = os.pipe()
     spec["control_fd"] = control_write
-    (base / "spec.json").write_text(json.dumps(spec))
-    launcher = [sys.executable, "-I", "-S", str(LAUNCHER), "--launch", str(base / "spec.json")]
+    # The spec and the launcher's own file reach it as descriptors, not host paths: the
+    # launcher's command line (/proc/1/cmdline) is readable by the code it starts.
+    spec_fd = os.memfd_create("errkb-sandbox-spec", 0)
+    os.write(spec_fd, json.dumps(spec).encode())
+    os.lseek(spec_fd, 0, os.SEEK_SET)
+    script_fd = os.open(LAUNCHER, os.O_RDONLY)
+    launcher = [sys.executable, "-I", "-S", f"/dev/fd/{script_fd}", "--launch-fd", str(spec_fd)]
     if use_ns:
         # --mount-proc: a /proc of the run's own PID namespace. The host's would show host
         # processes, and /proc/<pid>/root of one running as the same user is a way into
-        # the host's writable mounts.
-        ns_flags = ["--pid", "--fork", "--kill-child", "--mount", "--propagation", "private", "--mount-proc"]
+        # the host's writable mounts. --ipc: SysV shared memory, semaphores and message
+        # queues (and POSIX ones) die with the run; --uts: its host name is its own.
+        ns_flags = ["--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount", "--propagation", "private",
+                    "--mount-proc"]
         if network != "host":
             ns_flags.insert(0, "--net")
         command = [caps.unshare, *ns_flags, "--", *launcher]
@@ -257,37 +288,61 @@ def run(
     stdout_path, stderr_path = base / "stdout", base / "stderr"
     started = time.monotonic()
     timed_out = False
-    # Read back through these same file objects, never by name: code that runs as root
-    # without capabilities owns the folder and could swap the names for links.
-    with open(stdout_path, "w+b") as out, open(stderr_path, "w+b") as err:
-        proc = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            env={"PATH": MINIMAL_PATH, "LANG": "C.UTF-8"},
-            cwd=work,
-            start_new_session=True,
-            pass_fds=(control_write,),
-        )
-        os.close(control_write)
-        pgid = proc.pid
+    proc = None
+    control: dict = {}
+    oom_kills = 0
+    # Everything from here ends in the finally below, also when a stop signal (SIGTERM,
+    # Ctrl-C: the CLI turns them into an exception) arrives mid-run: the run's processes,
+    # its folder (with the record's code) and its cgroups go with it.
+    try:
+        # Read back through these same file objects, never by name: code that runs as root
+        # without capabilities owns the folder and could swap the names for links.
+        with open(stdout_path, "w+b") as out, open(stderr_path, "w+b") as err:
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env={"PATH": MINIMAL_PATH, "LANG": "C.UTF-8"},
+                cwd=work,
+                start_new_session=True,
+                pass_fds=(control_write, spec_fd, script_fd),
+            )
+            for fd in (control_write, spec_fd, script_fd):
+                os.close(fd)
+            control_write = spec_fd = script_fd = None
+            pgid = proc.pid
+            try:
+                if stdin is not None:
+                    try:
+                        proc.stdin.write(stdin.encode())
+                        proc.stdin.close()
+                    except BrokenPipeError:
+                        pass
+                proc.wait(timeout=limits.wall_seconds)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                _kill_everything(proc, pgid, cgroups)
+            duration = time.monotonic() - started
+            stdout, out_cut = _read_capped(out, limits.output_bytes)
+            stderr, err_cut = _read_capped(err, limits.output_bytes)
+        control = _read_control(control_read)
+        control_read = None
+        if memory_cgroup is not None:
+            oom_kills = cgroups_.oom_kills(memory_cgroup)
+    finally:
+        for fd in (control_write, spec_fd, script_fd, control_read):
+            if fd is not None:
+                os.close(fd)
+        if proc is not None and proc.returncode is None:
+            _kill_everything(proc, proc.pid, cgroups)
         try:
-            if stdin is not None:
-                try:
-                    proc.stdin.write(stdin.encode())
-                    proc.stdin.close()
-                except BrokenPipeError:
-                    pass
-            proc.wait(timeout=limits.wall_seconds)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            _kill_everything(proc, pgid, cgroup)
-        duration = time.monotonic() - started
-        stdout, out_cut = _read_capped(out, limits.output_bytes)
-        stderr, err_cut = _read_capped(err, limits.output_bytes)
-    control = _read_control(control_read)
+            shutil.rmtree(base)
+        except OSError as e:
+            notes.append(f"could not remove the working folder: {e}")
+        for c in cgroups:
+            cgroups_.remove_cgroup(c)
     notes.extend(control.get("notes", []))
     if out_cut or err_cut:
         notes.append(f"output capped at {limits.output_bytes} bytes per stream")
@@ -297,12 +352,6 @@ def run(
         returncode = -int(control["signal"])
     elif "exit_status" in control:
         returncode = int(control["exit_status"])
-    try:
-        shutil.rmtree(base)
-    except OSError as e:
-        notes.append(f"could not remove the working folder: {e}")
-    if cgroup is not None:
-        _remove_cgroup(cgroup)
 
     result = SandboxResult(
         outcome="error",
@@ -321,6 +370,10 @@ def run(
         result.outcome, result.reason = "error", f"sandbox could not start the code: {launch_error}"
     elif timed_out:
         result.outcome, result.reason = "timeout", f"wall-time limit of {limits.wall_seconds:g}s reached; process group killed"
+    elif oom_kills:
+        result.outcome, result.reason = "error", (
+            f"memory limit of the run ({limits.run_memory_bytes} bytes, all its processes together) reached: "
+            f"{oom_kills} process(es) killed")
     else:
         result.outcome, result.reason = classify(returncode, stderr, limits, result.exception_class, result.exception_message)
     if applied_network != network:
@@ -465,34 +518,14 @@ def _real_home() -> str | None:
     return home if home and home != "/" and os.path.isdir(home) else None
 
 
-def _make_cgroup(caps: Capabilities, limits: Limits) -> Path | None:
-    if caps.pids_cgroup_root is None:
-        return None
-    path = caps.pids_cgroup_root / f"errkb-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        path.mkdir()
-        # +2: the unshare process and the launcher are in the group too.
-        (path / "pids.max").write_text(str(limits.processes + 2))
-        return path
-    except OSError:
-        return None
-
-
-def _cgroup_pids(cgroup: Path) -> list[int]:
-    try:
-        return [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
-    except (OSError, ValueError):
-        return []
-
-
-def _kill_everything(proc: subprocess.Popen, pgid: int, cgroup: Path | None) -> None:
+def _kill_everything(proc: subprocess.Popen, pgid: int, cgroups: list[Path]) -> None:
     """End the run's process group, PID namespace and cgroup members, then reap."""
     for _ in range(50):
         try:
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        stray = _cgroup_pids(cgroup) if cgroup else []
+        stray = [pid for c in cgroups for pid in cgroups_.cgroup_pids(c)]
         for pid in stray:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -527,20 +560,6 @@ def _group_alive(pgid: int) -> bool:
             if int(fields[2]) == pgid and fields[0] != "Z":
                 return True
     return False
-
-
-def _remove_cgroup(cgroup: Path) -> None:
-    for _ in range(50):
-        try:
-            cgroup.rmdir()
-            return
-        except OSError:
-            for pid in _cgroup_pids(cgroup):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(0.05)
 
 
 def _read_capped(f, cap: int) -> tuple[str, bool]:

@@ -63,7 +63,7 @@
     }
     return pos;
   }
-  // errkb.match.patterns.gap_match for one line, with the span re.search reports
+  // errkb.text.patterns.gap_match for one line, with the span re.search reports
   // (lazy gaps): plan = [anchoredStart, anchoredEnd, lead, literals, gaps, tail].
   function gapSpan(t, plan) {
     var as = plan[0], ae = plan[1], lead = plan[2], lits = plan[3], gaps = plan[4], tail = plan[5];
@@ -203,7 +203,7 @@
     input.addEventListener("input", run);
   });
 
-  // ---- normalisation, as errkb.match.normalize does it for a pasted text ----
+  // ---- normalisation, as errkb.text.normalize does it for a pasted text ----
   // A port of text_messages for what people paste (a line, a few lines): the text, its
   // lines, each without colour codes and log prefixes, a JSON log's message, the message
   // after an `ErrorClass: `. Our own regexes (Python's, with \w and \d as Python's Unicode
@@ -329,7 +329,7 @@
     var seen = {};
     return texts.filter(function (t) { if (Object.prototype.hasOwnProperty.call(seen, "k" + t)) { return false; } seen["k" + t] = 1; return true; });
   }
-  // errkb.match.normalize.text_messages (the texts only). A text of several lines is taken
+  // errkb.text.normalize.text_messages (the texts only). A text of several lines is taken
   // line by line, with its lines joined (a wrapped message); tracebacks are not grouped.
   function textMessages(text, depth) {
     var out = [text];
@@ -517,8 +517,32 @@
     var similarity = matched / (total + extra);
     var span = this.spanScore(seq, lowered, ops, matched, total, extra, shared);
     return { i: i, item: item, similarity: Math.max(similarity, span[0]), closeness: span[1], message: text, diff: diff,
-             differences: diff.filter(function (d) { return d[0] === "changed" || d[0] === "missing" || d[0] === "extra"; }).length };
+             differences: diff.filter(function (d) { return d[0] === "changed" || d[0] === "missing" || d[0] === "extra"; }).length,
+             evidence: evidence(seq, ops, C) };
   };
+  // errkb.match.near._evidence: the text holds the record's opening (OPENING_WORDS of its
+  // first words, values between them allowed) or RUN_WORDS of its words in one run.
+  function evidence(seq, ops, C) {
+    var literal = seq.filter(function (w) { return w !== null; }).length;
+    var opening = 0, run = 0, inOpening = true;
+    ops.forEach(function (op) {
+      var tag = op[0], i1 = op[1], i2 = op[2], j1 = op[3], j2 = op[4];
+      if (tag === "equal") {
+        run = Math.max(run, i2 - i1);
+        if (inOpening) { opening += i2 - i1; }
+        return;
+      }
+      if (!inOpening) { return; }
+      if (i1 === i2 && opening === 0) { return; }
+      var slots = 0;
+      for (var k = i1; k < i2; k++) { if (seq[k] === null) { slots++; } }
+      if (!(slots === i2 - i1 && j2 - j1 <= C.MAX_VALUE_WORDS * slots)) { inOpening = false; }
+    });
+    // a record opening with a wildcard needs twice the words (errkb.match.near._evidence)
+    var scale = seq.length && seq[0] === null ? 2 : 1;
+    return opening >= Math.min(C.OPENING_WORDS * scale, literal) || run >= C.RUN_WORDS ||
+      (opening >= scale && run >= C.RUN_WORDS - C.OPENING_WORDS);
+  }
   NearIndex.prototype.spanScore = function (seq, lowered, ops, matched, total, extra, shared) {
     var C = this.C, self = this, idf = function (w) { return self.idf(w); };
     var equal = [];
@@ -582,7 +606,7 @@
             (found.similarity === kept.similarity && found.differences < kept.differences)) { best.set(i, found); }
       });
     });
-    var ranked = Array.from(best.values()).sort(function (p, r) {
+    var ranked = Array.from(best.values()).filter(function (m) { return m.evidence; }).sort(function (p, r) {
       return r.similarity - p.similarity || (p.item.repo < r.item.repo ? -1 : p.item.repo > r.item.repo ? 1 : 0) ||
         (p.item.slug < r.item.slug ? -1 : p.item.slug > r.item.slug ? 1 : 0);
     });
@@ -816,7 +840,7 @@
     link.appendChild(element("span", "msg", r.x || r.m));
     return link;
   }
-  // errkb.match.normalize.repaired_forms: a message cut before its final period gets it
+  // errkb.text.normalize.repaired_forms: a message cut before its final period gets it
   // back (before the quotes or brackets around it), adjacent source string literals are
   // joined; tried only when nothing matched the texts as given. Only a text that ends
   // where the paste ends gets the period (a line inside a paste is as it was printed).

@@ -5,6 +5,13 @@ features, GPUs). Its Python packages go into a virtual environment of their own,
 built once per requirement set under the user cache folder and reused, so errkb's
 own install stays light (``~/.cache/errkb/venvs/<hash>``; ``$ERRKB_CACHE_DIR`` or
 ``$XDG_CACHE_HOME`` move it).
+
+A venv is run only if errkb built it and it still is what was built: when errkb builds
+one it stores a keyed digest (HMAC-SHA256 with a per-user key kept outside the cache
+folder, ``$XDG_CONFIG_HOME/errkb/venv.key``) of its interpreter, ``bin/``,
+``pyvenv.cfg`` and the top level of its site-packages; before each use the digest is
+recomputed, and a venv that does not match (planted, restored from an untrusted cache,
+altered) is rebuilt, never started.
 """
 
 from __future__ import annotations
@@ -322,17 +329,29 @@ def ensure_venv(req: Requirements, *, log=None) -> VenvInfo:
         return VenvInfo(python=python, path=None, built=False, build_s=0.0, packages=_freeze(python))
     root = cache_root() / "venvs"
     root.mkdir(parents=True, exist_ok=True)
+    key = venv_key()
     target = root / req.key()
     marker = target / "errkb-venv.json"
-    with open(root / f"{req.key()}.lock", "w") as lock:
+    # O_NOFOLLOW: whoever can write the cache folder must not turn the lock into a link
+    # that this process (root, in CI) truncates or creates elsewhere.
+    lock_path = root / f"{req.key()}.lock"
+    try:
+        lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as e:
+        raise VenvError(f"{lock_path}: cannot open the venv lock ({e.strerror}; a link there is refused)") from e
+    with os.fdopen(lock_fd, "w") as lock:
         # One builder at a time per requirement set; the others wait and reuse it.
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.is_file():
-            info = json.loads(marker.read_text())
-            return VenvInfo(python=target / "bin" / "python", path=target, built=False, build_s=0.0,
-                            packages=info.get("packages", {}))
+        if marker.is_file() and not marker.is_symlink():
+            why = _venv_mismatch(target, marker, key)
+            if why is None:
+                info = json.loads(marker.read_text())
+                return VenvInfo(python=target / "bin" / "python", path=target, built=False, build_s=0.0,
+                                packages=info.get("packages", {}))
+            if log:
+                log(f"venv {req.key()} in {root} is not one errkb built ({why}): rebuilding it, nothing in it is run")
         started = time.monotonic()
-        steps = 2 + len(req.pip_steps) + len(req.imports)
+        steps = 3 + len(req.pip_steps) + len(req.imports)
         done = 0
 
         def step(what: str) -> str:
@@ -350,12 +369,123 @@ def ensure_venv(req: Requirements, *, log=None) -> VenvInfo:
             _run([*pip, *pip_step], "pip install " + " ".join(pip_step), log, step)
         for module in req.imports:
             _run([str(python), "-c", f"import {module}"], f"import {module}", log, step)
+        # Bytecode for site-packages' top-level modules now, so that a later import (as
+        # root, outside the sandbox) writes none there and the digest stays the same.
+        sites = [str(p) for p in sorted(target.glob("lib/python*/site-packages"))]
+        _run([str(python), "-m", "compileall", "-q", "-l", *sites], "compile site-packages' top level", log, step)
         packages = _freeze(python)
         build_s = time.monotonic() - started
         if log:
             log(step(f"done in {build_s:.0f}s"))
-        marker.write_text(json.dumps({"requirements": req.pip_steps, "packages": packages, "build_s": build_s}))
+        marker.write_text(json.dumps({"requirements": req.pip_steps, "packages": packages, "build_s": build_s,
+                                      "digest": venv_digest(target, key)}))
         return VenvInfo(python=python, path=target, built=True, build_s=build_s, packages=packages)
+
+
+VENV_KEY_BYTES = 32
+
+
+def venv_key_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base).absolute() / "errkb" / "venv.key"
+
+
+def venv_key() -> bytes:
+    """The per-user key venv digests are made with, created on first use (0600, in a 0700
+    folder). Kept outside the cache folder: whoever can write there (a restored CI cache,
+    a shared ERRKB_CACHE_DIR) cannot make a digest that matches."""
+    path = venv_key_path()
+    cache = cache_root().absolute()
+    if path == cache or cache in path.parents:
+        raise VenvError(f"{path}: the venv key must not lie inside the cache folder {cache} (set XDG_CONFIG_HOME elsewhere)")
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(VENV_KEY_BYTES))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        raise VenvError(f"{path}: cannot read the venv key: {e.strerror}") from e
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise VenvError(f"{path}: the venv key must be this user's and closed to others (mode 0600)")
+        data = f.read()
+    if len(data) != VENV_KEY_BYTES:
+        raise VenvError(f"{path}: the venv key has {len(data)} bytes, not {VENV_KEY_BYTES} (delete it to make a new one)")
+    return data
+
+
+def _file_hash(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _entry(path: Path) -> list:
+    """What one entry of a venv folder is: a link and its target, a file and its hash,
+    or a folder (its contents are not walked: a package's files are GBs)."""
+    if path.is_symlink():
+        return ["link", os.readlink(path)]
+    if path.is_file():
+        return ["file", _file_hash(path)]
+    return ["dir" if path.is_dir() else "other"]
+
+
+def venv_fingerprint(target: Path) -> dict:
+    """What a venv's digest covers: the interpreter it runs (the real file behind
+    bin/python, hashed), bin/, pyvenv.cfg, and each site-packages folder's top level
+    (.pth files and top-level modules hashed, their __pycache__ too)."""
+    python = target / "bin" / "python"
+    out: dict = {"pyvenv.cfg": _entry(target / "pyvenv.cfg"),
+                 "bin": {p.name: _entry(p) for p in sorted((target / "bin").iterdir())}}
+    real = python.resolve()
+    out["interpreter"] = [str(real), _file_hash(real) if real.is_file() else None]
+    for lib in ("lib", "lib64"):
+        if (target / lib).is_symlink():
+            out[lib] = _entry(target / lib)
+            continue
+        for site in sorted((target / lib).glob("python*/site-packages")):
+            top = {p.name: _entry(p) for p in sorted(site.iterdir())}
+            if (site / "__pycache__").is_dir():
+                top["__pycache__"] = {p.name: _entry(p) for p in sorted((site / "__pycache__").iterdir())}
+            out[str(site.relative_to(target))] = top
+    return out
+
+
+def venv_digest(target: Path, key: bytes) -> str:
+    import hashlib
+    import hmac
+
+    payload = json.dumps(venv_fingerprint(target), sort_keys=True).encode()
+    return hmac.new(key, payload, hashlib.sha256).hexdigest()
+
+
+def _venv_mismatch(target: Path, marker: Path, key: bytes) -> str | None:
+    """Why the venv at ``target`` is not the one errkb built (None: it is)."""
+    import hmac
+
+    try:
+        stored = json.loads(marker.read_text()).get("digest")
+    except (OSError, ValueError, AttributeError):
+        return "its marker cannot be read"
+    if not isinstance(stored, str):
+        return "it has no digest (built by an older errkb, or not by errkb)"
+    try:
+        actual = venv_digest(target, key)
+    except OSError as e:
+        return f"it cannot be read: {e}"
+    if not hmac.compare_digest(stored, actual):
+        return "its interpreter, bin/, pyvenv.cfg or site-packages differ from what was built"
+    return None
 
 
 def _run(cmd: list[str], what: str, log, step) -> None:

@@ -6,8 +6,15 @@ CUDA on a GPU runner), inside the sandbox. As a driver it starts two real ranks 
 one of those ranks.
 
 vLLM decides that two ranks are on different nodes when they cannot open the same
-POSIX shared-memory file, so rank 1 runs inside ``unshare --mount`` with a private
+POSIX shared-memory file, so rank 1 runs in a mount namespace of its own with a private
 tmpfs on /dev/shm: vLLM's own ``get_node_count()`` then reports 2 with nothing patched.
+
+The sandbox starts the driver as root with its capabilities (``keep_capabilities``), with
+a fixed environment; the state's variables (record data) come in the config on stdin.
+Before it reads that config, the driver starts rank 1's holder (``--shm-node``: a new
+mount namespace and the /dev/shm tmpfs made with system calls, no ``unshare``/``mount``/
+``sh`` looked up on a PATH) and then drops every capability and uid 0 itself. Ranks start
+with ``python -I`` and an environment built here, never a copy of ``os.environ``.
 
 Only the standard library is imported at module level: the driver needs nothing else.
 """
@@ -33,28 +40,66 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def drive(config: dict) -> dict:
-    """Start both ranks, wait for them (with a timeout), collect their results."""
+# What a rank's environment starts from: the sandbox's own settings for the run, by
+# name. The state's variables are added on top, less any that choose which code runs.
+RANK_BASE_ENV = ("PATH", "HOME", "TMPDIR", "LANG", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE")
+_NEVER_FROM_STATE = ("PATH", "LD_", "PYTHON", "BASH_FUNC_", "BASH_ENV", "ENV", "IFS", "ERRKB_")
+SHM_NODE_RANK = 1  # the rank that runs on its own "node" (private /dev/shm) with split_shm
+
+
+def _rank_env(config: dict) -> dict[str, str]:
+    env = {k: os.environ[k] for k in RANK_BASE_ENV if k in os.environ}
+    for name, value in (config.get("env") or {}).items():
+        if isinstance(name, str) and isinstance(value, str) and not name.startswith(_NEVER_FROM_STATE):
+            env[name] = value
+    env["ERRKB_REPRO_CONFIG"] = json.dumps(config)
+    return env
+
+
+def _open_log(name: str):
+    # A fresh name in the run's fresh folder: no link can be there yet to follow.
+    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    return os.fdopen(fd, "w+b")
+
+
+def drive(config: dict, shm_node: tuple | None = None) -> dict:
+    """Start both ranks, wait for them (with a timeout), collect their results.
+
+    ``shm_node``: (Popen, log) of rank 1's holder, started before the config was read;
+    it becomes rank 1 when ``split_shm`` is set and is told to exit otherwise."""
     port = _free_port()
     world_size = int(config.get("world_size", 2))
     timeout = float(config.get("timeout_s", 150))
+    split = bool(config.get("split_shm"))
+    if split and world_size != 2:
+        raise ValueError("split_shm runs rank 1 on a node of its own: it needs world_size 2")
     procs = []
     for rank in range(world_size):
         out_path = os.path.abspath(f"rank{rank}.json")
-        cmd = [sys.executable, os.path.abspath(__file__), "--rank", str(rank), str(port), out_path]
-        if rank > 0 and config.get("split_shm"):
-            # A private /dev/shm makes this rank a different "node" for vLLM.
-            cmd = [
-                "unshare", "--mount", "--propagation", "private", "--",
-                "sh", "-c", 'mount -t tmpfs -o size=64m tmpfs /dev/shm && exec "$@"', "sh", *cmd,
-            ]
-        env = dict(os.environ)
-        env.update(config.get("env", {}))
-        env["ERRKB_REPRO_CONFIG"] = json.dumps(config)
-        # Read back through this file object, never by name: the ranks run as the
-        # sandbox's user and own the folder, so they could swap the name for a link.
-        log = open(f"rank{rank}.log", "w+b")
-        procs.append((rank, out_path, log, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)))
+        # -I ignores every PYTHON* variable, PYTHONUNBUFFERED too: -u keeps a killed rank's log whole.
+        cmd = [sys.executable, "-I", "-u", os.path.abspath(__file__), "--rank", str(rank), str(port), out_path]
+        env = _rank_env(config)
+        if rank == SHM_NODE_RANK and split:
+            if shm_node is None:
+                raise RuntimeError("split_shm needs rank 1's holder, which needs the driver's capabilities")
+            proc, log = shm_node
+            shm_node = None
+            try:
+                proc.stdin.write(json.dumps({"argv": cmd, "env": env}).encode())
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass  # the holder failed; its log says why, the rank has no result
+        else:
+            # Read back through this file object, never by name: the ranks run as the
+            # sandbox's user and own the folder, so they could swap the name for a link.
+            log = _open_log(f"rank{rank}.log")
+            proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        procs.append((rank, out_path, log, proc))
+    if shm_node is not None:  # not needed: an empty message ends it
+        shm_node[0].stdin.close()
+        shm_node[0].wait(timeout=10)
+        shm_node[1].close()
     deadline = time.monotonic() + timeout
     timed_out = False
     for _, _, _, proc in procs:
@@ -70,7 +115,10 @@ def drive(config: dict) -> dict:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)  # the rank and anything it started
             except (ProcessLookupError, PermissionError):
-                proc.kill()
+                try:
+                    proc.kill()
+                except OSError:
+                    pass  # the sandbox ends it with the run
             proc.wait(timeout=10)
         log.seek(max(0, os.fstat(log.fileno()).st_size - 4000))
         log_tail = log.read().decode("utf-8", "replace")
@@ -99,28 +147,75 @@ def _read_rank_result(path: str) -> dict | None:
             return None
 
 
-def _drop_capabilities() -> None:
-    """Give up root's capabilities, and become the sandbox's unprivileged user where it
-    named one, before any library or record code runs here.
-
-    errkb is not installed in the reproducer's venv, so the sandbox's launcher
-    (errkb/verify/launcher.py, standard library only) is loaded from its path.
-    """
+def _launcher():
+    """The sandbox's launcher module (errkb/verify/launcher.py, standard library only),
+    loaded from its path: errkb is not installed in the reproducer's venv."""
     import importlib.util
 
+    if "_errkb_launcher" in sys.modules:
+        return sys.modules["_errkb_launcher"]
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "launcher.py")
     spec = importlib.util.spec_from_file_location("_errkb_launcher", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
+    return module
+
+
+def _drop_capabilities() -> None:
+    """Give up root's capabilities, and become the sandbox's unprivileged user where it
+    named one (``ERRKB_SANDBOX_RUN_AS``, set by the sandbox for the driver only)."""
     run_as = os.environ.get("ERRKB_SANDBOX_RUN_AS")
-    module.drop_capabilities(tuple(int(n) for n in run_as.split(":")) if run_as else None)
+    _launcher().drop_capabilities(tuple(int(n) for n in run_as.split(":")) if run_as else None)
+
+
+def _has_capabilities() -> bool:
+    with open("/proc/self/status") as f:
+        eff = next((ln.split()[1] for ln in f if ln.startswith("CapEff:")), "0")
+    return int(eff, 16) != 0
+
+
+def _start_shm_node():
+    """Rank 1's holder, started while the driver still has root's capabilities and before
+    it has read anything of the record: the same interpreter (absolute path, ``-I -S``),
+    a fixed environment, this file with ``--shm-node``."""
+    log = _open_log("shm-node.log")  # rank 1's log when it becomes rank 1
+    env = {k: os.environ[k] for k in ("ERRKB_SANDBOX_RUN_AS", "LANG") if k in os.environ}
+    proc = subprocess.Popen([sys.executable, "-I", "-S", os.path.abspath(__file__), "--shm-node"], env=env,
+                            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return proc, log
+
+
+CLONE_NEWNS, MS_PRIVATE, MS_REC, MS_NOSUID, MS_NODEV = 0x20000, 1 << 18, 16384, 2, 4
+
+
+def shm_node_main() -> None:
+    """A mount namespace of its own with a private /dev/shm, made by system calls; then no
+    capabilities and the sandbox's user; only then the rank's command is read (stdin) and
+    run. An empty stdin: not needed, exit."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "mount --make-rprivate /")
+    if libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64m,mode=1777") != 0:
+        raise OSError(ctypes.get_errno(), "mount tmpfs /dev/shm")
+    _drop_capabilities()
+    message = sys.stdin.buffer.read()
+    if not message.strip():
+        return
+    command = json.loads(message)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.execve(command["argv"][0], command["argv"], command["env"])
 
 
 def rank_main(rank: int, port: int, out_path: str) -> None:
-    # Rank 1's private /dev/shm is mounted by now; nothing below needs a capability or
-    # root, and the record's validation code runs in this process.
-    _drop_capabilities()
+    # Started without capabilities, as the sandbox's user; dropped again all the same (it
+    # costs nothing), never becoming anyone: the record's validation code runs here.
+    _launcher().drop_capabilities(None)
     config = json.loads(os.environ["ERRKB_REPRO_CONFIG"])
     result: dict = {"rank": rank, "completed": False}
     with open("/proc/self/status") as f:
@@ -207,9 +302,19 @@ def rank_main(rank: int, port: int, out_path: str) -> None:
         raise
 
 
+def main() -> None:
+    # Root's part, in this order: rank 1's holder, then every capability and uid 0 gone,
+    # and only then the config (the record's state and validation code) is read.
+    node = _start_shm_node() if _has_capabilities() else None
+    _drop_capabilities()
+    cfg = json.loads(sys.stdin.read() or "{}")
+    print(RESULT_PREFIX + json.dumps(drive(cfg, node)), flush=True)
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "--rank":
         rank_main(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    elif sys.argv[1:] == ["--shm-node"]:
+        shm_node_main()
     else:
-        cfg = json.loads(sys.stdin.read() or "{}")
-        print(RESULT_PREFIX + json.dumps(drive(cfg)), flush=True)
+        main()

@@ -74,18 +74,23 @@ _LOGGER_AFTER = frozenset({"level", "blevel"})
 _TERMINAL_PREFIXES = frozenset({"syslog", "glog", "file", "pylog", "loguru", "loguru2"})
 _LEVEL_PREFIXES = frozenset({"vllm", "pylog", "loguru", "loguru2", "blevel", "level"})
 
-_TRACEBACK_HEADER = "Traceback (most recent call last):"
+TRACEBACK_HEADER = "Traceback (most recent call last):"
 _CHAIN_SENTINELS = (
     "The above exception was the direct cause of the following exception:",
     "During handling of the above exception, another exception occurred:",
 )
 # Outside a traceback only names that look like exception classes count, so that
-# "Note: ..." or "Loading: ..." are not taken for an error class.
+# "Note: ..." or "Loading: ..." are not taken for an error class: names ending in one of these.
+_ERROR_SUFFIXES = ("Error", "Exception", "Warning", "Exit", "Interrupt", "Fault", "Failure", "Iteration", "Timeout",
+                   "Refused", "Denied", "NotFound", "Err", "Exists")
 _ERROR_LINE = re.compile(
     r"((?:[A-Za-z_]\w{0,100}\.){0,12}[A-Za-z_]\w{0,100}"
-    r"(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure|Iteration|Timeout|Refused|Denied|NotFound|Err|Exists))"
+    r"(?:" + "|".join(_ERROR_SUFFIXES) + r"))"
     r"(?::(?: |$)|$)"
 )
+# A line none of these is found in cannot name an error class outside a traceback: a
+# cheap test before normalising a line only to look for one.
+ERROR_HINTS = re.compile("|".join(_ERROR_SUFFIXES))
 # The final line of a traceback names any class (KeyboardInterrupt, SystemExit, ...).
 _TRACEBACK_ERROR_LINE = re.compile(r"((?:[A-Za-z_]\w{0,100}\.){0,12}[A-Za-z_]\w{0,100})(?::(?: |$)|$)")
 _JSON_MESSAGE_KEYS = ("message", "msg", "log", "error", "err", "exception", "exc_info", "stack_trace", "text", "event")
@@ -420,7 +425,7 @@ def iter_messages(lines: Iterable[str | bytes], start: int = 1) -> Iterator[LogM
                 continue
             yield block.to_message()
             block = None
-        if body.startswith(_TRACEBACK_HEADER):
+        if body.startswith(TRACEBACK_HEADER):
             block = _TracebackBlock(number, _shape(clean[:plen]))
             continue
         candidates = line_messages(line)
@@ -438,7 +443,7 @@ def _continue_block(block: _TracebackBlock, prefix: str, body: str) -> bool:
     if block.state == "frames":
         if not same_prefix and prefix:
             return False
-        if body[:1] in (" ", "\t") or not stripped or body.startswith(_TRACEBACK_HEADER):
+        if body[:1] in (" ", "\t") or not stripped or body.startswith(TRACEBACK_HEADER):
             return True
         if stripped.startswith(("^", "~")):
             return True
@@ -454,7 +459,7 @@ def _continue_block(block: _TracebackBlock, prefix: str, body: str) -> bool:
         if not stripped:
             block.state = "gap"
             return True
-        if stripped in _CHAIN_SENTINELS or body.startswith(_TRACEBACK_HEADER):
+        if stripped in _CHAIN_SENTINELS or body.startswith(TRACEBACK_HEADER):
             block.state = "frames"
             return True
         if block.continuation >= MAX_CONTINUATION_LINES or (prefix and _ERROR_LINE.match(body)):
@@ -468,7 +473,7 @@ def _continue_block(block: _TracebackBlock, prefix: str, body: str) -> bool:
         return False
     if not stripped:
         return True
-    if stripped in _CHAIN_SENTINELS or body.startswith(_TRACEBACK_HEADER):
+    if stripped in _CHAIN_SENTINELS or body.startswith(TRACEBACK_HEADER):
         block.state = "frames"
         return True
     return False

@@ -7,9 +7,7 @@ never plain ``re`` (exponential on some patterns, and deaf to signals while it r
 
 from __future__ import annotations
 
-import re
-
-from errkb.match.patterns import analyze, bounded_translation
+from errkb.text.patterns import analyze, bounded_translation, compile_re
 
 try:
     import re2 as _re2
@@ -31,7 +29,7 @@ def search(pattern: str, text: str, timeout: float) -> bool | None:
     if not text:
         # On no text `re` cannot backtrack; and only `re` has re's answer there
         # (RE2's and the lookaround spelling's \B match the empty text, re's does not).
-        return re.search(pattern, text) is not None
+        return compile_re(pattern).search(text) is not None
     if analysis.linear_safe and _re2 is not None and (not analysis.re2_ascii_only or text.isascii()):
         options = _re2.Options()
         options.max_mem = 64 << 20

@@ -28,7 +28,7 @@ import warnings
 from dataclasses import dataclass, field
 
 # Deciding a gap plan lives apart, so a cold `errkb explain` runs plans without this module.
-from errkb.match.gaps import gap_match as gap_match
+from errkb.text.gaps import gap_match as gap_match
 
 try:  # the C helpers that `re` itself uses for case folding
     import _sre
@@ -38,8 +38,24 @@ except ImportError:  # pragma: no cover - CPython always has it
 # `re`'s parser warns (FutureWarning, on stderr) about set syntax it may read differently
 # one day ("[[" is a "Possible nested set"): in a dataset's pattern that is data, and the
 # pattern means today what `re` runs, so the warning is only noise in every command's output.
-warnings.filterwarnings("ignore", category=FutureWarning,
-                        message="Possible (nested set|set (difference|intersection|symmetric difference))")
+# Silenced around each parse of a dataset pattern only: errkb used as a library must not
+# change its host's warning filters.
+_SET_SYNTAX_WARNING = "Possible (nested set|set (difference|intersection|symmetric difference))"
+
+
+def parse(pattern: str):
+    """``re``'s parse tree of a dataset pattern, without ``re``'s set-syntax warnings.
+    Raises what ``re._parser.parse`` raises."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning, message=_SET_SYNTAX_WARNING)
+        return sre_parse.parse(pattern)
+
+
+def compile_re(pattern: str) -> re.Pattern:
+    """``re.compile`` of a dataset pattern, without ``re``'s set-syntax warnings."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning, message=_SET_SYNTAX_WARNING)
+        return re.compile(pattern)
 
 # RE2 rejects counted repetition above 1000.
 RE2_MAX_REPEAT = 1000
@@ -186,7 +202,7 @@ def analyze(pattern: str, translate: bool = True) -> PatternAnalysis:
         result.compile_error = f"pattern is {type(pattern).__name__}, not a string"
         return result
     try:
-        parsed = sre_parse.parse(pattern)
+        parsed = parse(pattern)
         # compile from the parse tree (what re.compile does after parsing): catches the
         # errors only the compiler raises, without parsing twice
         _compiler.compile(parsed, 0)
@@ -304,7 +320,7 @@ def bounded_translation(pattern: str) -> str | None:
     ``\\w``, ``\\s`` and ``\\b`` mean on some characters; the RE2 translation's explicit
     classes (built from Python's own tables) and lookaround word boundaries do not."""
     try:
-        parsed = sre_parse.parse(pattern)
+        parsed = parse(pattern)
     except (re.error, RecursionError, OverflowError, ValueError, TypeError):
         return None
     try:
@@ -838,7 +854,7 @@ def expanded_gap_plans(pattern: str) -> list[tuple] | None:
     None past MAX_GAP_ALTERNATIVES or for anything else. Whether a text matches is
     exactly whether one alternative does; each is decided with str.find, linearly."""
     try:
-        parsed = sre_parse.parse(pattern)
+        parsed = parse(pattern)
     except (re.error, RecursionError, OverflowError):
         return None
     flags = int(parsed.state.flags)

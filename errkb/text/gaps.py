@@ -1,4 +1,4 @@
-"""Running a gap plan (``errkb.match.patterns``: a pattern of literals and ``(.+?)``-like
+"""Running a gap plan (``errkb.text.patterns``: a pattern of literals and ``(.+?)``-like
 gaps) on one line: the matcher's fast confirm, apart from the pattern analysis so a
 process that only matches (a cold ``errkb explain``, a log filter) does not load it.
 """
