@@ -15,10 +15,10 @@ from pathlib import Path
 import click
 
 from errkb import __version__
-from errkb.errors import exit_quietly_on_signals
 from errkb.explain.command import LARGE_LOG_BYTES, explain_command
 from errkb.progress import Progress
 from errkb.records.view import RecordView
+from errkb.signals import exit_on_stop_signals, ignore_stop_signals
 from errkb.terminal import one_line, visible
 
 
@@ -67,15 +67,12 @@ class ErrkbGroup(click.Group):
     signal (Ctrl-C, SIGTERM) unwinds the command's clean-up and exits 128+signal."""
 
     def invoke(self, ctx):
-        import threading
-
-        from errkb.errors import ErrkbError, Stopped, stop_on_signals
+        from errkb.errors import ErrkbError, Stopped
+        from errkb.signals import quiet_broken_pipe, stop_on_signals
 
         try:
-            if threading.current_thread() is threading.main_thread():
-                with stop_on_signals():
-                    return super().invoke(ctx)
-            return super().invoke(ctx)
+            with stop_on_signals():  # on the main thread; elsewhere the process's own handlers
+                return super().invoke(ctx)
         except ErrkbError as e:
             raise UsageError(str(e)) from e
         except Stopped as e:
@@ -84,16 +81,8 @@ class ErrkbGroup(click.Group):
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except BrokenPipeError:
-            # The reader went away (`errkb list | head`): stop quietly with 128 + SIGPIPE, as a
-            # shell reports for `ls | head`; what is still buffered goes nowhere, not to a
-            # second BrokenPipeError when the interpreter flushes stdout at exit.
-            import os
-
-            try:
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            except (OSError, ValueError):
-                pass
-            ctx.exit(141)
+            # The reader went away (`errkb list | head`): stop quietly with 128 + SIGPIPE.
+            ctx.exit(quiet_broken_pipe())
         except Exception as e:
             # A failure inside errkb (an engine refusing a pattern, say) is exit 2 and one
             # line, never a traceback with exit 1, which would read as "no match".
@@ -120,21 +109,11 @@ def main() -> None:
     # the default action (-15). Registered first, this runs last of the exit handlers,
     # when the work is done: from then on a stop signal is ignored and the exit code is
     # the command's own.
-    atexit.register(_ignore_stop_signals)
+    atexit.register(ignore_stop_signals)
     try:
         cli(prog_name="errkb")
     finally:
-        exit_quietly_on_signals()
-
-
-def _ignore_stop_signals() -> None:
-    import signal
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            signal.signal(sig, signal.SIG_IGN)
-        except (ValueError, OSError):  # not the main thread
-            pass
+        exit_on_stop_signals()
 
 
 def present_failure(error: BaseException, command: str) -> None:
@@ -362,7 +341,7 @@ def list_(repo, tag, error_class, severity, db_path, as_json):
 @json_option
 def stats(db_path, as_json):
     """Counts by repo, class, type, severity and lint status."""
-    from errkb.verify.proof_data import coverage, coverage_line
+    from errkb.records.proofs import coverage, coverage_line
 
     with open_store(db_path, read_only=True) as store:
         data = store.stats()
@@ -442,9 +421,8 @@ def prove(keys, all_records, tier, write_dir, check_only, proofs_dir_opt, db_pat
     Exit status: 0 every named record proven or skipped (e.g. needs CUDA), 1 one failed or
     is unproven (or, with --check, a committed proof no longer holds), 2 bad input.
     """
-    from errkb.verify import proof_data as D
+    from errkb.records.proofs import ProofError
     from errkb.verify import proofs as P
-    from errkb.verify.reproducers import REGISTRY
 
     progress = None
     if not as_json and sys.stderr.isatty():
@@ -453,10 +431,8 @@ def prove(keys, all_records, tier, write_dir, check_only, proofs_dir_opt, db_pat
     with open_store(db_path, read_only=True) as store:
         if check_only:
             if keys or all_records:
-                raise D.ProofError("--check re-runs every committed CPU proof; give no record ids and no --all")
-            records = {r["id"]: r for r in store.records()}
-            broken = P.check_committed(records, proofs_dir_opt, progress, note)
-            held = len([p for p in D.all_proofs(proofs_dir_opt).values() if p.get("tier") == "cpu-real" and p.get("status") == "proven"])
+                raise ProofError("--check re-runs every committed CPU proof; give no record ids and no --all")
+            held, broken = P.check_store(store, proofs_dir_opt, progress, note)
             if as_json:
                 print_json({"checked": held, "broken": [{"record_id": r, "reason": why} for r, why in broken]})
             else:
@@ -464,24 +440,9 @@ def prove(keys, all_records, tier, write_dir, check_only, proofs_dir_opt, db_pat
                     echo(f"NO LONGER HOLDS {rid}: {why}")
                 echo(f"{held - len(broken)}/{held} committed CPU proofs hold")
             sys.exit(1 if broken else 0)
-        if all_records and keys:
-            raise D.ProofError("give record ids/slugs or --all, not both")
-        if all_records:
-            wanted = {r.record_id for r in REGISTRY if r.tier == tier}
-            records = [r for r in store.records() if r["id"] in wanted]
-        elif keys:
-            records = []
-            for key in keys:
-                record = store.get(key)
-                if record is None:
-                    raise D.ProofError(f"no record with id or slug {key!r} in {store.path}")
-                records.append(record)
-        else:
-            raise D.ProofError("name at least one record (id or slug), or use --all or --check")
+        records = P.records_to_prove(store, keys, all_records, tier)
     results = []
-    for record in records:
-        proof = P.prove_record(record, tier, progress, note)
-        path = P.write_proof(proof, write_dir) if write_dir and proof.status == "proven" else None
+    for proof, path in P.prove_records(records, tier, write_dir, progress, note):
         results.append((proof, path))
         if not as_json:
             lib = proof.library or {}
@@ -803,34 +764,21 @@ def variants_build_command(ids, releases, package, last_n, write_dir, db_path, a
     checked with drift; a reworded message at the record's raise site becomes a
     variant with the releases it holds for. explain matches variants exactly.
     """
-    from errkb.mine import variants as v
-    from errkb.records.variants import VariantsError
+    from errkb.mine.variants import build_for
 
     with open_store(db_path, read_only=True) as store:
-        records = [store.get(i) for i in ids]
-    missing = [i for i, r in zip(ids, records) if r is None]
-    if missing:
-        raise VariantsError(f"no record {', '.join(missing)} in the store", "ID")
-    given = [x.strip() for x in (releases or "").split(",") if x.strip()]
+        built = build_for(store, ids, releases=releases, package=package, last_n=last_n, write_dir=write_dir,
+                          note=lambda line: _echo_err(f"variants: {line}"))
     results: list[dict] = []  # --json: one list, a variants file's content per record
-    by_package: dict[str, list[dict]] = {}
-    for record in records:
-        by_package.setdefault(package or (record.get("repo") or "").rsplit("/", 1)[-1], []).append(record)
-    for name, group in by_package.items():
-        versions = v.latest_versions(name, last_n) if last_n else [g for g in given if not Path(g).exists()]
-        found = [v.Release(v.version_of(Path(g)) if Path(g).is_file() else Path(g).name, Path(g)) for g in given if Path(g).exists()]
-        for version in versions:
-            _echo_err(f"variants: fetching {name}=={version}")
-            found.append(v.fetch_release(name, version))
-        for record, result in zip(group, v.build_many(group, found)):
-            if write_dir is not None:
-                _echo_err(f"wrote {v.write(result, write_dir)}")
-            if as_json:
-                results.append(result)
-            else:
-                echo(f"{record['id']}  {record.get('slug')}: {len(result['variants'])} variant(s), scanned {', '.join(result['scanned'])}")
-                for var in result["variants"]:
-                    echo(f"  {var['first']}–{var['last']}  {var['file']}:{var['line']}  {var['message_template']}")
+    for record, result, path in built:
+        if path is not None:
+            _echo_err(f"wrote {path}")
+        if as_json:
+            results.append(result)
+        else:
+            echo(f"{record['id']}  {record.get('slug')}: {len(result['variants'])} variant(s), scanned {', '.join(result['scanned'])}")
+            for var in result["variants"]:
+                echo(f"  {var['first']}–{var['last']}  {var['file']}:{var['line']}  {var['message_template']}")
     if as_json:
         print_json(results)
 

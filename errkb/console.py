@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 
-from errkb.errors import exit_quietly_on_signals
+from errkb.signals import exit_on_stop_signals
 
 _FLAGS = {"--json": "as_json", "--all": "show_all"}
 _VALUED = {"--db": "db_path", "--file": "file_path"}
@@ -42,27 +42,21 @@ def main() -> None:
     # Installed first as well (as errkb.cli.main does): stop_on_signals restores the
     # handler it found when the command ends, and the default one there would leave a
     # window before the `finally` in which SIGTERM kills the process (-15, not 143).
-    exit_quietly_on_signals()
+    exit_on_stop_signals()
     try:
         _run(options)
     finally:
-        exit_quietly_on_signals()
+        exit_on_stop_signals()
 
 
 def _run(options: dict) -> None:
     """The fast door: explain's body, under the signal handling click's group gives a
     command, its failures presented by click."""
-    from errkb.errors import stop_on_signals
     from errkb.explain.command import explain_command, write
+    from errkb.signals import stop_on_signals
 
-    # Signal handlers can be set on the main thread only; no other thread runs unless
-    # something imported threading (not imported here: it is 1 ms of a cold call).
-    threading = sys.modules.get("threading")
     try:
-        if threading is None or threading.current_thread() is threading.main_thread():
-            with stop_on_signals():
-                explain_command(**options, echo=write)
-        else:
+        with stop_on_signals():  # on the main thread only (errkb.signals)
             explain_command(**options, echo=write)
     except SystemExit:
         raise

@@ -10,9 +10,10 @@ archive path, Spark, search, near matches — gets it from here, built one way:
   indexed on first use.
 
 They live in one cache folder per dataset version next to the store
-(``<store>.cache/kb-v…-<dataset hash>/``), through ``errkb.store.cache``: written
-atomically, checked on load, rebuilt on any damage, old versions dropped, and an
-unwritable folder tolerated (the view is then kept in memory for the process).
+(``<store>.cache/kb-v…-<dataset hash>/``), through ``errkb.cache``: written
+atomically, checked on load, rebuilt on any damage, the matcher's Hyperscan bytes
+authenticated before Hyperscan reads them, old versions dropped, and an unwritable
+folder tolerated (the view is then kept in memory for the process).
 
 A CLI call must answer fast from a cold start: while the store file is unchanged since
 its view was last checked (``kb-fresh.json`` records the store's size, mtime and
@@ -27,8 +28,8 @@ import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from errkb.cache import KeyedFolder, atomic_write, have_key, view_root
 from errkb.errors import ErrkbError
-from errkb.store.cache import KeyedFolder, atomic_write
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~3 ms of a cold explain)
 if TYPE_CHECKING:
@@ -60,14 +61,18 @@ class RecordFile:
     its id's line in the table's bytes (no parsing of 10,000 entries for the one a call
     needs), and a record whose bytes do not match its CRC is reported as damage instead
     of being served.
+
+    The file is opened for each read and closed at once, never held: a handle left to
+    the garbage collector raises a ResourceWarning at an arbitrary moment (issue 24: at
+    48k records it fired inside an import on ``explain --json``'s output path and took
+    the call down). A file replaced meanwhile fails its CRCs and is served from the store.
     """
 
     def __init__(self, records_path: Path, table: bytes) -> None:
+        self._path = records_path
         self._table = table
         self._offsets: dict[str, list[int]] | None = None
         self._lookups = 0
-        # Opened now: the folder may be replaced later and the handle keeps this one.
-        self._fh = open(records_path, "rb")
 
     @property
     def offsets(self) -> dict[str, list[int]]:
@@ -96,17 +101,13 @@ class RecordFile:
         where = self._where(record_id)
         if where is None:
             return None
-        self._fh.seek(where[0])
-        data = self._fh.read(where[1])
-        if len(data) != where[1] or zlib.crc32(data) != where[2]:
-            raise _Damaged(f"record {record_id} does not match its checksum")
-        return json.loads(data)
+        with open(self._path, "rb") as f:
+            return _read_record(f, record_id, where)
 
     def all(self) -> Iterator[dict]:
-        for record_id in self.offsets:
-            record = self.get(record_id)
-            if record is not None:
-                yield record
+        with open(self._path, "rb") as f:  # one open for the whole walk
+            for record_id, where in self.offsets.items():
+                yield _read_record(f, record_id, where)
 
     def __len__(self) -> int:
         return self._table.count(b"\n[")
@@ -123,6 +124,14 @@ class RecordFile:
                 f.write(data + b"\n")
                 pos += len(data) + 1
         return b"\n".join(table) + b"\n"
+
+
+def _read_record(f, record_id: str, where: list[int]) -> dict:
+    f.seek(where[0])
+    data = f.read(where[1])
+    if len(data) != where[1] or zlib.crc32(data) != where[2]:
+        raise _Damaged(f"record {record_id} does not match its checksum")
+    return json.loads(data)
 
 
 class RecordMap:
@@ -179,7 +188,7 @@ class KnowledgeBase:
                 raise KnowledgeBaseError(str(e)) from e
         elif not path.exists():
             raise KnowledgeBaseError(f"no such store (create it with `errkb ingest --db {path} PATH`)", str(path))
-        root = _cache_root(path)
+        root = view_root(path)
         fresh = _fresh_hash(path, root)
         if fresh is not None:
             kb = cls._load(path, KeyedFolder(root, _prefix(), _key(fresh)), fresh)
@@ -201,7 +210,7 @@ class KnowledgeBase:
         from errkb.match.matcher import Matcher, MatcherError
 
         dataset_hash = store.dataset_hash()
-        folder = KeyedFolder(_cache_root(store.path) if store.path else store.cache_dir, _prefix(), _key(dataset_hash))
+        folder = KeyedFolder(view_root(store.path) if store.path else store.cache_dir, _prefix(), _key(dataset_hash))
         kb = cls._load(store.path, folder, dataset_hash)
         if kb is not None:
             return kb
@@ -213,9 +222,9 @@ class KnowledgeBase:
         matcher.dataset_hash = dataset_hash
         table: list[bytes] = []
         wrote = (
-            folder.put("matcher.idx", lambda p: matcher.save(p, include_records=False))
+            _put_matcher(folder, matcher)
             and folder.put("records.jsonl", lambda p: table.append(RecordFile.write(records, p)))
-            and folder.put(OFFSETS, lambda p: p.write_bytes(table[0]))
+            and folder.put(OFFSETS, table[0])
         )
         if wrote:
             # The matcher just built serves this process; the files serve the next.
@@ -224,7 +233,7 @@ class KnowledgeBase:
 
     @classmethod
     def _load(cls, db_path: Path | None, folder: KeyedFolder, dataset_hash: str) -> KnowledgeBase | None:
-        from errkb.match.matcher import Matcher, MatcherError
+        from errkb.match.matcher import Matcher
 
         records = folder.file("records.jsonl")
         table = folder.read(OFFSETS)
@@ -232,10 +241,15 @@ class KnowledgeBase:
         if index is None or table is None or not records.is_file():
             return None
         try:
-            matcher = Matcher.loads(index, folder.file("matcher.idx"))
+            matcher = Matcher.loads(index, folder.file("matcher.idx"),
+                                    vouch=lambda parts: folder.vouches("matcher.idx", parts),
+                                    on_damage=lambda: folder.discard("matcher.idx"))
             record_file = RecordFile(records, table)
-        except (MatcherError, OSError, ValueError):
+        except Exception:  # any bytes that do not load (MatcherError or other) are damage: rebuilt
             return None
+        if matcher.rebuilt_native and have_key():
+            # Bytes errkb did not vouch for were rebuilt; sealed again, the next call is fast.
+            _put_matcher(folder, matcher)
         return cls(db_path, folder, dataset_hash, matcher, record_file)
 
     # -- records -----------------------------------------------------------------------
@@ -272,10 +286,18 @@ class KnowledgeBase:
         from errkb.store.db import Store
 
         if self.folder is not None:
-            self.folder.file(OFFSETS + ".sum").unlink(missing_ok=True)
+            self.folder.discard(OFFSETS)
         with Store.open(self.db_path, read_only=True) as store:
             self._records = RecordMap(store.records())
         return self._records
+
+    def variant_entries(self) -> list[dict]:
+        """The variants the matcher indexes with the records (errkb.records.variants): a
+        pseudo-record per other wording, carrying its record's id and the variant's
+        pattern. An unreadable variants file raises VariantsError (the matcher has none)."""
+        from errkb.records.variants import variant_entries
+
+        return variant_entries(list(self.records()))
 
     @property
     def skipped(self) -> list[dict]:
@@ -325,20 +347,15 @@ class KnowledgeBase:
 
     def _index(self, name: str, kind):
         if self.folder is not None:
-            try:
-                if hasattr(kind, "loads"):  # read once for the check and the load
-                    data = self.folder.read(name)
-                    if data is not None:
-                        return kind.loads(data, self.folder.file(name))
-                else:
-                    path = self.folder.intact(name)
-                    if path is not None:
-                        return kind.load(path)
-            except ValueError:
-                pass  # damaged in a way the checksum cannot see: rebuilt below
+            data = self.folder.read(name)  # read once for the check and the load
+            if data is not None:
+                try:
+                    return kind.loads(data, self.folder.file(name))
+                except Exception:  # damaged in a way the checksum cannot see: rebuilt below
+                    pass
         index = kind.from_records(self.records())
         if self.folder is not None:
-            self.folder.put(name, index.save)
+            self.folder.put(name, index.dumps())
         return index
 
 
@@ -368,8 +385,9 @@ def _prefix() -> str:
     return f"kb-v{KB_FORMAT}-m{INDEX_FORMAT}-"
 
 
-def _cache_root(db: Path) -> Path:
-    return db.with_name(db.name + ".cache")
+def _put_matcher(folder: KeyedFolder, matcher: Matcher):
+    """The matcher's index into the folder, its Hyperscan bytes authenticated (errkb.cache)."""
+    return folder.put("matcher.idx", matcher.dumps(include_records=False), native=matcher.native_parts())
 
 
 def _db_signature(db: Path) -> list | None:

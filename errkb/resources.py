@@ -1,4 +1,5 @@
 """Where the bundled data/ and templates/ are, from a checkout or an installed wheel.
+(Where caches live is ``errkb.cache``.)
 
 The product card puts data/ and templates/ at the top level of the repository; the
 wheel carries them as errkb/_bundled/{data,templates} (see pyproject.toml), so a
@@ -7,7 +8,6 @@ plain, non-editable `pip install .` works outside a checkout too.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -33,15 +33,3 @@ def templates_dir() -> Path:
 
 def schema_path() -> Path:
     return _PACKAGE / "records" / "record-v2.schema.json"
-
-
-def cache_root() -> Path:
-    """errkb's cache folder: ``$ERRKB_CACHE_DIR``, else ``$XDG_CACHE_HOME/errkb``, else ``~/.cache/errkb``.
-
-    Made absolute here, once: sandboxed runs start in their own working folder, so a
-    relative ``ERRKB_CACHE_DIR=.cache`` would otherwise name a different place there.
-    """
-    if os.environ.get("ERRKB_CACHE_DIR"):
-        return Path(os.environ["ERRKB_CACHE_DIR"]).expanduser().absolute()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base).absolute() / "errkb"

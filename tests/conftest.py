@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -149,3 +151,33 @@ def sibling_db(tmp_path_factory) -> Path:
         report = store.ingest([REPO / "data", extra])
     assert report.rejected == 0, report.rejects
     return db
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium driven through selenium, one per test module (the site's browser
+    tests, marker ``browser``); skipped where Debian's ``chromium`` and ``chromium-driver``
+    or selenium are missing. A module that needs it before its other fixtures (so that a
+    skip builds nothing) lists it in ``pytest.mark.usefixtures``."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    chromedriver = shutil.which("chromedriver")
+    if not (chromium and chromedriver):
+        pytest.skip("needs chromium and chromium-driver (apt-get install -y chromium chromium-driver)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install -e '.[test]')")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1280,900", "--allow-file-access-from-files"):
+        options.add_argument(flag)
+    profile = tempfile.mkdtemp(prefix="errkb-chromium-")
+    options.add_argument(f"--user-data-dir={profile}")
+    options.binary_location = chromium
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(chromedriver))
+    # the big site's index (test_site_layout) loads its search chunks within this
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)

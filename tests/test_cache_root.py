@@ -3,7 +3,7 @@ sandboxed runs start in a folder of their own, where a relative path names somet
 
 from __future__ import annotations
 
-from errkb.resources import cache_root
+from errkb.cache import cache_root
 from errkb.store.db import default_db_path
 
 

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -121,6 +122,31 @@ def test_reenriching_replaces_the_errkb_key(store_db):
     obj = json.loads(out_lines(again)[0])
     assert obj == json.loads(out_lines(first)[0])
     assert out_lines(again)[0].count('"errkb"') == 1
+
+
+@pytest.mark.parametrize("s", ["", " ", "\t "])
+def test_a_null_errkb_member_is_enriched_as_if_absent(store_db, s):
+    """A schema's empty default (``"errkb": null``) is no enrichment: the line is enriched,
+    its top-level null members taken out, every other member kept byte for byte."""
+    msg = json.dumps(MATCHING_LINE)
+    lines = [  # (input, what the output holds before its errkb member)
+        (f'{{"errkb":{s}null,{s}"message":{s}{msg},{s}"n":{s}1e999}}', f'{{"message":{s}{msg},{s}"n":{s}1e999'),
+        (f'{{"message":{s}{msg},{s}"errkb"{s}:{s}null{s}}}', f'{{"message":{s}{msg}'),
+        (f'{{"a":{s}"errkb",{s}"errkb":{s}null,{s}"message":{s}{msg},{s}"d":{s}{{"errkb":{s}null}}}}',
+         f'{{"a":{s}"errkb",{s}"message":{s}{msg},{s}"d":{s}{{"errkb":{s}null}}'),
+        (f'{{"message":{s}{msg},{s}"errkb":{s}null,{s}"errkb":{s}null}}', f'{{"message":{s}{msg}'),
+        (f'{{"\\u0065rrkb":{s}null,{s}"message":{s}{msg}}}', f'{{"message":{s}{msg}'),
+    ]
+    unmatched = '{"message": "no match here", "errkb": null}'
+    data = ("\n".join([line for line, _ in lines] + [unmatched]) + "\n").encode()
+    result = run_enrich(store_db, data, "--json")
+    out = out_lines(result)
+    assert len(out) == len(lines) + 1
+    assert out[-1] == unmatched  # unmatched: written as read
+    for (_, kept), got in zip(lines, out):
+        assert got.startswith(kept + ", " + '"errkb": {"id": "' + SEED_ID)
+        assert json.loads(got)["errkb"]["id"] == SEED_ID
+    assert json.loads(result.stderr)["already_enriched"] == 0
 
 
 def test_only_matched_drops_the_rest(store_db):

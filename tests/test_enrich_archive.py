@@ -81,7 +81,7 @@ def test_csv_and_parquet_inputs_and_jsonl_output(matcher, jsonl, tmp_path):
         summary = enrich_archive([str(src)], out, matcher, workers=1)
         lines = [json.loads(x) for x in out.read_text().splitlines()]
         assert (summary.rows, summary.matched, len(lines)) == (1000, 100, 1000)
-        assert lines[10]["errkb"]["id"] == SEED_ID and lines[11]["errkb"] is None
+        assert lines[10]["errkb"]["id"] == SEED_ID and "errkb" not in lines[11]  # as the streaming filter writes it
 
 
 def test_dotted_field_reads_a_struct_column(matcher, jsonl, tmp_path):
@@ -271,3 +271,31 @@ def test_without_pyarrow_the_archive_path_says_how_to_install_it(store_db, jsonl
     result = CliRunner().invoke(cli, ["enrich", "--db", str(store_db), "--input", str(jsonl), "--output", str(tmp_path / "o.parquet")])
     assert result.exit_code == 2
     assert result.stderr == "Error: the archive path needs pyarrow: pip install 'errkb[archive]'\n"
+
+
+def test_query_reads_a_spark_output_folder(enriched, tmp_path):
+    """`errkb spark-enrich` writes a folder: part files, _SUCCESS and .crc checksums
+    (and key=value partition folders); `errkb query` reads it as one archive."""
+    folder = tmp_path / "spark_out"
+    (folder / "day=1").mkdir(parents=True)
+    table = duckdb.sql(f"SELECT * FROM '{enriched}'").to_arrow_table()
+    import pyarrow.parquet as pq
+
+    pq.write_table(table.slice(0, 400), folder / "part-00000-abc-c000.snappy.parquet")
+    pq.write_table(table.slice(400), folder / "day=1" / "part-00001-abc-c000.snappy.parquet")
+    (folder / "_SUCCESS").write_bytes(b"")
+    (folder / ".part-00000-abc-c000.snappy.parquet.crc").write_bytes(b"\x00crc")
+    (folder / "_temporary").mkdir()
+    (folder / "_temporary" / "part-00009.parquet").write_bytes(b"half written")
+    runner = CliRunner()
+    result = runner.invoke(cli, ["query", str(folder), "--since", "7d", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [(r["id"], r["lines"]) for r in json.loads(result.stdout)] == [(SEED_ID, 50)]
+    result = runner.invoke(cli, ["query", str(folder), "--sql", "SELECT count(*) AS n FROM enriched WHERE errkb IS NOT NULL"])
+    assert (result.exit_code, result.stdout) == (0, "n\n100\n")
+    empty = tmp_path / "empty_out"
+    empty.mkdir()
+    (empty / "_SUCCESS").write_bytes(b"")
+    result = runner.invoke(cli, ["query", str(empty)])
+    assert result.exit_code == 2
+    assert result.stderr == f"Error: {empty}: a folder without .parquet, .jsonl/.ndjson/.json or .csv/.tsv files\n"

@@ -368,3 +368,47 @@ def test_deep_nesting_and_cli_summary(tmp_path):
     rows, types = parquet_rows(tmp_path / "o.parquet")
     assert types["d"] == "extension<arrow.json>" and rows[0]["d"] == "[" * 100_000 + "]" * 100_000
     assert rows[1]["message"] == "not json" and rows[2]["errkb"]["id"] == SEED_ID
+
+
+# -- 6. a null errkb member, and JSON Lines out from every input format ------------------------
+
+
+def test_a_null_errkb_member_is_enriched_in_both_json_lines_paths(matcher, tmp_path):
+    """`"errkb": null` counts as absent: the archive path (both of its block routes, one
+    and two workers) writes the streaming filter's bytes."""
+    msg = json.dumps(MATCHING)
+    lines = []
+    for i in range(600):
+        m = msg if i % 3 == 0 else json.dumps(f"line {i}")
+        lines.append([f'{{"errkb": null, "message": {m}, "i": {i}}}', f'{{"message":{m},"errkb":null}}',
+                      f'{{"message": {m}, "errkb": {{"id": "old"}}}}', f'{{"message": {m}}}'][i % 4].encode())
+    src = write(tmp_path / "nulls.jsonl", lines)
+    mixed = write(tmp_path / "mixed.jsonl", lines + [b"not json"])  # a block that is not all objects
+    for path in (src, mixed):
+        want = streamed(matcher, path.read_bytes())
+        enriched = [line for line in want.split(b"\n") if SEED_ID.encode() in line]
+        assert len(enriched) == 150 and all(line.count(b'"errkb"') == 1 for line in enriched)  # null taken out
+        assert want.count(b'"errkb": null') == want.count(b'"errkb":null') == 100  # unmatched: as read
+        for workers in (1, 2):
+            out = tmp_path / f"{path.stem}-{workers}.jsonl"
+            summary = enrich_archive([str(path)], out, matcher, workers=workers, batch_rows=128)
+            assert out.read_bytes() == want
+            assert summary.already_enriched == 50  # only {"id": "old"}, matched
+    rows, _ = parquet_rows(enrich_archive([str(src)], tmp_path / "n.parquet", matcher, workers=1).output)
+    assert sum(r["errkb"] is not None for r in rows) == 200
+
+
+def test_json_lines_out_omits_errkb_on_unmatched_rows_whatever_the_input(matcher, tmp_path):
+    """Parquet or CSV in, JSON Lines out: no `"errkb":null` on an unmatched row, as the
+    streaming filter and JSON Lines in write it."""
+    parquet = tmp_path / "logs.parquet"
+    pq.write_table(pa.table({"message": [MATCHING, "GET / 200", None], "errkb": ["old", None, "x"]}), parquet)
+    out = tmp_path / "out.jsonl"
+    enrich_archive([str(parquet)], out, matcher, workers=1)
+    got = out.read_text().splitlines()
+    assert got[1:] == ['{"message":"GET / 200"}', '{"message":null}']
+    assert strict(got[0])["errkb"]["id"] == SEED_ID and list(strict(got[0])) == ["message", "errkb"]
+    csv = tmp_path / "logs.csv"
+    csv.write_text(f"message\n{json.dumps(MATCHING)}\nplain\n")
+    enrich_archive([str(csv)], out, matcher, workers=1)
+    assert [list(strict(line)) for line in out.read_text().splitlines()] == [["message", "errkb"], ["message"]]

@@ -285,7 +285,7 @@ def test_draft_record_shows_where_it_is_raised_and_says_it_is_a_draft(tmp_path, 
 
 def test_unwritable_cache_still_answers(tmp_path, monkeypatch):
     """When the knowledge base cannot be written next to the store, the call is served from memory."""
-    from errkb.store.cache import KeyedFolder
+    from errkb.cache import KeyedFolder
 
     db = tmp_path / "s.duckdb"
     with Store.open(db) as store:

@@ -13,14 +13,14 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
+from errkb.records import proofs as D
 from errkb.records.read import SIDECAR_DIRS
 from errkb.resources import data_dir
 from errkb.store.db import bundled_record_paths
-from errkb.verify import proof_data as D
 from errkb.verify import proofs as P
 from errkb.verify import sandbox
+from errkb.verify.judge import message_matches
 from errkb.verify.reproducers import REGISTRY, Requirements, case
-from errkb.verify.runs import message_matches
 
 needs_ns = pytest.mark.skipif(not sandbox.capabilities().namespaces, reason="needs namespaces (root and util-linux unshare)")
 
@@ -124,6 +124,15 @@ def test_gpu_only_records_are_counted_apart():
     assert all(D.status_of(rid, None) == "GPU-only" for rid in gpu_only)
 
 
+def test_the_committed_reproducer_index_is_the_registry():
+    # explain and the site read "GPU-only" from this file, not from the registry
+    committed = (data_dir() / "proofs" / "reproducers.json").read_text(encoding="utf-8")
+    assert committed == P.reproducer_index_text(), (
+        "data/proofs/reproducers.json is stale: run "
+        "python -c 'from errkb.verify.proofs import write_reproducer_index; write_reproducer_index()'")
+    assert set(D.reproducer_tiers()) == {r.record_id for r in REGISTRY}
+
+
 def test_the_bundled_reader_leaves_proofs_and_findings_out():
     names = {p.name for p in bundled_record_paths(data_dir())}
     assert "proofs" not in names and "findings" not in names
@@ -174,6 +183,25 @@ def test_prove_without_records_is_a_usage_error():
     result = CliRunner().invoke(cli, ["prove"])
     assert result.exit_code == 2
     assert "Error: name at least one record (id or slug), or use --all or --check" in result.output
+
+
+def test_prove_selects_the_named_records_or_every_record_with_a_reproducer_of_the_tier():
+    from errkb.store.db import Store
+
+    with Store.open(None, read_only=True) as store:
+        stored = {r["id"] for r in store.records()}
+        gpu = P.records_to_prove(store, (), True, "gpu")
+        assert [r["id"] for r in gpu] and {r["id"] for r in gpu} == {r.record_id for r in REGISTRY if r.tier == "gpu"} & stored
+        named = P.records_to_prove(store, ("3e53cb195b2d7b69", "012b1dcb44c97448"), False, "cpu-real")
+        assert [r["id"] for r in named] == ["3e53cb195b2d7b69", "012b1dcb44c97448"]
+        with pytest.raises(D.ProofError, match="give record ids/slugs or --all, not both"):
+            P.records_to_prove(store, ("3e53cb195b2d7b69",), True, "cpu-real")
+
+
+def test_prove_of_an_unknown_record_is_a_usage_error():
+    result = CliRunner().invoke(cli, ["prove", "no-such-record"])
+    assert result.exit_code == 2
+    assert "Error: no record with id or slug 'no-such-record' in " in result.output
 
 
 def test_check_reports_a_proof_whose_record_is_gone(tmp_path):

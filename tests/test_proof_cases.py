@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
-from errkb.verify import proof_data as D
+from errkb.records import proofs as D
 from errkb.verify import sandbox
 from errkb.verify.reproducers import (
     FLASHINFER_CPU,
@@ -126,7 +126,7 @@ def test_the_vllm_0_3_3_cases_run_the_flags_of_the_records_own_example_fix_comma
     # Each state is its exampleFix command's flags (errkb verify's reading of them): the hub model as a local folder
     # of its config.json, plus --device cuda (what 'auto' is on the user's GPU host). c80189833ce236ed's swap sizes
     # are scaled to the runner's RAM (tests/test_proof_swap_space.py).
-    from errkb.verify.runs import command_flags, split_states
+    from errkb.verify.shell import command_flags, split_states
 
     records = {}
     for path in (REPO / "data").glob("*/*/*.json"):  # the bundled records, one per file

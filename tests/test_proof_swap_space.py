@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from errkb.verify import proof_data as D
+from errkb.records import proofs as D
 from errkb.verify.reproducers import VLLM_033, for_record, load_case
 
 RECORD = "c80189833ce236ed"

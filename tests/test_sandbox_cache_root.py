@@ -1,11 +1,11 @@
 """The sandbox hides the stores in errkb's cache folder: the folder it looks in is the one
-errkb.resources.cache_root() names (sandbox.py spells it out with the standard library)."""
+errkb.cache.cache_root() names (the one place that says where caches live)."""
 
 from __future__ import annotations
 
 import pytest
 
-from errkb.resources import cache_root
+from errkb.cache import cache_root
 from errkb.verify import sandbox
 
 

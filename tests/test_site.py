@@ -21,15 +21,10 @@ from click.testing import CliRunner
 from markupsafe import escape
 
 from errkb.cli import cli
-from errkb.site.build import (
-    _safe_relpath,
-    _visible,
-    js_pattern,
-    re2_to_js,
-    script_json,
-    split_example_fix,
-    tag_page_path,
-)
+from errkb.match.js_regex import js_pattern, re2_to_js
+from errkb.site.build import _safe_relpath, tag_page_path
+from errkb.site.code import split_example_fix
+from errkb.site.text import script_json, visible_value
 from errkb.store.db import Store
 from tests.support import SEED_ID, SEED_PAGE, draft_record, hostile_record, lookahead_record, make_store
 
@@ -197,7 +192,7 @@ def test_control_characters_in_record_text_are_shown_not_emitted(tmp_path, seed_
     # inline JSON holds such characters as JSON escapes: the same text, nothing to rewrite
     inline = script_json({"text": CONTROLS})
     assert not unsafe.search(inline) and json.loads(inline) == {"text": CONTROLS}
-    assert _visible(inline) == inline
+    assert visible_value(inline) == inline
 
 
 def test_hostile_tags_get_their_own_safe_pages(site_store, tmp_path):
@@ -344,6 +339,21 @@ def test_parallel_build_gives_the_same_bytes_as_serial(site_store):
         parallel = list(render_site(store, workers=2))
     assert [p for p, _ in serial] == [p for p, _ in parallel]
     assert serial == parallel
+
+
+def test_an_unreadable_variants_file_is_a_warning_and_the_paste_box_has_no_variants(site_store, tmp_path, monkeypatch):
+    # The search data's variants come from KnowledgeBase.variant_entries, which raises
+    # where the matcher's own build leaves them out.
+    folder = tmp_path / "variants"
+    folder.mkdir()
+    (folder / "bad.json").write_text("{not json")
+    monkeypatch.setenv("ERRKB_VARIANTS_DIR", str(folder))
+    result = build(site_store, tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert "warning: variants left out of the paste box: " in result.output
+    assert "bad.json" in result.output
+    chunk = next((tmp_path / "out" / "search").glob("0-*.js")).read_text()
+    assert '"v":' not in chunk
 
 
 def test_bundled_patterns_run_in_the_browser_unless_they_need_backtracking():

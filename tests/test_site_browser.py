@@ -13,9 +13,7 @@ import functools
 import http.server
 import json
 import re
-import shutil
 import socketserver
-import tempfile
 import threading
 import time
 import urllib.error
@@ -26,18 +24,17 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 
 import pytest
 
+from errkb.match.js_regex import js_pattern
 from errkb.resources import data_dir
-from errkb.site.build import build_site, js_pattern
+from errkb.site.build import build_site
 from errkb.store.db import Store
 from tests.support import SEED_ID, SEED_MESSAGE, SEED_PAGE, draft_record, hostile_record, lookahead_record, variant
 
-pytestmark = pytest.mark.browser
+# The browser fixture (tests/conftest.py) first: where Chromium is missing, it skips
+# before the site is built.
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("browser")]
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-if not (CHROMIUM and CHROMEDRIVER):
-    pytest.skip("needs chromium and chromium-driver (apt-get install -y chromium chromium-driver)", allow_module_level=True)
-webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install -e '.[test]')")
+pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install -e '.[test]')")
 from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -77,26 +74,6 @@ def server(site):
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
-
-
-@pytest.fixture(scope="module")
-def browser():
-    options = webdriver.ChromeOptions()
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1280,900", "--allow-file-access-from-files"):
-        options.add_argument(flag)
-    profile = tempfile.mkdtemp(prefix="errkb-chromium-")
-    options.add_argument(f"--user-data-dir={profile}")
-    options.binary_location = CHROMIUM
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    from selenium.webdriver.chrome.service import Service
-
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
 
 
 def console_errors(driver) -> list[str]:

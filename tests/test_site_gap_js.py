@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from errkb.site.build import js_pattern
+from errkb.match.js_regex import js_pattern
 from tests.support import REPO
 
 NODE = shutil.which("node")

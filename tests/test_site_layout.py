@@ -3,8 +3,8 @@ with the fixes, then why, then where it is raised; verification runs read as a t
 outcome, check, reason, when and where; and a large index stays light, its search data
 loaded in <script> chunks that work from file:// too, still finding every record.
 
-The browser tests drive Debian's `chromium` + `chromium-driver` through selenium, as
-tests/test_site_browser.py does (its fixtures are defined here again, not imported).
+The browser tests drive Debian's `chromium` + `chromium-driver` through selenium (the
+``browser`` fixture of tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -13,16 +13,15 @@ import functools
 import http.server
 import json
 import re
-import shutil
 import socketserver
-import tempfile
 import threading
 from pathlib import Path
 
 import pytest
 
 from errkb.resources import data_dir
-from errkb.site.build import INDEX_PAGE, build_site, runner_summary, short_time
+from errkb.site.build import INDEX_PAGE, build_site
+from errkb.site.runs import runner_summary, short_time
 from errkb.store.db import Store
 from tests.support import SEED_ID, SEED_PAGE, real_records, variant
 
@@ -176,33 +175,6 @@ def test_large_index_stays_light_and_its_search_data_is_chunked(big_site):
 
 # -- in Chromium ----------------------------------------------------------------------
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-needs_chromium = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                                    reason="needs chromium and chromium-driver (apt-get install -y chromium chromium-driver)")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install -e '.[test]')")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1280,800", "--allow-file-access-from-files"):
-        options.add_argument(flag)
-    profile = tempfile.mkdtemp(prefix="errkb-chromium-")
-    options.add_argument(f"--user-data-dir={profile}")
-    options.binary_location = CHROMIUM
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.set_page_load_timeout(60)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
-
-
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -251,7 +223,7 @@ return {fix: first.top + window.scrollY, fixBottom: first.bottom + window.scroll
 
 
 @pytest.mark.browser
-@needs_chromium
+@pytest.mark.usefixtures("browser")  # skips (tests/conftest.py) before the sites are built
 def test_first_fix_is_above_the_fold_on_a_desktop_and_before_the_source_on_a_phone(browser, server):
     viewport(browser, 1280, 800)
     browser.get(server + SEED_PAGE)
@@ -283,7 +255,7 @@ return {
 
 
 @pytest.mark.browser
-@needs_chromium
+@pytest.mark.usefixtures("browser")  # skips (tests/conftest.py) before the sites are built
 def test_runs_table_is_readable_at_1280_px(browser, server):
     viewport(browser, 1280, 800)
     browser.get(server + SEED_PAGE)
@@ -324,7 +296,7 @@ RESULTS = ("return Array.from(document.querySelectorAll('#results > li')).filter
 
 
 @pytest.mark.browser
-@needs_chromium
+@pytest.mark.usefixtures("browser")  # skips (tests/conftest.py) before the sites are built
 @pytest.mark.parametrize("how", ["http", "file"])
 def test_search_finds_a_record_from_the_last_chunk(browser, big_site, big_server, how):
     from selenium.webdriver.common.by import By

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from errkb.site.build import SiteError, build_site
+from errkb.site.build import build_site
+from errkb.site.output import SiteError
 from errkb.store.db import Store
 from tests.support import SEED_FILE
 

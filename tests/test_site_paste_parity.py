@@ -13,8 +13,6 @@ Needs Debian's `chromium` and `chromium-driver` and selenium (test extra).
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -26,13 +24,11 @@ from errkb.resources import data_dir
 from errkb.site.build import build_site
 from errkb.store.db import Store
 
-pytestmark = pytest.mark.browser
+# The browser fixture (tests/conftest.py) first: where Chromium is missing, it skips
+# before the site is built.
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("browser")]
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-if not (CHROMIUM and CHROMEDRIVER):
-    pytest.skip("needs chromium and chromium-driver (apt-get install -y chromium chromium-driver)", allow_module_level=True)
-webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install -e '.[test]')")
+pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install -e '.[test]')")
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
@@ -68,26 +64,6 @@ def built(tmp_path_factory) -> tuple[Path, Path]:
         assert report.rejected == 0
         build_site(store, tmp / "site")
     return db, tmp / "site"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    options = webdriver.ChromeOptions()
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1280,900", "--allow-file-access-from-files"):
-        options.add_argument(flag)
-    profile = tempfile.mkdtemp(prefix="errkb-chromium-")
-    options.add_argument(f"--user-data-dir={profile}")
-    options.binary_location = CHROMIUM
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    from selenium.webdriver.chrome.service import Service
-
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

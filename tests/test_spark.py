@@ -168,8 +168,12 @@ def test_spark_enrich_cli_output_equals_errkb_enrich_output(spark, dataset, tmp_
     assert summary["rows"] == len(rows)
     assert summary["matched"] == sum(v is not None for v in expected.values()) > 0
     assert summary["format"] == "json"
-    # The written struct has the archive path's type, so `errkb query` reads it too.
+    # The written struct has the archive path's type, so `errkb query` reads it too:
+    # Spark's output folder itself (part files beside _SUCCESS and .crc files).
     assert pq.read_schema(reference).field("errkb").type == pq.ParquetDataset(out).schema.field("errkb").type
+    assert (out / "_SUCCESS").exists()
+    query = CliRunner().invoke(cli, ["query", str(out), "--sql", "SELECT count(*) AS n FROM enriched WHERE errkb IS NOT NULL"])
+    assert (query.exit_code, query.stdout) == (0, f"n\n{summary['matched']}\n"), query.output
 
 
 def test_invalid_utf8_text_rows_match_like_the_filter_and_pass_through_losslessly(spark, dataset, tmp_path):

@@ -9,8 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
+from errkb.verify import identity, judge, sandbox, shell
+from errkb.verify import language as lang
 from errkb.verify import runs as verify
-from errkb.verify import sandbox
 from tests.support import SEED_FILE, SEED_ID, variant, write_jsonl
 
 needs_ns = pytest.mark.skipif(not sandbox.capabilities().namespaces, reason="needs root and util-linux unshare (namespaces)")
@@ -54,36 +55,36 @@ def fast_limits(monkeypatch):
     ],
 )
 def test_detect_language(code, language):
-    assert verify.detect_language(code)[0] == language
+    assert lang.detect_language(code)[0] == language
 
 
 def test_other_languages_are_named_and_not_run():
-    assert verify.detect_language("const x = require('fs');\nconsole.log(x)") == (None, "looks like javascript, not Python or shell")
-    assert verify.detect_language("Set the flag to true before starting.")[0] is None
+    assert lang.detect_language("const x = require('fs');\nconsole.log(x)") == (None, "looks like javascript, not Python or shell")
+    assert lang.detect_language("Set the flag to true before starting.")[0] is None
 
 
 def test_syntax_errors_name_the_position():
-    assert verify.syntax_error("def f(:\n  pass", "python") == "line 1, column 7: invalid syntax"
-    err = verify.syntax_error("if [ -f x ]; then\n  echo hi\n", "shell")
+    assert lang.syntax_error("def f(:\n  pass", "python") == "line 1, column 7: invalid syntax"
+    err = lang.syntax_error("if [ -f x ]; then\n  echo hi\n", "shell")
     assert err is not None and "<snippet>" in err and "syntax error" in err
-    assert verify.syntax_error("export A=1", "shell") is None
+    assert lang.syntax_error("export A=1", "shell") is None
 
 
 def test_split_states_of_the_seed_fix(seed_record):
-    assert verify.split_states(seed_record["exampleFix"]) == {
+    assert shell.split_states(seed_record["exampleFix"]) == {
         "before": "export VLLM_FLASHINFER_ALLREDUCE_BACKEND=trtllm  # breaks when TP spans nodes",
         "after": "export VLLM_FLASHINFER_ALLREDUCE_BACKEND=mnnvl",
     }
-    assert verify.split_states("export A=1") is None
+    assert shell.split_states("export A=1") is None
 
 
 def test_record_drift_names_the_function_the_traceback_shows(seed_record):
     site = {"file": "vllm/distributed/device_communicators/flashinfer_all_reduce.py", "file_name": "flashinfer_all_reduce.py",
             "line": 221, "function": "get_fi_ar_quant_workspace"}
-    assert verify.record_drift(seed_record, site) == [
+    assert judge.record_drift(seed_record, site) == [
         "record's documentation names get_flashinfer_allreduce_quant_workspace; the traceback raises in get_fi_ar_quant_workspace"
     ]
-    assert verify.record_drift(seed_record, {**site, "line": 230})[0] == "record's lineNumber is 221; raised at line 230"
+    assert judge.record_drift(seed_record, {**site, "line": 230})[0] == "record's lineNumber is 221; raised at line 230"
 
 
 # -- the CLI --------------------------------------------------------------------------------
@@ -111,7 +112,7 @@ def test_verify_seed_captures_both_states_and_skips_missing_vllm(fresh_seed_db):
     first = stored[0]
     assert first["record_id"] == SEED_ID and len(first["record_hash"]) == 64
     assert set(first["runner"]) >= {"hostname", "os", "python", "packages", "gpus"}
-    assert first["runner"]["gpus"] == verify.gpu_identity()
+    assert first["runner"]["gpus"] == identity.gpu_identity()
 
 
 def test_tier_syntax_runs_nothing(fresh_seed_db):
@@ -121,7 +122,7 @@ def test_tier_syntax_runs_nothing(fresh_seed_db):
 
 
 def test_gpu_tier_is_skipped_with_needs_cuda_without_a_gpu(fresh_seed_db):
-    if verify.gpu_identity():
+    if identity.gpu_identity():
         pytest.skip("a GPU is present here")
     result = run("verify", "--db", fresh_seed_db, SEED_ID, "--tier", "gpu", "--json")
     assert result.exit_code == 0
@@ -205,7 +206,7 @@ def test_validation_must_fail_before_and_pass_after(db_path, tmp_path, make_vari
     ("docker run img bash -c 'vllm serve m --x 1'", ["m", "--x", "1"]),
 ])
 def test_command_flags_are_what_the_state_runs_with(section, flags):
-    assert verify.command_flags(section) == flags
+    assert shell.command_flags(section) == flags
 
 
 READS_WORKERS = """import argparse
@@ -388,20 +389,20 @@ def test_a_state_whose_environment_was_not_captured_is_not_judged_on_its_flags_a
     checks = {r["check"]: r for r in json.loads(run("verify", "--db", db_path, rec["id"], "--json").output)["results"]}
     assert "validationCode:before" not in checks and "validationCode:after" not in checks
     assert checks["validationCode:run"]["outcome"] == "pass"
-    assert verify.fix_flags({"exampleFix": ("shell", rec["exampleFix"])}) == {}
+    assert shell.fix_flags({"exampleFix": ("shell", rec["exampleFix"])}) == {}
     # with the environment captured the flags go with it
-    assert verify.fix_flags({"exampleFix": ("shell", rec["exampleFix"])}, {"before": {"VLLM_TEST_MODE": "bad"}}) == {
+    assert shell.fix_flags({"exampleFix": ("shell", rec["exampleFix"])}, {"before": {"VLLM_TEST_MODE": "bad"}}) == {
         "before": ["--workers", "64"]}
 
 
 def test_command_flags_stays_linear_and_bounded_on_hostile_lines():
     # thousands of nested `docker run` used to recurse past Python's limit (RecursionError out of
     # `errkb verify`), and thousands of VAR=1 prefixes were sliced off one by one (quadratic)
-    assert verify.command_flags("docker run i " * 5000 + "python run.py --x 1") == ["--x", "1"]
-    assert verify.command_flags("A=1 " * 200_000 + "python run.py --x 1") == ["--x", "1"]
-    assert verify.command_flags("python run.py \\\n" * 100_000 + "  --x 1") == ["--x", "1"]
+    assert shell.command_flags("docker run i " * 5000 + "python run.py --x 1") == ["--x", "1"]
+    assert shell.command_flags("A=1 " * 200_000 + "python run.py --x 1") == ["--x", "1"]
+    assert shell.command_flags("python run.py \\\n" * 100_000 + "  --x 1") == ["--x", "1"]
 
 
 def test_a_snippet_too_deep_for_pythons_parser_is_a_finding_not_a_crash():
-    assert verify._python_syntax_error("a b " * 2000 + "\n") is not None
-    assert verify._python_syntax_error("(" * 5000 + ")" * 5000) is not None
+    assert lang.python_syntax_error("a b " * 2000 + "\n") is not None
+    assert lang.python_syntax_error("(" * 5000 + ")" * 5000) is not None

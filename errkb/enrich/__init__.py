@@ -1,5 +1,6 @@
 """Enriching logs: the streaming filter and Python API (``lines``), whole archives
-(``archive``, ``query``), and Spark (``spark``); the last two need optional extras.
+(``archive`` and its parts, ``query``), and Spark (``spark``); the last two need
+optional extras. The ``errkb`` value all of them write is built in ``value``.
 
 The names below are imported on first use, so importing the package (or one light
 module in it) does not load the heavy ones: explain's cold start depends on it.
@@ -11,7 +12,7 @@ _EXPORTS = {
     "EnrichError": "errkb.enrich.lines",
     "LineEnricher": "errkb.enrich.lines",
     "enrich_records": "errkb.enrich.lines",
-    "errkb_object": "errkb.enrich.lines",
+    "errkb_object": "errkb.enrich.value",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -32,6 +32,7 @@ import errno
 import gc
 import json
 import os
+import re
 import select
 import signal
 import sys
@@ -43,8 +44,10 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import IO, Any
 
+from errkb.enrich.value import Hit, RecordValues, errkb_object  # noqa: F401 - errkb_object: the API's name
 from errkb.errors import ErrkbError
-from errkb.records.urls import fix_page_path, fix_page_url
+from errkb.match.matcher import MAX_TEXT_CHARS, TAIL_CHARS
+from errkb.signals import install, restore
 
 DEFAULT_FIELDS = ("message",)
 DEFAULT_BATCH = 16384
@@ -112,78 +115,51 @@ def _decode_object_line(line: str):
     return obj
 
 
+# A JSON string or a bracket: enough to find a line's top-level members (linear: the
+# string's two alternatives never overlap).
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]')
+_NULL_VALUE = re.compile(r"[ \t\r\n]*:[ \t\r\n]*null[ \t\r\n]*")
+
+
+def has_null_errkb(obj: dict) -> bool:
+    """An ``errkb`` member that is null (a schema's empty default) counts as absent."""
+    return "errkb" in obj and obj["errkb"] is None
+
+
+def without_null_errkb(line: str) -> tuple[str, bool]:
+    """(``line``, a JSON object, less its top-level ``"errkb": null`` members, as text so
+    every other member keeps its bytes; whether no member is left)."""
+    depth = 0
+    cuts = []
+    for m in _JSON_TOKEN.finditer(line):
+        tok = m.group()
+        if tok in "{[":
+            depth += 1
+        elif tok in "}]":
+            depth -= 1
+        elif depth == 1 and (tok == '"errkb"' or ("\\" in tok and json.loads(tok) == "errkb")):
+            value = _NULL_VALUE.match(line, m.end())
+            if value is not None and line[value.end():value.end() + 1] in (",", "}"):
+                cuts.append((m.start(), value.end()))
+    for start, end in reversed(cuts):
+        if line[end] == ",":  # a member follows: the comma and the space after it go
+            end += 1
+            while end < len(line) and line[end] in " \t\r\n":
+                end += 1
+        else:  # the last member: the comma before it goes
+            before = line[:start].rstrip(" \t\r\n")
+            if before.endswith(","):
+                start = len(before) - 1
+        line = line[:start] + line[end:]
+    rest = line.strip(" \t\r\n")
+    return line, rest[1:-1].strip(" \t\r\n") == ""
+
+
 class EnrichError(ErrkbError):
     """Bad usage or input of ``errkb enrich``; the message is one line for the user."""
 
 
-# -- what a match adds to a line -----------------------------------------------
-
-
-def errkb_object(match: Any, site_url: str | None = None, record: dict | None = None) -> dict:
-    """The ``errkb`` object of a line matched by ``match`` (an :class:`errkb.match.matcher.Match`);
-    ``record`` saves the matcher's own look-up of the record when the caller has it."""
-    record = record if record is not None else (match.record or {})
-    solutions = record.get("solutions") or []
-    repo, slug = match.repo, match.slug
-    return {
-        "id": match.record_id,
-        "slug": slug,
-        "repo": repo,
-        "errorClass": match.error_class,
-        "severity": match.severity,
-        "score": round(float(match.score), 3),
-        "solution": solutions[0] if solutions else None,
-        "url": fix_page_url(site_url, repo, slug) if site_url else fix_page_path(repo, slug),
-    }
-
-
-class _Fragments:
-    """The ``errkb`` object of each record as JSON text, built once per record.
-
-    Only the score differs between two lines matching one record, so the text
-    around it is cached and a matched line costs two string joins.
-    """
-
-    def __init__(self, site_url: str | None, resolve_many: Callable[[list[str]], dict[str, dict]] | None = None):
-        self.site_url = site_url
-        self.resolve_many = resolve_many
-        self._cache: dict[str, tuple[str, str]] = {}
-        self._records: dict[str, dict] = {}
-
-    def prepare(self, matches: Iterable[Any]) -> None:
-        """Fetch the records of a batch's new matches in one call (a store look-up per
-        record would cost a query each)."""
-        if self.resolve_many is None:
-            return
-        self.fetch([m.record_id for m in matches])
-
-    def fetch(self, record_ids: Iterable[str]) -> None:
-        """:meth:`prepare` for the matches' record ids."""
-        if self.resolve_many is None:
-            return
-        new = set(record_ids).difference(self._cache)
-        if new:
-            self._records.update(self.resolve_many(sorted(new)))
-
-    def parts(self, match: Any, rid: str) -> tuple[str, str, str]:
-        """(text before the score, text after it, "repo/slug") of ``match``'s record
-        ``rid``, built on its first match."""
-        parts = self._cache.get(rid)
-        if parts is None:
-            obj = errkb_object(match, self.site_url, self._records.pop(rid, None))
-            obj["score"] = 0.0
-            text = json.dumps(obj, ensure_ascii=False)
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate in the record: escape it
-                text = json.dumps(obj)
-            head, tail = text.split('"score": 0.0', 1)
-            parts = self._cache[rid] = (head + '"score": ', tail, f"{match.repo}/{match.slug}")
-        return parts
-
-    def text(self, match: Any) -> str:
-        parts = self.parts(match, match.record_id)
-        return f"{parts[0]}{round(float(match.score), 3)!r}{parts[1]}"
+# -- what a match adds to a line: errkb.enrich.value (one value for every path) ----
 
 
 # -- reading a field -----------------------------------------------------------
@@ -210,6 +186,16 @@ def field_value(obj: dict, paths: list[tuple[str, tuple[str, ...]]]) -> str | No
         if isinstance(value, str):
             return value
     return None
+
+
+def cut_long(messages: list) -> list:
+    """``messages`` with each one longer than the matcher's bound for a pasted text cut to
+    its head and tail, as ``Matcher.match`` cuts a paste (explain): a 150 MB line costs
+    matching time and memory of a 1 MiB one (docs/enrich.md, "Bounds")."""
+    if not messages or max(map(len, messages)) <= MAX_TEXT_CHARS:
+        return messages
+    return [m[:MAX_TEXT_CHARS] + (b"\n" if isinstance(m, bytes) else "\n") + m[-TAIL_CHARS:]
+            if len(m) > MAX_TEXT_CHARS else m for m in messages]
 
 
 # -- counters ------------------------------------------------------------------
@@ -295,13 +281,18 @@ class LineEnricher:
         self.matcher = matcher
         self.paths = _field_paths(fields)
         self.only_matched = only_matched
-        self.fragments = _Fragments(site_url, resolve_many)
+        self.values = RecordValues(site_url, resolve_many)
+        # None: matched lines get their errkb text. A list (an archive worker, which has
+        # the matcher but not the records): a matched line gets a NUL where its errkb
+        # text goes (no line written here holds a NUL: JSON escapes it) and its Hit is
+        # appended; the parent puts the texts in.
+        self.found: list[Hit] | None = None
         self.counters = counters or Counters()
 
     def _match(self, messages: list[str]) -> list[list]:
         """The matcher's batch call; a failure there costs only the lines it failed on."""
         try:
-            return self.matcher.match_lines(messages)
+            return self.matcher.match_lines(cut_long(messages))
         except Exception:
             out = []
             for m in messages:
@@ -426,39 +417,38 @@ class LineEnricher:
         the counters updated once per batch."""
         counters = self.counters
         labels = counters.labels
-        fragments = self.fragments
-        # a stand-in (the archive workers') has only text(); _Fragments is read directly
-        cached = type(fragments) is _Fragments
-        cache = fragments._cache if cached else {}
+        values = self.values
+        found = self.found
+        text_parts = values._text  # read directly: this loop runs per matched line
         escape = _escape
         bests = [results[i][0] for i in matched]
-        all_rids = [best.record_id for best in bests]
-        if cached:
-            fragments.fetch(all_rids)
-        else:
-            fragments.prepare(bests)
+        if found is None:
+            values.fetch([best.record_id for best in bests])
         rids = []
         out = []
-        for i, best, rid in zip(matched, bests, all_rids):
+        for i, best in zip(matched, bests):
             line = lines[i]
             obj = objects.get(i)
-            if obj is not None and "errkb" in obj:
+            if obj is not None and "errkb" in obj and not has_null_errkb(obj):
                 counters.already_enriched += 1  # written as read (docs/enrich.md)
                 out.append(line)
                 continue
+            rid = best.record_id
             rids.append(rid)
-            if cached:
-                parts = cache.get(rid) or fragments.parts(best, rid)
+            if found is None:
+                parts = text_parts.get(rid) or values.parts(best)
                 text = f"{parts[0]}{round(float(best.score), 3)!r}{parts[1]}"
             else:
-                if rid not in labels:
-                    labels[rid] = f"{best.repo}/{best.slug}"
-                text = fragments.text(best)
+                found.append(Hit.of(best))
+                text = "\x00"
             if obj is not None:
                 # The input's members byte for byte, errkb's spliced in as text: re-encoding
                 # would turn 1e999 into Infinity, escape non-ASCII, drop duplicate keys.
+                empty = not obj
+                if "errkb" in obj:  # null: enriched as if absent, the null member taken out
+                    line, empty = without_null_errkb(line)
                 body = line.rstrip()
-                out.append(f'{body[:-1]}"errkb": {text}}}' if not obj else f'{body[:-1]}, "errkb": {text}}}')
+                out.append(f'{body[:-1]}"errkb": {text}}}' if empty else f'{body[:-1]}, "errkb": {text}}}')
                 continue
             code = b64.get(i)
             if code is not None:
@@ -468,8 +458,9 @@ class LineEnricher:
         if rids:
             counters.matched += len(rids)
             counters.by_record.update(rids)
-            for rid in set(rids).difference(labels):
-                labels[rid] = cache[rid][2]
+            if found is None:
+                for rid in set(rids).difference(labels):
+                    labels[rid] = values.labels[rid]
         return out
 
 
@@ -567,12 +558,8 @@ class _Signals:
         os.set_blocking(self.wake_r, False)
         os.set_blocking(wake_w, False)
         self._old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
-        for sig, handler in (
-            (signal.SIGTERM, self._on_stop),
-            (signal.SIGINT, self._on_stop),
-            (signal.SIGUSR1, self._on_report),
-        ):
-            self._old[sig] = signal.signal(sig, handler)
+        self._old = install({signal.SIGTERM: self._on_stop, signal.SIGINT: self._on_stop,
+                             signal.SIGUSR1: self._on_report})
         return self
 
     def _on_stop(self, signum, frame):
@@ -592,8 +579,7 @@ class _Signals:
     def __exit__(self, *exc):
         if not self.enabled:
             return False
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
+        restore(self._old)
         signal.set_wakeup_fd(self._old_wakeup)
         os.close(self.wake_r)
         os.close(self._wake_w)
@@ -728,14 +714,8 @@ class RecordEnricher:
         self.matcher = matcher
         self.paths = _field_paths(field)
         self.site_url = site_url
-        # One errkb object per record: a store-backed Match looks its record up per call.
-        self._objects: dict[str, dict] = {}
-
-    def _object(self, match: Any) -> dict:
-        obj = self._objects.get(match.record_id)
-        if obj is None:
-            obj = self._objects[match.record_id] = errkb_object(match, self.site_url)
-        return {**obj, "score": round(float(match.score), 3)}
+        # One errkb value per record: a store-backed Match looks its record up per call.
+        self.values = RecordValues(site_url)
 
     def enrich_batch(self, items: list[dict]) -> list[tuple[dict, bool]]:
         messages = [field_value(d, self.paths) if isinstance(d, dict) else None for d in items]
@@ -743,7 +723,7 @@ class RecordEnricher:
         out = []
         for item, message, found in zip(items, messages, results):
             if message and found:
-                out.append(({**item, "errkb": self._object(found[0])}, True))
+                out.append(({**item, "errkb": self.values.value(found[0])}, True))
             else:
                 out.append((item, False))
         return out

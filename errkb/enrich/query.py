@@ -1,7 +1,7 @@
 """``errkb query``: which known errors happened, how often and where, in archives that
 ``errkb enrich --input ... --output ...`` (or ``errkb spark-enrich``) wrote.
 
-DuckDB is the file engine over the user's own archives, as in errkb.enrich.archive;
+DuckDB is the file engine over the user's own archives (errkb.enrich.duck);
 paths and column names reach SQL only quoted.
 """
 
@@ -11,7 +11,7 @@ import datetime as dt
 import re
 from collections.abc import Sequence
 
-from errkb.enrich.archive import ArchiveError, column_expr, connect, duck_error, source_sql, sql_ident
+from errkb.enrich.duck import ArchiveError, column_expr, connect, duck_error, source_sql, sql_ident
 
 TIME_COLUMNS = ("timestamp", "@timestamp", "ts", "time", "date", "datetime")
 

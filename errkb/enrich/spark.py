@@ -15,7 +15,7 @@ column to a DataFrame with ``mapInArrow``:
   task (Spark reuses Python workers across tasks: ``spark.python.worker.reuse``, on by
   default). A partition without rows loads nothing.
 - Each Arrow batch is matched with one ``Matcher.match_lines`` call, and its errkb
-  values are :func:`errkb.enrich.lines.errkb_object`, the same function ``errkb enrich`` uses,
+  values are :class:`errkb.enrich.value.RecordValues`', the same ``errkb enrich`` uses,
   so the column equals the ``errkb`` struct ``errkb enrich --input ... --output
   x.parquet`` writes for the same rows (and `errkb query` reads either).
 
@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -39,9 +37,10 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from errkb.cache import cache_root, read_intact, seal, vouched, write_atomic
+from errkb.enrich.lines import cut_long
+from errkb.enrich.value import ERRKB_FIELDS, RecordValues, errkb_struct_type  # noqa: F401 - the column's type
 from errkb.errors import ErrkbError
-from errkb.resources import cache_root
-from errkb.store.cache import atomic_write
 
 if TYPE_CHECKING:  # pyspark is an optional extra: `pip install 'errkb[spark]'`
     from pyspark.sql import DataFrame, SparkSession
@@ -49,7 +48,7 @@ if TYPE_CHECKING:  # pyspark is an optional extra: `pip install 'errkb[spark]'`
 INSTALL_HINT = "pip install 'errkb[spark]'"
 
 # The column added: the same ``errkb`` struct as ``errkb enrich --input ... --output
-# x.parquet`` writes (errkb.enrich.archive), so `errkb query` reads either output.
+# x.parquet`` writes (errkb.enrich.value), so `errkb query` reads either output.
 OUTPUT_COLUMN = "errkb"
 # The message as matched, a column that exists only between the driver's select and
 # the executors' batches.
@@ -131,8 +130,11 @@ def build_index(db: str | os.PathLike | None = None, folder: str | os.PathLike |
     pointer = out_dir / f"spark-index-v{INDEX_FORMAT}-{dataset_hash}.txt"
     if pointer.is_file():
         known = out_dir / pointer.read_text(encoding="utf-8").strip()
-        if known.is_file():
-            sha = _file_sha256(known)
+        data = read_intact(known)
+        # Reused only when errkb wrote it for this user (errkb.cache's MAC): the index
+        # holds Hyperscan bytes, and executors load whatever file the driver names.
+        if data is not None and vouched(known, [data]):
+            sha = hashlib.sha256(data).hexdigest()
             if known.name == _content_named(sha):
                 return IndexFile(known, sha, dataset_hash, _dataset_version(kb))
     records = [shipped_record(r) for r in kb.records()]
@@ -143,18 +145,12 @@ def build_index(db: str | os.PathLike | None = None, folder: str | os.PathLike |
     except MatcherError as e:
         raise SparkEnrichError(f"cannot compile the index: {e}") from e
     matcher.dataset_hash = dataset_hash
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix="spark-index-", suffix=".tmp")
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        matcher.save(tmp_path, include_records=True)
-        sha = _file_sha256(tmp_path)
-        final = out_dir / _content_named(sha)
-        os.replace(tmp_path, final)
-    finally:
-        tmp_path.unlink(missing_ok=True)
-    with atomic_write(pointer, "w", encoding="utf-8") as f:
-        f.write(final.name + "\n")
+    data = matcher.dumps(include_records=True)
+    sha = hashlib.sha256(data).hexdigest()
+    final = out_dir / _content_named(sha)
+    write_atomic(final, data)
+    seal(final, native=[data])
+    write_atomic(pointer, (final.name + "\n").encode("utf-8"))
     return IndexFile(final, sha, dataset_hash, _dataset_version(kb))
 
 
@@ -182,9 +178,7 @@ def index_file(path: str | os.PathLike) -> IndexFile:
         target = cache_root() / "spark" / wanted
         if not target.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f"{wanted}.{os.getpid()}.tmp")
-            shutil.copyfile(path, tmp)
-            os.replace(tmp, target)
+            write_atomic(target, path.read_bytes())
         path = target
     return IndexFile(path, sha, matcher.dataset_hash)
 
@@ -283,77 +277,22 @@ def _messages(column) -> list:
     raise SparkEnrichError(f"message column has Arrow type {typ}; expected a string or binary column")
 
 
-def errkb_struct_type():
-    """The Arrow type of the ``errkb`` column (errkb.enrich.archive's)."""
-    from errkb.enrich.archive import errkb_struct_type as archive_type
-
-    return archive_type()
-
-
-class RecordValues:
-    """The ``errkb`` values of each record seen so far (all but the score, which is the
-    only one that differs between two rows matching one record), as Arrow arrays to
-    ``take`` rows from: :func:`errkb.enrich.lines.errkb_object` runs once per record, not
-    once per matched row."""
-
-    def __init__(self, site_url: str | None):
-        from errkb.enrich.archive import ERRKB_FIELDS
-
-        self.site_url = site_url
-        self.fields = [k for k in ERRKB_FIELDS if k != "score"]
-        self.index: dict[str, int] = {}
-        self.values: dict[str, list] = {k: [] for k in self.fields}
-        self._arrays: dict | None = None
-
-    def position(self, match) -> int:
-        at = self.index.get(match.record_id)
-        if at is None:
-            from errkb.enrich.lines import errkb_object
-
-            obj = errkb_object(match, self.site_url)
-            for k in self.fields:
-                self.values[k].append(obj[k])
-            at = self.index[match.record_id] = len(self.index)
-            self._arrays = None
-        return at
-
-    def arrays(self) -> dict:
-        import pyarrow as pa
-
-        if self._arrays is None:
-            self._arrays = {k: pa.array(v, type=pa.string()) for k, v in self.values.items()}
-        return self._arrays
-
-
 def enrich_batch(batch, matcher, site_url: str | None, message_column: str = MESSAGE_COLUMN,
                  values: RecordValues | None = None):
     """One Arrow record batch with ``message_column`` replaced by the ``errkb`` struct
     (null where nothing matched): the Spark-free core every executor runs.
 
     Like ``errkb enrich --input``: a null message is matched as an empty text, the
-    best match fills the struct with :func:`errkb.enrich.lines.errkb_object`'s values.
+    best match fills the struct with :class:`errkb.enrich.value.RecordValues`' values.
     ``values`` carries those values from batch to batch (a worker keeps one)."""
     import pyarrow as pa
 
     if values is None or values.site_url != site_url:
         values = RecordValues(site_url)
     messages = _messages(batch.column(message_column))
-    results = matcher.match_lines([m if m is not None else "" for m in messages])
-    take: list[int | None] = [None] * len(results)
-    scores: list[float | None] = [None] * len(results)
-    for i, found in enumerate(results):
-        if found:
-            best = found[0]
-            take[i] = values.position(best)
-            scores[i] = round(float(best.score), 3)  # as errkb_object rounds it
-    rows = pa.array(take, type=pa.int32())
-    arrays = values.arrays()
-    struct_type = errkb_struct_type()
-    children = [
-        pa.array(scores, type=pa.float64()) if f.name == "score" else arrays[f.name].take(rows)
-        for f in struct_type
-    ]
-    struct = pa.StructArray.from_arrays(children, fields=list(struct_type), mask=rows.is_null())
+    results = matcher.match_lines(cut_long([m if m is not None else "" for m in messages]))
+    rows = [i for i, found in enumerate(results) if found]
+    struct = values.struct(len(results), rows, [results[i][0] for i in rows])
     keep = [i for i, name in enumerate(batch.schema.names) if name != message_column]
     return pa.RecordBatch.from_arrays(
         [batch.column(i) for i in keep] + [struct],
@@ -461,8 +400,6 @@ def output_schema(df: DataFrame):
     """The schema ``mapInArrow`` returns: ``df``'s columns less the message column,
     then the ``errkb`` struct."""
     from pyspark.sql.types import DoubleType, StringType, StructField, StructType
-
-    from errkb.enrich.archive import ERRKB_FIELDS
 
     errkb = StructType([StructField(k, DoubleType() if k == "score" else StringType(), True) for k in ERRKB_FIELDS])
     fields = [f for f in df.schema.fields if f.name != MESSAGE_COLUMN]

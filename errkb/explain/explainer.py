@@ -405,7 +405,7 @@ def _near(kb: KnowledgeBase, texts: list[str]) -> list:
 
 def _proof(record_id: str) -> dict:
     """The record's committed proof, in one line ("Reproduced with torch 2.13.0+cpu on ...")."""
-    from errkb.verify.proof_data import ProofError, proof_summary
+    from errkb.records.proofs import ProofError, proof_summary
 
     try:
         return proof_summary(record_id)

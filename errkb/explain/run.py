@@ -30,6 +30,8 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from errkb.signals import install, installed, restore
+
 # How long output is still read after the command itself has exited: a grandchild that
 # printed the root cause may still be flushing (vLLM's engine core), but one that keeps
 # the terminal open for good must not keep errkb waiting.
@@ -138,17 +140,9 @@ def _exit_status(wait_status: int) -> int:
     return os.waitstatus_to_exitcode(wait_status)
 
 
-@contextlib.contextmanager
 def _forwarding(send: Callable[[int], None], forwarded: Sequence[int]):
     """Pass the signals errkb receives on to the command for the duration."""
-    previous = {}
-    for signum in forwarded:
-        previous[signum] = signal.signal(signum, lambda s, _frame: send(s))
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    return installed({signum: (lambda s, _frame: send(s)) for signum in forwarded})
 
 
 def _not_runnable(argv: list[str], e: OSError) -> CommandNotRunnable:
@@ -206,13 +200,8 @@ def _run_pipes(argv: list[str], explainer: _Explainer) -> tuple[int, int]:
     return (128 - status if status < 0 else status), size
 
 
-@contextlib.contextmanager
 def _ignoring(signum: int):
-    previous = signal.signal(signum, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signum, previous)
+    return installed({signum: signal.SIG_IGN})
 
 
 def _select(fds: list[int], timeout: float) -> tuple[list, list, list]:
@@ -276,7 +265,7 @@ def _run_pty(argv: list[str], explainer: _Explainer) -> tuple[int, int]:
 
     copy_window_size()
     saved_mode = termios.tcgetattr(stdin) if stdin_tty else None
-    previous_winch = signal.signal(signal.SIGWINCH, copy_window_size)
+    previous_winch = install({signal.SIGWINCH: copy_window_size})
     size = 0
     status = None
     inputs = [master] + ([stdin] if _readable(stdin) else [])
@@ -309,7 +298,7 @@ def _run_pty(argv: list[str], explainer: _Explainer) -> tuple[int, int]:
     finally:
         if saved_mode is not None:
             termios.tcsetattr(stdin, termios.TCSAFLUSH, saved_mode)
-        signal.signal(signal.SIGWINCH, previous_winch)
+        restore(previous_winch)
         os.close(master)
     if status is None:
         status = _exit_status(os.waitpid(pid, 0)[1])

@@ -21,12 +21,14 @@ MAGIC = b"ERRKB-MATCHER\n"
 class LazyEntries:
     """The entries of a loaded index, each decoded from its JSON text on first access."""
 
-    def __init__(self, blob: bytes, ends: list[int]) -> None:
+    def __init__(self, blob: bytes, ends: list[int], path="matcher index", on_damage=None) -> None:
         # one JSON line per entry; ``ends[i]`` is where entry i's line ends in ``blob``
         # (the lines are cut on access: a CLI call touches a handful of 10,000)
         self._blob = blob
         self._ends = ends
         self._decoded: list[Entry | None] = [None] * len(ends)
+        self._path = path
+        self._on_damage = on_damage  # told when a line does not decode (the cache then rebuilds it)
 
     def __len__(self) -> int:
         return len(self._ends)
@@ -36,9 +38,17 @@ class LazyEntries:
         if entry is None:
             if i < 0:
                 i += len(self._ends)
-            start = self._ends[i - 1] + 1 if i > 0 else 0
-            row = json.loads(bytes(self._blob[start:self._ends[i]]))  # the blob may be a memoryview
-            entry = self._decoded[i] = Entry(**dict(zip(Entry.FIELDS, row)))
+            try:
+                start = self._ends[i - 1] + 1 if i > 0 else 0
+                row = json.loads(bytes(self._blob[start:self._ends[i]]))  # the blob may be a memoryview
+                entry = self._decoded[i] = Entry(**dict(zip(Entry.FIELDS, row)))
+            except (ValueError, TypeError, IndexError) as e:
+                # Damage the file's checksum did not catch (it was rewritten with it): one
+                # line, and the index is rebuilt by the next call rather than fail every time.
+                if self._on_damage is not None:
+                    self._on_damage()
+                raise MatcherError(f"{self._path}: damaged matcher index (entry {i}: {e}); "
+                                   "it is rebuilt on the next call") from None
         return entry
 
     def __iter__(self):
@@ -64,7 +74,7 @@ def encode(header: dict, entries, literals: list[str], literal_db: bytes | None,
     return MAGIC + struct.pack("<QQ", len(head), len(body)) + head + body
 
 
-def decode(data: bytes, path) -> tuple[dict, LazyEntries, list]:
+def decode(data: bytes, path, on_damage=None) -> tuple[dict, LazyEntries, list]:
     """(header, entries, blobs) of an index file's bytes; the blobs are views into
     ``data``, not copies. Raises MatcherError naming ``path`` for anything else."""
     try:
@@ -83,5 +93,5 @@ def decode(data: bytes, path) -> tuple[dict, LazyEntries, list]:
         raise MatcherError(f"{path}: cannot read matcher index: {e}") from e
     if header.get("format") != INDEX_FORMAT:
         raise MatcherError(f"{path}: index format {header.get('format')} is not {INDEX_FORMAT}")
-    entries = LazyEntries(blobs[1], header["entry_ends"] if header["entries"] else [])
+    entries = LazyEntries(blobs[1], header["entry_ends"] if header["entries"] else [], path, on_damage)
     return header, entries, blobs

@@ -28,6 +28,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from errkb.cache import write_atomic
 from errkb.match import index_file, log
 from errkb.match import prefilter as pf
 from errkb.match.confirm import BOUNDED_STRIKES as BOUNDED_STRIKES
@@ -36,7 +37,6 @@ from errkb.match.engines import UNANCHORED, MatcherError, compile_re2, hyperscan
 from errkb.match.index_file import INDEX_FORMAT as INDEX_FORMAT
 from errkb.match.prefilter import MAX_PREFILTER_CHARS
 from errkb.match.result import Entry, Match, by_score, hints_for, lowered_head, score
-from errkb.store.cache import atomic_write
 from errkb.text import normalize
 from errkb.text.gaps import gap_match  # the analysis (patterns) is imported to build and on the bounded path
 
@@ -74,6 +74,8 @@ class Matcher:
         self._bounded = bounded if bounded is not None else BoundedPath()
         self._hs_db = None
         self._hs_bytes: bytes | None = None
+        # True when loads() was not allowed to trust the saved Hyperscan bytes and rebuilt them.
+        self.rebuilt_native = False
         self._newline_literals: set[int] = set()
         # Optional second stage for batches (``build_full_db``).
         self._full = FullDatabase()
@@ -243,11 +245,14 @@ class Matcher:
         return index_file.encode(header, self.entries, self.literals, self._hs_bytes,
                                  self._full.blobs if self.full_db else [])
 
+    def native_parts(self) -> list[bytes]:
+        """The parts of :meth:`dumps`'s bytes that Hyperscan's deserialiser reads: the
+        cache authenticates exactly these before :meth:`loads` may hand them on."""
+        return [self._hs_bytes or b"", *(self._full.blobs if self.full_db else [])]
+
     def save(self, path: str | Path, include_records: bool = True) -> None:
-        """Write the compiled index to ``path``, atomically."""
-        data = self.dumps(include_records)
-        with atomic_write(path) as f:
-            f.write(data)
+        """Write the compiled index to ``path``, atomically (through ``errkb.cache``)."""
+        write_atomic(path, self.dumps(include_records))
 
     @classmethod
     def load(cls, path: str | Path, prefilter: str | None = None, confirm: str | None = None) -> Matcher:
@@ -259,9 +264,16 @@ class Matcher:
 
     @classmethod
     def loads(cls, data: bytes, path: str | Path = "matcher index", prefilter: str | None = None,
-              confirm: str | None = None) -> Matcher:
-        """:meth:`load` from the index file's bytes (read once, e.g. by the cache's check)."""
-        header, entries, blobs = index_file.decode(data, path)
+              confirm: str | None = None, vouch=None, on_damage=None) -> Matcher:
+        """:meth:`load` from the index file's bytes (read once, e.g. by the cache's check).
+
+        ``vouch(parts)``, where given, says whether the Hyperscan bytes may be handed to
+        Hyperscan (whose deserialiser trusts its input: crafted bytes crash the process);
+        when it says no they are rebuilt from the index's literals instead, or left out
+        (the full-pattern stage: the matches are the same, only slower). ``on_damage()`` is
+        called when an entry, decoded on first use, turns out damaged."""
+        header, entries, blobs = index_file.decode(data, path, on_damage)
+        trusted = vouch is None or vouch([blobs[0], *blobs[3:]])
         m = cls()
         m.prefilter, m.confirm = resolve_engines(prefilter or header["prefilter"], confirm or header["confirm"])
         m.dataset_hash = header.get("dataset_hash")
@@ -273,11 +285,12 @@ class Matcher:
         if header.get("records") is not None:
             m._records = {str(r.get("id")): r for r in header["records"]}
             m._resolve = m._records.get
-        if m.prefilter == "hyperscan" and header["prefilter"] == "hyperscan":
+        m.rebuilt_native = not trusted
+        if m.prefilter == "hyperscan" and header["prefilter"] == "hyperscan" and trusted:
             m._hs_bytes = bytes(blobs[0]) or None
         try:
             m._build_prefilter(set(header["newline_literals"]))
-            if header.get("full_chunk_of") is not None and hyperscan is not None:
+            if header.get("full_chunk_of") is not None and hyperscan is not None and trusted:
                 m._full = FullDatabase({int(k): v for k, v in header["full_chunk_of"]}, [bytes(b) for b in blobs[3:]])
         except Exception as e:  # hyperscan.error: a truncated or foreign database
             raise MatcherError(f"{path}: cannot load the prefilter database: {e}") from e

@@ -29,8 +29,8 @@ from array import array
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from errkb.cache import write_atomic
 from errkb.plain import Plain
-from errkb.store.cache import atomic_write
 
 INDEX_FORMAT = 5  # 5: flat arrays in one file, records cut on access (4: contractions are one word)
 _MAGIC = b"ERRKB-SIMILAR\n"
@@ -270,6 +270,9 @@ class SimilarIndex:
     # read and a split of the vocabulary; a record is decoded when a query aligns it
     # (a cold `errkb explain` touches a few dozen of 10,000).
     def save(self, path: str | os.PathLike) -> None:
+        write_atomic(Path(path), self.dumps())
+
+    def dumps(self) -> bytes:
         words = list(self.postings)
         if any("\n" in w for w in words):
             raise ValueError("a word of the similar-records index holds a newline")
@@ -290,8 +293,7 @@ class SimilarIndex:
                  b"".join(row + b"\n" for row in rows), arrays[3].tobytes()]
         header = json.dumps({"format": INDEX_FORMAT, "items": len(self.items), "words": len(words),
                              "blobs": [len(b) for b in blobs]}).encode("ascii")
-        with atomic_write(Path(path)) as f:
-            f.write(_MAGIC + struct.pack("<Q", len(header)) + header + b"".join(blobs))
+        return _MAGIC + struct.pack("<Q", len(header)) + header + b"".join(blobs)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> SimilarIndex:

@@ -25,7 +25,7 @@ from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
-from errkb.store.cache import atomic_write
+from errkb.cache import write_atomic
 
 INDEX_FORMAT = 2
 _MAGIC = b"ERRKB-SEARCH\n"
@@ -170,15 +170,15 @@ class SearchIndex:
 
     # -- persistence: a JSON header and packed arrays, never a pickle ------------------
     def save(self, path: str | os.PathLike) -> None:
-        path = Path(path)
+        write_atomic(Path(path), self.dumps())
+
+    def dumps(self) -> bytes:
         header = json.dumps({
             "format": INDEX_FORMAT, "byteorder": sys.byteorder, "docs": self.docs,
             "lengths": self.lengths, "terms": self.terms, "postings": len(self._doc),
         }, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        with atomic_write(path) as f:
-            f.write(_MAGIC + struct.pack("<Q", len(header)) + header)
-            for view in (self._doc, self._tf, self._mask):
-                f.write(view.tobytes())
+        return b"".join([_MAGIC, struct.pack("<Q", len(header)), header,
+                         *(view.tobytes() for view in (self._doc, self._tf, self._mask))])
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> SearchIndex:
@@ -187,6 +187,11 @@ class SearchIndex:
             data = Path(path).read_bytes()
         except OSError as e:
             raise ValueError(f"{path}: cannot read: {e}") from e
+        return cls.loads(data, path)
+
+    @classmethod
+    def loads(cls, data: bytes, path: str | os.PathLike = "search index") -> SearchIndex:
+        """:meth:`load` from the file's bytes (read once, e.g. by the cache's check)."""
         if not data.startswith(_MAGIC):
             raise ValueError(f"{path}: not a search index of format {INDEX_FORMAT}")
         try:

@@ -20,16 +20,17 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+from errkb.cache import cache_root
 from errkb.records.variants import (
     VariantsError,
     lint_variant,
     version_key,
 )
-from errkb.resources import cache_root
 
 MIN_VARIANT_SIMILARITY = 0.8
 MIN_VARIANT_SIMILARITY_ELSEWHERE = 0.9  # when the site is in another function than the recorded one
@@ -141,6 +142,39 @@ def _literal_similarity(pattern_a: str, pattern_b: str) -> float:
     from errkb.text.patterns import analyze
 
     return similarity(" ".join(analyze(pattern_a).required_literals), " ".join(analyze(pattern_b).required_literals))
+
+
+def build_for(store, ids: tuple[str, ...] | list[str], releases: str | None = None, package: str | None = None,
+              last_n: int | None = None, write_dir: Path | None = None,
+              note: Callable[[str], None] | None = None) -> Iterator[tuple[dict, dict, Path | None]]:
+    """``errkb variants build``: the records ``ids`` are read from ``store`` now (an unknown
+    id is an error before anything is fetched); the returned iterator then scans, per
+    package (``package``, else each record's repo name), the ``releases`` given (comma-
+    separated paths of wheels, sdists or folders, or versions to download) or the last
+    ``last_n`` releases, and yields (record, its variants file's content, the file written
+    into ``write_dir`` or None), package by package."""
+    records = [store.get(i) for i in ids]
+    missing = [i for i, r in zip(ids, records) if r is None]
+    if missing:
+        raise VariantsError(f"no record {', '.join(missing)} in the store", "ID")
+    given = [x.strip() for x in (releases or "").split(",") if x.strip()]
+    return _build_by_package(records, given, package, last_n, write_dir, note)
+
+
+def _build_by_package(records: list[dict], given: list[str], package: str | None, last_n: int | None,
+                      write_dir: Path | None, note: Callable[[str], None] | None) -> Iterator[tuple[dict, dict, Path | None]]:
+    by_package: dict[str, list[dict]] = {}
+    for record in records:
+        by_package.setdefault(package or (record.get("repo") or "").rsplit("/", 1)[-1], []).append(record)
+    for name, group in by_package.items():
+        versions = latest_versions(name, last_n) if last_n else [g for g in given if not Path(g).exists()]
+        found = [Release(version_of(Path(g)) if Path(g).is_file() else Path(g).name, Path(g)) for g in given if Path(g).exists()]
+        for version in versions:
+            if note is not None:
+                note(f"fetching {name}=={version}")
+            found.append(fetch_release(name, version))
+        for record, result in zip(group, build_many(group, found)):
+            yield record, result, write(result, write_dir) if write_dir is not None else None
 
 
 def write(result: dict, folder: Path) -> Path:

@@ -8,7 +8,7 @@ module in it) does not load the heavy ones: explain's cold start depends on it.
 import importlib
 
 _EXPORTS = {
-    "SiteError": "errkb.site.build",
+    "SiteError": "errkb.site.output",
     "build_site": "errkb.site.build",
     "check_site": "errkb.site.build",
 }

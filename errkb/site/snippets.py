@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import io
 import tokenize
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from errkb.errors import ErrkbError
 from errkb.resources import templates_dir

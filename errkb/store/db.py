@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from errkb import __version__
-from errkb.errors import ErrkbError, signals_held
+from errkb.cache import atomic_write, default_db_path, view_root
+from errkb.errors import ErrkbError
 from errkb.records.read import (
     SIDECAR_DIRS,
     SourcedRecord,
@@ -34,8 +35,8 @@ from errkb.records.read import (
 )
 from errkb.records.urls import shared_slug_order
 from errkb.resources import data_dir
-from errkb.store.cache import atomic_write
-from errkb.store.paths import LAYOUT_VERSION, default_db_path, read_stamp, resolve_db_path, stamp_path
+from errkb.signals import signals_held
+from errkb.store.paths import LAYOUT_VERSION, read_stamp, resolve_db_path, stamp_path
 
 # errkb runs offline and in pipelines: DuckDB must never fetch an extension at run
 # time (json and parquet, which errkb uses, are statically linked).
@@ -274,8 +275,7 @@ class Store:
     @property
     def cache_dir(self) -> Path:
         """Folder next to the store for derived artefacts (compiled matcher index, ...)."""
-        base = self.path if self.path is not None else default_db_path()
-        d = base.with_name(base.name + ".cache")
+        d = view_root(self.path if self.path is not None else default_db_path())
         d.mkdir(parents=True, exist_ok=True)
         return d
 

@@ -2,7 +2,7 @@
 path, or the per-user cache store, and the small JSON stamp kept next to it.
 
 A cold ``errkb explain --db PATH`` needs only this to find its cached view
-(``errkb.kb``); ``errkb.store.db`` re-exports these names.
+(``errkb.kb``); ``errkb.store.db`` re-exports these names (``default_db_path`` is ``errkb.cache``'s).
 """
 
 from __future__ import annotations
@@ -12,14 +12,11 @@ import os
 import stat
 from pathlib import Path
 
-from errkb.resources import cache_root, data_dir
+from errkb.cache import default_db_path
+from errkb.resources import data_dir
 
 # Bump when the table layout changes; a cache store of another layout is rebuilt.
 LAYOUT_VERSION = "2"
-
-
-def default_db_path() -> Path:
-    return cache_root() / "errkb.duckdb"
 
 
 def stamp_path(db_path: Path) -> Path:

