@@ -310,14 +310,22 @@ def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanat
     if not found:
         messages = text_messages(text)
         # a paste cut short ("CUDA out of memory. Tried to allocate 2.00 GiB") is its record, marked so
-        found = [Found.from_match(m, kb.get(m.record_id), truncated=True) for m in kb.truncated(messages)]
+        found = [_truncated(kb, record_id, message) for record_id, message in kb.truncated(messages)]
         if not found:
             near = _near(kb, [m.text for m in messages])
     words: list[str] = []
     hits: list = []
-    if not found and not near:
+    if not found and not near and len(text.split()) <= SEARCH_WORDS:
+        # a short paste (a few words, a title): its words say what it is about
         words, hits = _search(kb, messages)
     return Explanation("text", found, near, len(lines), kb.skipped, [], kb.dataset_hash, hits, words)
+
+
+def _truncated(kb: KnowledgeBase, record_id: str, message: str) -> Found:
+    """A record the text truly begins (errkb.match.prefix), as a match marked truncated."""
+    record = kb.get(record_id) or {}
+    return Found(record_id, record.get("slug"), record.get("repo"), record.get("errorClass"), record.get("severity"),
+                 1.0, (0, len(message)), message, "prefix", False, record, truncated=True)
 
 
 # Keyword search when nothing matched: at most this many hits, for at most this many words.
@@ -326,16 +334,18 @@ SEARCH_WORDS = 12
 
 
 def _search(kb: KnowledgeBase, messages: list) -> tuple[list[str], list]:
-    """The paste's words and what `errkb search` finds for them (records holding at least
-    two of the words, so one shared word is no lead)."""
+    """The paste's words and what `errkb search` finds for them, the weak hits left out."""
     from errkb.match.search import tokens
 
     text = " ".join(m.text for m in messages)
     words = [w for w in dict.fromkeys(re.findall(r"[A-Za-z_][\w.-]*[A-Za-z0-9_]|[A-Za-z]", text)) if tokens(w)][:SEARCH_WORDS]
     if not words:
         return [], []
-    hits = [h for h in kb.search(" ".join(words), limit=SEARCH_HITS) if len(h.matched) >= 2]
-    return words, hits
+    # A lead, not noise: a hit holds half the text's words at least (two at least), and
+    # scores at least half the best hit (BM25 with coordination, errkb.match.search).
+    wanted = max(2, -(-3 * len(set(tokens(" ".join(words)))) // 4))
+    hits = [h for h in kb.search(" ".join(words), limit=SEARCH_HITS) if len(h.matched) >= wanted]
+    return words, [h for h in hits if h.score >= 0.5 * hits[0].score] if hits else []
 
 
 def search_command(words: list[str]) -> str:

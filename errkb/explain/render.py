@@ -53,7 +53,22 @@ def render_text(explanation, show_all: bool = False, color: bool = False, width:
             page.blank()
             page.prose("Similar, not exact (the message may have changed between versions):", 0, style="heading")
             _near_matches(page, explanation.near)
+        elif getattr(explanation, "search", None):
+            _search_hits(page, explanation)
     return page.text()
+
+
+def _search_hits(page: _Page, explanation) -> None:
+    """Nothing matched and nothing is close: what keyword search finds for the text's words."""
+    from errkb.explain.explainer import search_command
+
+    command = search_command(explanation.search_words)
+    page.blank()
+    page.prose(f"Records that mention these words (keyword search, not a match: {command}):", 0, style="heading")
+    for h in explanation.search:
+        page.prose(f"{h.error_class or 'Error'}  {h.repo}/{h.slug}", 2, 4)
+        page.prose(" ".join(h.message.split())[:200], 4, 4, style="dim")
+        page.prose(f"see it:  errkb show {h.record_id}", 4)
 
 
 class _Page:
@@ -143,6 +158,8 @@ def _record(page: _Page, f) -> None:
         first, last = va.get("first"), va.get("last")
         releases = first if first == last else f"{first}–{last}"
         page.prose(f"{va.get('relation') or 'other'} wording ({va.get('project')} {releases}) of {f.slug}", 2)
+    if getattr(f, "truncated", False):
+        page.prose("your text stops inside this message: it begins it, word for word", 2)
     bounded = "  (bounded regex path)" if f.bounded else ""
     page.prose(f"{f.repo}  score {f.score:.2f}  id {f.record_id}{bounded}", 2, style="dim")
     if f.occurrences:

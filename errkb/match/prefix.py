@@ -21,6 +21,7 @@ whatever the dataset holds; the site's paste box (templates/site/static/site.js,
 
 from __future__ import annotations
 
+import json
 import re
 
 # Fewer literal characters than this are no evidence of which message was meant
@@ -86,20 +87,46 @@ def cut_end(text: str) -> str:
 
 
 class PrefixIndex:
-    """Records by the opening literal of their pattern (built from the matcher's entries)."""
+    """Records by the opening literal of their pattern. Built from the records with the
+    rest of the view and kept as bytes (``dumps``/``loads``), so a call that needs it reads
+    one small file instead of every pattern."""
 
-    def __init__(self, entries) -> None:
-        self.entries = entries
-        self.by_key: dict[str, list[tuple[str, int]]] = {}
-        for i, entry in enumerate(entries):
-            if not isinstance(entry.pattern, str):
-                continue
-            opening = opening_literal(entry.pattern)
+    FORMAT = 1
+
+    def __init__(self, items: list[tuple[str, str, str | None]]) -> None:
+        self.items = items  # (opening, record id, error class)
+        self.by_key: dict[str, list[tuple[str, str, str | None]]] = {}
+        for item in items:
+            self.by_key.setdefault(item[0][:KEY_CHARS], []).append(item)
+
+    @classmethod
+    def from_records(cls, records) -> PrefixIndex:
+        items = []
+        for r in records:
+            pattern = r.get("messagePattern")
+            opening = opening_literal(pattern) if isinstance(pattern, str) else ""
             if len(opening) >= KEY_CHARS:
-                self.by_key.setdefault(opening[:KEY_CHARS], []).append((opening, i))
+                cls_ = r.get("errorClass") if isinstance(r.get("errorClass"), str) else None
+                items.append((opening, r["id"], cls_))
+        return cls(items)
 
-    def find(self, text: str, error_class: str | None = None) -> list[int]:
-        """Entries whose message ``text`` truly begins."""
+    def dumps(self) -> bytes:
+        return json.dumps({"format": self.FORMAT, "items": self.items}, ensure_ascii=False).encode()
+
+    @classmethod
+    def loads(cls, data: bytes, path: str = "prefix index") -> PrefixIndex:
+        try:
+            body = json.loads(data)
+            if body.get("format") != cls.FORMAT:
+                raise ValueError(f"not format {cls.FORMAT}")
+            items = [(str(o), str(i), c if isinstance(c, str) else None) for o, i, c in body["items"]]
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise ValueError(f"{path}: damaged prefix index: {e}") from e
+        return cls(items)
+
+    def find(self, text: str, error_class: str | None = None) -> list[str]:
+        """Ids of the records whose message ``text`` truly begins, the longest opening first."""
         text = cut_end(text)
-        return [i for opening, i in self.by_key.get(text[:KEY_CHARS], ())
-                if is_beginning(text, opening, error_class, self.entries[i].error_class)]
+        found = [(opening, rid) for opening, rid, record_class in self.by_key.get(text[:KEY_CHARS], ())
+                 if is_beginning(text, opening, error_class, record_class)]
+        return [rid for _opening, rid in sorted(found, key=lambda f: -len(f[0]))]
