@@ -220,7 +220,8 @@ def analyze(pattern: str, translate: bool = True) -> PatternAnalysis:
         result.compile_error = str(e)
         return result
     try:
-        width = _class_codepoints(list(parsed), MAX_CLASS_CODEPOINTS)
+        # a range is only ever written [x-y]: most patterns need no walk at all
+        width = _class_codepoints(list(parsed), MAX_CLASS_CODEPOINTS) if "[" in pattern and "-" in pattern else 0
     except RecursionError:
         width = MAX_CLASS_CODEPOINTS + 1
     if width > MAX_CLASS_CODEPOINTS:
