@@ -197,6 +197,7 @@ def test_a_pattern_just_under_the_timeout_on_every_line_is_disabled_and_reported
                           capture_output=True, text=True, env=ENV, cwd=REPO, timeout=240)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     counters = json.loads(proc.stderr.strip().splitlines()[-1])
+    print("slow on every line:", calib, f"{lines} lines in {counters['seconds']} s", counters["bounded"])
     disabled = counters["bounded"]["disabled"]
     assert sorted(disabled) == sorted(r["id"] for r in records), counters["bounded"]
     # before: every line paid every record (400 lines x 20 records x ~0.6 timeout = 240 s);
