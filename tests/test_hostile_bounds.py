@@ -110,7 +110,7 @@ def test_one_costly_pattern_is_a_reject_in_bounded_time_at_lint_ingest_and_expla
 
 
 def test_the_static_cost_estimate_rejects_before_compiling_and_passes_real_shapes():
-    from errkb.match.patterns import MAX_CLASS_CODEPOINTS, MAX_PATTERN_COST_CHARS, analyze
+    from errkb.text.patterns import MAX_CLASS_CODEPOINTS, MAX_PATTERN_COST_CHARS, analyze
 
     rng = random.Random("estimate")
     for _ in range(20):
@@ -156,7 +156,7 @@ def test_a_pattern_just_under_the_timeout_on_every_line_is_disabled_and_reported
     out = _python(f"""
         import json, statistics, time
         import regex
-        from errkb.match.matcher import BOUNDED_TIMEOUT_S
+        from errkb.match.confirm import BOUNDED_TIMEOUT_S
         compiled = regex.compile({SLOW!r}, flags=regex.VERSION0)
 
         def cost(n):
@@ -206,7 +206,7 @@ def test_a_pattern_just_under_the_timeout_on_every_line_is_disabled_and_reported
 
 
 def test_the_time_budget_forgives_cheap_searches_and_disables_slow_ones():
-    from errkb.match.bounded import TimeBudget
+    from errkb.text.bounded import TimeBudget
 
     budget = TimeBudget(0.15)
     assert not any(budget.over(1, 0.0005, 100) for _ in range(100_000))  # cheap for ever: never over
