@@ -225,7 +225,8 @@ def _counted_runs(rng: random.Random) -> str:
 
 
 def test_the_browser_never_gets_a_pattern_whose_repeats_multiply_past_the_bound():
-    from errkb.site.build import MAX_JS_REPEAT_CHOICES, MAX_TEST_LINE, js_pattern
+    from errkb.match.js_regex import JS_MAX_LINE, MAX_JS_REPEAT_CHOICES, js_pattern
+    from errkb.site.build import MAX_TEST_LINE
 
     rng = random.Random("browser")
     refused = 0
@@ -241,14 +242,15 @@ def test_the_browser_never_gets_a_pattern_whose_repeats_multiply_past_the_bound(
     assert refused > 100
     assert js_pattern("Nested error: (a{1,30}){1,30}!").source is None
     assert js_pattern(r"Timed out after \d+ s on rank [0-9]{1,3}").source is not None  # real shape still runs
-    assert MAX_JS_REPEAT_CHOICES <= 8 * MAX_TEST_LINE
+    assert JS_MAX_LINE == MAX_TEST_LINE and MAX_JS_REPEAT_CHOICES <= 8 * MAX_TEST_LINE
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the browser's RegExp engine (V8)")
 def test_every_pattern_the_browser_gets_runs_in_bounded_time_in_v8(tmp_path):
     """What js_pattern lets through runs as a RegExp in the browser: under V8 (node) on
     the longest line the site gives it, built to fail late, each stays far from a stall."""
-    from errkb.site.build import MAX_TEST_LINE, js_pattern
+    from errkb.match.js_regex import js_pattern
+    from errkb.site.build import MAX_TEST_LINE
 
     rng = random.Random("v8")
     cases = []
