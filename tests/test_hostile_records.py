@@ -120,19 +120,24 @@ def test_lint_warns_about_a_pattern_over_the_size_limit():
 
 
 def test_a_long_literal_pattern_is_only_warned_about_not_judged_too_costly():
-    """E207 is about what counted repeats add; a pattern long by itself is W206 only (and
-    its gap plan is built in linear time: joining it char by char was quadratic)."""
+    """E207 is about what compiling costs: a pattern long by itself is W206 only up to
+    MAX_PATTERN_COST_CHARS (and its gap plan is built in linear time: joining it char by
+    char was quadratic); past that, every command loading it would spend seconds (about
+    7 microseconds a character), so it is E207."""
     from errkb.records.lint import lint_record
-    from errkb.text.patterns import analyze
+    from errkb.text.patterns import MAX_PATTERN_COST_CHARS, analyze
 
     record = json.loads(SEED_FILE.read_text())["record"]
-    text = "Huge " + "".join(chr(97 + i * 7 % 26) for i in range(300_000))
+    text = "Huge " + "".join(chr(97 + i * 7 % 26) for i in range(MAX_PATTERN_COST_CHARS - 10))
     for pattern in (text, "(?:Huge) " + text[5:]):
         assert analyze(pattern).too_costly is None
         assert [f.code for f in lint_record(dict(record, messagePattern=pattern, errorMessage=text))
                 if f.level == "error"] == []
     assert analyze(text).gap_plan[3] == (text,)
     assert analyze("Big: (?:x{1000}){101}").too_costly is not None
+    huge = text * 5
+    assert [f.code for f in lint_record(dict(record, messagePattern=huge, errorMessage=huge))
+            if f.level == "error"] == ["E207"]
 
 
 def test_a_damaged_store_is_exit_2_with_one_line_never_exit_1(tmp_path):

@@ -18,7 +18,9 @@ BOUNDED_MAX_CHARS = 1_000_000
 BOUNDED_TIMEOUT_S = 0.05
 # A pattern that runs out of time this many times is not run again by this matcher
 # (its record is listed as disabled): ten hostile records over a long log would
-# otherwise cost 50 ms per record per line.
+# otherwise cost 50 ms per record per line. One that costs just under the bound on
+# every line is disabled once it has cost this many bounds beyond a fair share
+# (errkb.text.bounded.TimeBudget).
 BOUNDED_STRIKES = 3
 # Patterns per Hyperscan database of the confirm stage: bounds compile memory.
 FULL_DB_CHUNK = 5000
@@ -51,6 +53,7 @@ class BoundedPath:
         self.disabled: list[str] = []  # record ids that ran out of time `strikes` times
         self._strikes: dict[int, int] = {}
         self._compiled: dict[int, object] = {}
+        self._budget = None  # errkb.text.bounded.TimeBudget, made with the first pattern compiled
 
     def search(self, ei: int, entry, text: str) -> tuple[int, int] | None:
         """The span of entry ``ei``'s pattern in ``text``; None for no match, out of
@@ -66,6 +69,10 @@ class BoundedPath:
             from errkb.text.patterns import bounded_translation
 
             source = None if entry.bounded else bounded_translation(entry.pattern)
+            if self._budget is None:
+                from errkb.text.bounded import TimeBudget
+
+                self._budget = TimeBudget(self.max_strikes * self.timeout_s)
             try:
                 compiled = self._compiled[ei] = _regex.compile(source or entry.pattern, flags=_regex.VERSION0)
             except (_regex.error, OverflowError, RecursionError, MemoryError, ValueError):
@@ -77,6 +84,7 @@ class BoundedPath:
         if len(text) > self.max_chars:
             self.skipped += 1
             return None
+        began = self._budget.clock()
         try:
             m = compiled.search(text, timeout=self.timeout_s)
         except TimeoutError:
@@ -86,6 +94,11 @@ class BoundedPath:
                 del self._compiled[ei]
                 self.disabled.append(entry.record_id)
             return None
+        if self._budget.over(ei, self._budget.clock() - began, len(text)):
+            # slow on every text without ever running out of time: disabled the same way
+            self._strikes[ei] = self.max_strikes
+            del self._compiled[ei]
+            self.disabled.append(entry.record_id)
         return m.span() if m else None
 
     def report(self) -> dict:

@@ -112,16 +112,30 @@ def js_pattern(pattern: str) -> JsPattern:
     return JsPattern(source, literals, ascii_only=a.re2_ascii_only)
 
 
+# The longest line the site gives a RegExp (errkb.site.build.MAX_TEST_LINE; the site
+# sits above this module, tests/test_hostile_bounds.py checks the two agree), and how
+# many ways a pattern's repeats may split one between them: one unbounded repeat and a
+# few short counted ones.
+JS_MAX_LINE = 2000
+MAX_JS_REPEAT_CHOICES = 8 * JS_MAX_LINE
+
+
 def backtracking_hazard(pattern: str) -> str | None:
     """Why a backtracking engine (the browser's) could take more than O(n**2) on this
     pattern, or None: it runs as a RegExp only with at most one unbounded repeat, no
     repeat inside a repeat and no alternation inside a repeat. Lines are capped at
-    errkb.site.build.MAX_TEST_LINE characters, so the worst case stays a few million steps."""
+    errkb.site.build.MAX_TEST_LINE characters, so the worst case stays a few million steps.
+
+    Counted repeats backtrack too: k consecutive ``a{1,30}`` try 30**k splits of a
+    failing text at every start (they kept a tab busy past 30 s). The choices of all
+    repeats together (an unbounded one counts a whole line) are bounded by
+    MAX_JS_REPEAT_CHOICES."""
     import re._constants as C
 
     from errkb.text.patterns import parse
 
     unbounded = 0
+    choices = 1
     stack = [(list(parse(pattern)), False)]
     while stack:
         items, in_repeat = stack.pop()
@@ -134,6 +148,9 @@ def backtracking_hazard(pattern: str) -> str | None:
                     unbounded += 1
                     if unbounded > 1:
                         return "more than one unbounded repeat"
+                choices *= JS_MAX_LINE if hi is C.MAXREPEAT else hi - lo + 1
+                if choices > MAX_JS_REPEAT_CHOICES:
+                    return f"its repeats can split a line over {MAX_JS_REPEAT_CHOICES:,} ways"
                 stack.append((list(sub), hi is C.MAXREPEAT or hi > 1))
             elif op is C.BRANCH:
                 if in_repeat:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -153,11 +154,15 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
             elif analysis.too_generic:
                 add("E203", f"messagePattern pins down only {analysis.literal_chars} literal characters, so it matches almost any line")
             if isinstance(message, str):
-                verdict = self_match_normalised(analysis, message)
+                # One time budget for everything this record's self-match runs (every
+                # normalised form, every slot retried): a bound per form was paid once per
+                # line of a long message (a 56-line one took 121 s).
+                deadline = time.monotonic() + SELF_MATCH_TIMEOUT_S
+                verdict = self_match_normalised(analysis, message, deadline)
                 # Re-running a pattern per slot is cheap only for a linear one: a hostile
                 # pattern is not searched again (E202 stands for it).
                 linear = not analysis.exponential_in_re and not analysis.needs_backtracking
-                empty_slots = _empty_slots(pattern, message) if verdict is False and linear else []
+                empty_slots = _empty_slots(pattern, message, deadline) if verdict is False and linear else []
                 if empty_slots:
                     slots = " and ".join(empty_slots)
                     add("W205", f"messagePattern matches errorMessage only if {slots} may be empty; (.+?) needs at least one character")
@@ -285,12 +290,14 @@ def validation_reads_setup(code: str) -> bool | str | None:
 
 # Self-match runs the dataset's own regex on its own message: both untrusted, so it
 # goes through a linear-time engine where the pattern allows, and a time bound where not.
+# The bound is for the whole record (all forms of its message together).
 SELF_MATCH_TIMEOUT_S = 1.0
 MAX_SELF_MATCH_MESSAGE = 4096
 
 
-def _self_match(analysis: patterns.PatternAnalysis, message: str) -> bool | None:
-    """Does the pattern match its message? None when that cannot be decided safely."""
+def _self_match(analysis: patterns.PatternAnalysis, message: str, deadline: float | None = None) -> bool | None:
+    """Does the pattern match its message? None when that cannot be decided safely
+    (or before ``deadline``, a ``time.monotonic()`` value)."""
     if analysis.gap_plan is not None and "\n" not in message:
         # Literals and placeholders only: decided by str.find, exactly and linearly.
         return patterns.gap_match(message, analysis.gap_plan)
@@ -299,26 +306,34 @@ def _self_match(analysis: patterns.PatternAnalysis, message: str) -> bool | None
     # A linear pattern runs on RE2 in linear time (or, where RE2 cannot, on the bounded
     # path under its time bound), however long the message: a C++ error of 7,000
     # characters is a real record, and was rejected as "could not be checked".
-    return bounded.search(analysis.pattern, message, SELF_MATCH_TIMEOUT_S)
+    timeout = SELF_MATCH_TIMEOUT_S if deadline is None else deadline - time.monotonic()
+    if timeout <= 0:
+        return None
+    return bounded.search(analysis.pattern, message, timeout)
 
 
 def _backtracks(analysis: patterns.PatternAnalysis) -> bool:
     return analysis.needs_backtracking or analysis.exponential_in_re
 
 
-def self_match_normalised(analysis: patterns.PatternAnalysis, message: str) -> bool | None:
+def self_match_normalised(analysis: patterns.PatternAnalysis, message: str,
+                          deadline: float | None = None) -> bool | None:
     """Does the pattern match its message as the matcher sees it? The matcher runs a
     pattern on the normalised forms of a text (normalize.text_messages: the message's
     lines, prefixes and a leading newline gone), so a `^`-anchored pattern for a
-    message raised from C++ as "\\nCUDA error: ..." is right, and lint judges it the same way."""
+    message raised from C++ as "\\nCUDA error: ..." is right, and lint judges it the same way.
+    ``deadline`` (a ``time.monotonic()`` value) bounds all the forms together; without
+    one, the whole check gets SELF_MATCH_TIMEOUT_S."""
     from errkb.text.normalize import text_messages
 
-    verdict = _self_match(analysis, message)
+    if deadline is None:
+        deadline = time.monotonic() + SELF_MATCH_TIMEOUT_S
+    verdict = _self_match(analysis, message, deadline)
     if verdict:
         return True
     undecided = verdict is None
     for form in text_messages(message)[1:]:
-        found = _self_match(analysis, form.text)
+        found = _self_match(analysis, form.text, deadline)
         if found:
             return True
         undecided = undecided or found is None
@@ -330,7 +345,7 @@ def self_match_normalised(analysis: patterns.PatternAnalysis, message: str) -> b
 _SLOTS = ("(.+?)", "([\\s\\S]+?)")
 
 
-def _empty_slots(pattern: str, message: str) -> list[str]:
+def _empty_slots(pattern: str, message: str, deadline: float | None = None) -> list[str]:
     """The value slots that would have to match nothing for the pattern to match its
     message (`No rendezvous handler for (.+?)://` on "No rendezvous handler for ://"),
     named by number and position; [] when loosening them does not help either."""
@@ -352,7 +367,7 @@ def _empty_slots(pattern: str, message: str) -> list[str]:
             star = slot[:-3] + "*?)"
             text = text[:at + shift] + star + text[at + shift + len(slot):]
             shift += len(star) - len(slot)
-        return bool(self_match_normalised(patterns.analyze(text, translate=False), message))
+        return bool(self_match_normalised(patterns.analyze(text, translate=False), message, deadline))
 
     named = [f"value slot {i} {slot} (at character {at + 1})" for i, (at, slot) in enumerate(slots, 1)]
     single = [name for name, s in zip(named, slots) if loosened([s])]

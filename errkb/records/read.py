@@ -36,6 +36,11 @@ from errkb.terminal import one_line
 CHUNK_SIZE = 1 << 20
 # One JSON value larger than this is refused rather than buffered without bound.
 MAX_VALUE_BYTES = 64 << 20
+# A gzip stream is read while it has expanded to at most this many times the compressed
+# bytes read so far (past its first MAX_GUNZIP_FREE_BYTES): records compress about ten
+# times, a bomb a thousand. Its memory is bounded anyway; this bounds its time.
+MAX_GUNZIP_RATIO = 100
+MAX_GUNZIP_FREE_BYTES = 64 << 20
 # Limits on one record (docs/records.md): larger or deeper ones are rejects with the
 # reason, so one of them cannot exhaust the store's memory (DuckDB) or Python's stack.
 MAX_RECORD_BYTES = 16 << 20
@@ -45,6 +50,9 @@ MAX_DEPTH = 64
 MAX_REJECT_RAW_BYTES = 1 << 20
 
 _WS = " \t\r\n\ufeff"
+_NOT_WS = re.compile("[^ \t\r\n\ufeff]")
+# What str.isspace() holds beyond JSON's whitespace (tests/test_hostile_bounds.py checks it).
+_OTHER_SPACE = "\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200b))) + "\u2028\u2029\u202f\u205f\u3000"
 _SURROGATE = re.compile("[\udc80-\udcff]")
 # A JSON \u escape of a UTF-16 surrogate without its pair: valid JSON syntax, but no
 # character; UTF-8 (the store, the site, a terminal) cannot hold it.
@@ -266,7 +274,8 @@ class _Gunzipped:
     def __init__(self, handle):
         import gzip
 
-        self._gzip = gzip.GzipFile(fileobj=handle, mode="rb")
+        self._compressed = _Counted(handle)
+        self._gzip = gzip.GzipFile(fileobj=self._compressed, mode="rb")
         self.read_bytes = 0
         self.error: str | None = None
 
@@ -283,7 +292,25 @@ class _Gunzipped:
                           f"({one_line(str(e)) or type(e).__name__}): the rest of the file is not read")
             return b""
         self.read_bytes += len(chunk)
+        if self.read_bytes > max(MAX_GUNZIP_FREE_BYTES, MAX_GUNZIP_RATIO * self._compressed.bytes):
+            # Reading is linear in what the data expands to, so a bomb (8.7 MB of spaces
+            # is 9 GB) would take minutes: the time stays bounded by the file's own size.
+            self.error = (f"the gzip data expands over {MAX_GUNZIP_RATIO} times its size ({self.read_bytes >> 20} MiB "
+                          f"from {self._compressed.bytes >> 10} KiB): the rest of the file is not read "
+                          "(decompress it and ingest what it holds)")
         return chunk
+
+
+class _Counted:
+    """A stream that counts the bytes read from it (the compressed size read so far)."""
+
+    def __init__(self, handle):
+        self._handle, self.bytes = handle, 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._handle.read(size)
+        self.bytes += len(data)
+        return data
 
 
 def _deeper_than(value, limit: int) -> bool:
@@ -406,16 +433,29 @@ class _ValueStream:
         return self._where(len(self.buf))
 
     # -- buffer management -------------------------------------------------
-    def _fill(self) -> bool:
+    def _fill(self, at_least: int = 1) -> bool:
+        """Read at least ``at_least`` more bytes (or to the end); False when none came.
+        A value that keeps growing is read in doubling steps and joined once per step:
+        chunk by chunk, a 64 MiB line was copied and re-parsed 64 times (20 s)."""
         if self.eof:
             return False
-        chunk = self.handle.read(CHUNK_SIZE)
-        if not chunk:
-            self.eof = True
-            self.buf += self.decoder.decode(b"", final=True)
-            return False
-        self.buf += self.decoder.decode(chunk)
-        return True
+        parts, got = [], 0
+        while got < at_least:
+            chunk = self.handle.read(CHUNK_SIZE)
+            if not chunk:
+                self.eof = True
+                parts.append(self.decoder.decode(b"", final=True))
+                break
+            got += len(chunk)
+            parts.append(self.decoder.decode(chunk))
+        self.buf += "".join(parts)
+        return got > 0
+
+    def _grow(self, pos: int) -> bool:
+        """Read about as much again as the value at ``pos`` holds so far (not past
+        MAX_VALUE_BYTES, where a value is refused)."""
+        held = len(self.buf) - pos
+        return self._fill(max(CHUNK_SIZE, min(held, MAX_VALUE_BYTES - held)))
 
     def _drop(self, pos: int) -> None:
         """Forget buf[:pos], keeping line/column bookkeeping right."""
@@ -436,12 +476,30 @@ class _ValueStream:
         return Origin(self.name, self.base_line, self.base_col + pos, index)
 
     def _skip_ws(self, pos: int) -> int:
+        """The first non-whitespace position at or after ``pos`` (reading on as needed),
+        or len(buf) at the end of input. Whitespace that runs to the end of the buffer is
+        forgotten before more is read: a gzip of gigabytes of spaces was appended to the
+        buffer whole (1.47 GB, and quadratic time); now it is read in constant memory."""
         while True:
-            n = len(self.buf)
-            while pos < n and self.buf[pos] in _WS:
+            buf, n = self.buf, len(self.buf)
+            stop = min(n, pos + 64)
+            while pos < stop and buf[pos] in _WS:  # the usual case: a newline between values
                 pos += 1
-            if pos < n or not self._fill():
+            if pos < stop:
                 return pos
+            if pos < n:
+                tail = buf[pos:]
+                if not tail.isspace() or any(c in tail for c in _OTHER_SPACE):
+                    # JSON whitespace then something: found by the regex (linear)
+                    found = _NOT_WS.search(buf, pos)
+                    if found is not None:
+                        return found.start()
+                # else: the rest of the buffer is JSON whitespace (a file of spaces), seen
+                # at C speed: str.isspace() takes every Unicode space, and none but JSON's is in it
+            self._drop(n)
+            pos = 0
+            if not self._fill():
+                return 0
 
     @staticmethod
     def _raw(text: str) -> bytes:
@@ -460,7 +518,7 @@ class _ValueStream:
                 # continues in the next chunk (a literal like `true` cut in two).
                 truncated = len(self.buf) - e.pos < 64 or e.msg.startswith("Unterminated string")
                 if truncated and not self.eof and len(self.buf) - pos < MAX_VALUE_BYTES:
-                    self._fill()
+                    self._grow(pos)
                     continue
                 at_end = not self.buf[e.pos :].strip(_WS) or e.msg.startswith("Unterminated string")
                 if self.eof and at_end:
@@ -617,7 +675,7 @@ class _ValueStream:
             if len(self.buf) >= MAX_VALUE_BYTES:
                 return None
             pos = max(len(self.buf) - 1, pos)
-            if not self._fill():
+            if not self._grow(0):
                 return len(self.buf)
 
     def _array(self, pos: int) -> Iterator[SourcedRecord]:

@@ -284,6 +284,15 @@ def text_messages(text: str | bytes, _depth: int = 0) -> list[Message]:
     # matches as the message: the lines joined together are the least specific form
     # (a whole traceback glued into one line), so they go before each line's and each
     # exception's own message and are reported only when nothing narrower matches.
+    # A message raised from C++ often begins (or ends) with a newline and spans lines:
+    # the text without its blank edge lines is the message itself (what a `^...$`
+    # multi-line pattern is written for), with its class split off when it has one.
+    bare = _without_blank_edges(text)
+    if "\n" in bare:
+        out.append(Message(bare, None, "raw"))
+        error_class, rest = split_error_class(bare)
+        if error_class is not None:
+            out.append(Message(_without_blank_edges(rest), error_class, "raw"))
     if len(lines) <= MAX_WRAP_LINES:
         bodies = [strip_prefixes(line).strip() for line in lines]
         for joined in ("".join(bodies), " ".join(b for b in bodies if b)):
@@ -292,8 +301,22 @@ def text_messages(text: str | bytes, _depth: int = 0) -> list[Message]:
             if error_class is not None:
                 out.append(Message(rest, error_class, "wrapped"))
     for msg in iter_messages(lines):
-        out.extend(msg.candidates)
+        for form in msg.candidates:
+            out.append(form)
+            if form.text[:1] == "\n" or form.text[-1:] == "\n":  # "RuntimeError: \nFound no ..."
+                out.append(Message(_without_blank_edges(form.text), form.error_class, form.source))
     return _dedupe(out)
+
+
+def _without_blank_edges(text: str) -> str:
+    """``text`` without its leading and trailing blank lines (lines inside kept)."""
+    lines = text.split("\n")
+    first, last = 0, len(lines)
+    while first < last and not lines[first].strip():
+        first += 1
+    while last > first and not lines[last - 1].strip():
+        last -= 1
+    return "\n".join(lines[first:last])
 
 
 def repaired_forms(messages: list[Message], text: str | None = None) -> list[Message]:

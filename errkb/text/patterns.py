@@ -64,6 +64,15 @@ RE2_MAX_REPEAT = 1000
 # kernel killed ingest. A pattern whose program would be larger than this many items is
 # run by no engine (0.1 s and 40 MB to compile at the limit).
 MAX_EXPANDED_ITEMS = 100_000
+# What compiling a pattern costs before any engine runs it, bounded per record in total
+# (not per class or per form): `re`'s compiler builds a 65,536-entry map for every class
+# that spans the BMP (about 10 ms each, 4,000 of them were 70 s of lint), and parsing,
+# compiling and translating cost about 7 microseconds per character of pattern. Both are
+# estimated from the text and the parse tree before `re` compiles anything; a pattern
+# over either is E207 (a reject) and no engine ever compiles it. Real patterns are far
+# below both (the longest is under 1,000 characters, the widest class \w-sized).
+MAX_PATTERN_COST_CHARS = 65_536
+MAX_CLASS_CODEPOINTS = 1 << 18
 # Fewer pinned literal characters than this and a pattern matches almost any line.
 MIN_SPECIFIC_LITERALS = 4
 # Flag bits as plain ints: RegexFlag's enum operators dominate analysis time otherwise.
@@ -193,6 +202,10 @@ def analyze(pattern: str, translate: bool = True) -> PatternAnalysis:
     ``translate=False`` skips the RE2 translation (about a third of the cost), for
     callers such as lint that only need the analysis.
     """
+    if isinstance(pattern, str) and len(pattern) > MAX_PATTERN_COST_CHARS:
+        return PatternAnalysis(pattern=pattern, too_costly=(
+            f"it is {len(pattern):,} characters, over the {MAX_PATTERN_COST_CHARS:,} errkb compiles "
+            "(compiling it would take seconds in every command that loads the dataset)"))
     if not translate and isinstance(pattern, str):
         simple = _analyze_simple(pattern)
         if simple is not None:
@@ -203,6 +216,20 @@ def analyze(pattern: str, translate: bool = True) -> PatternAnalysis:
         return result
     try:
         parsed = parse(pattern)
+    except (re.error, RecursionError, OverflowError, ValueError, TypeError) as e:
+        result.compile_error = str(e)
+        return result
+    try:
+        # a range is only ever written [x-y]: most patterns need no walk at all
+        width = _class_codepoints(list(parsed), MAX_CLASS_CODEPOINTS) if "[" in pattern and "-" in pattern else 0
+    except RecursionError:
+        width = MAX_CLASS_CODEPOINTS + 1
+    if width > MAX_CLASS_CODEPOINTS:
+        # decided before `re` compiles it: compiling is what costs
+        result.too_costly = (f"its character classes span over {MAX_CLASS_CODEPOINTS:,} code points in all, "
+                             "which `re` expands one by one when it compiles the pattern")
+        return result
+    try:
         # compile from the parse tree (what re.compile does after parsing): catches the
         # errors only the compiler raises, without parsing twice
         _compiler.compile(parsed, 0)
@@ -413,6 +440,37 @@ def _expanded_items(items, limit: int, expand: bool = True) -> int:
             total += sum(_expanded_items(list(alt), limit - total, expand) for alt in av[1:] if alt is not None)
         else:
             total += 1
+        if total > limit:
+            return total
+    return total
+
+
+def _class_codepoints(items, limit: int) -> int:
+    """The code points the pattern's character classes span in the BMP, summed over every
+    class as written: what `re`'s compiler (and the RE2 translation under IGNORECASE) walks
+    one by one. Ranges above the BMP are compiled as ranges and cost nothing here. Stops
+    counting past ``limit``."""
+    total = 0
+    for op, av in items:
+        if op is C.IN:
+            for item_op, item in av:
+                if item_op is C.RANGE and item[0] <= 0xFFFF:
+                    total += min(item[1], 0xFFFF) - item[0] + 1
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            total += _class_codepoints(list(av[2]), limit - total)
+        elif op is C.SUBPATTERN:
+            total += _class_codepoints(list(av[3]), limit - total)
+        elif op is C.ATOMIC_GROUP:
+            total += _class_codepoints(list(av), limit - total)
+        elif op in (C.ASSERT, C.ASSERT_NOT):
+            total += _class_codepoints(list(av[1]), limit - total)
+        elif op is C.BRANCH:
+            for alt in av[1]:
+                total += _class_codepoints(list(alt), limit - total)
+                if total > limit:
+                    return total
+        elif op is C.GROUPREF_EXISTS:
+            total += sum(_class_codepoints(list(alt), limit - total) for alt in av[1:] if alt is not None)
         if total > limit:
             return total
     return total

@@ -343,6 +343,14 @@
       addLineForms(lines[0], out, depth);
       return dedupe(out);
     }
+    // a message raised from C++ often begins or ends with a newline: without its blank
+    // edge lines (and its class), for multi-line patterns anchored with ^ and $
+    var bare = withoutBlankEdges(text);
+    if (bare.indexOf("\n") >= 0) {
+      out.push(bare);
+      var bareSplit = splitErrorClass(bare);
+      if (bareSplit) { out.push(withoutBlankEdges(bareSplit[1])); }
+    }
     if (lines.length <= 50) {
       var bodies = lines.map(function (l) { return pyStrip(stripPrefixes(l)); });
       [bodies.join(""), bodies.filter(function (b) { return b; }).join(" ")].forEach(function (joined) {
@@ -359,6 +367,12 @@
       addLineForms(clean, out, 0);
     });
     return dedupe(out);
+  }
+  function withoutBlankEdges(text) {
+    var lines = text.split("\n"), first = 0, last = lines.length;
+    while (first < last && !pyStrip(lines[first])) { first++; }
+    while (last > first && !pyStrip(lines[last - 1])) { last--; }
+    return lines.slice(first, last).join("\n");
   }
   window.errkbTextMessages = function (text) { return textMessages(text, 0); };  // for tests
 
