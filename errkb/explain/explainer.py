@@ -184,7 +184,7 @@ class Found(Plain):
             "variant": ({k: self.variant.get(k) for k in ("releases", "first", "last", "relation")} if self.variant else None),
             "occurrences": self.occurrences.as_dict() if self.occurrences else None,
             "truncated": self.truncated,
-            "proof": _proof(self.record_id),
+            "proof": _proof(self.record_id, self.record),
             "record": self.record,
         }
 
@@ -444,16 +444,20 @@ def _view(f: Found) -> dict:
         "line_url": line_url,
         "solutions": [s for s in v.solutions if s.strip()],
         "tips": [s for s in v.prevention_tips if s.strip()],
-        "proof": _proof(f.record_id),
+        "proof": _proof(f.record_id, f.record),
     }
 
 
-def _proof(record_id: str) -> dict:
-    """The record's committed proof, in one line ("Reproduced with torch 2.13.0+cpu on ...")."""
+def _proof(record_id: str, record: dict | None) -> dict:
+    """The record's committed proof, in one line ("Reproduced with torch 2.13.0+cpu on ...",
+    or "Proof out of date: ..." when the record changed since it was proven)."""
     from errkb.records.proofs import ProofError, proof_summary
 
+    if record is None:
+        # Without the record nothing can say the proof still covers it: never "Reproduced".
+        return {"status": "unproven", "line": "Not reproduced yet (the record is not at hand)", "library": None, "date": None}
     try:
-        return proof_summary(record_id)
+        return proof_summary(record)
     except ProofError as e:
         return {"status": "unproven", "line": f"Not reproduced yet ({e})", "library": None, "date": None}
 

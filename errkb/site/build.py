@@ -275,7 +275,7 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
         entries.append(_Entry(
             record=rec, path=path, status=_status(rec, found), findings=found,
             snippet=f"snippets/{snippet_filename(rec)}" if rec.get("validationCode") else None,
-            proof=proofs.get(rec["id"]), proof_status=status_of(rec["id"], proofs.get(rec["id"])),
+            proof=proofs.get(rec["id"]), proof_status=status_of(rec, proofs.get(rec["id"])),
             errkb_findings=load_findings(rec["id"]),
             variants=(variants.get(rec["id"]) or {}).get("variants") or [],
             matched_variants=variants_by_id.get(str(rec["id"]), []),
@@ -294,7 +294,7 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
     tag_names = sorted(tags)
     repo_names = sorted(repos)
     common = {"dataset_version": dataset_version, "record_count": len(entries),
-              "proof_coverage": coverage([e.record["id"] for e in entries])}
+              "proof_coverage": coverage([e.record for e in entries])}
 
     total = len(entries)
     workers = default_workers(total) if workers is None else workers

@@ -458,5 +458,5 @@ def verify(store, keys: list[str], all_records: bool = False, tier: str = "sandb
             results.append(result)
     from errkb.records.proofs import proof_summary
 
-    proofs = {r["id"]: proof_summary(r["id"]) for r in records}
+    proofs = {r["id"]: proof_summary(r) for r in records}
     return VerifyReport(results=results, runner=runner_identity(), proofs=proofs)
