@@ -74,7 +74,7 @@ def test_explain_of_a_changed_record_says_its_proof_is_out_of_date(mutated_db):
     out = runner.invoke(cli, ["explain", "--json", "--db", str(mutated_db), ROCM])
     shown = json.loads(out.output)["matches"][0]["proof"]
     assert shown["status"] == "out of date" and shown["line"].startswith("Proof out of date")
-    assert shown["library"] is None and shown["date"] is None
+    assert shown["library"] is None and shown["date"] is None and shown["findings"] == []
 
 
 def test_stats_does_not_count_an_out_of_date_proof_as_proven(mutated_db):

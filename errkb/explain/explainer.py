@@ -451,15 +451,17 @@ def _view(f: Found) -> dict:
 def _proof(record_id: str, record: dict | None) -> dict:
     """The record's committed proof, in one line ("Reproduced with torch 2.13.0+cpu on ...",
     or "Proof out of date: ..." when the record changed since it was proven)."""
-    from errkb.records.proofs import ProofError, proof_summary
+    from errkb.records.proofs import ProofError, load_proof, observed_findings, proof_summary
 
     if record is None:
         # Without the record nothing can say the proof still covers it: never "Reproduced".
-        return {"status": "unproven", "line": "Not reproduced yet (the record is not at hand)", "library": None, "date": None}
+        return {"status": "unproven", "line": "Not reproduced yet (the record is not at hand)", "library": None, "date": None,
+                "findings": []}
     try:
-        return proof_summary(record)
+        # where the error the proof observed is not the record's (class, raise site): shown, not a note
+        return dict(proof_summary(record), findings=observed_findings(load_proof(record_id), record))
     except ProofError as e:
-        return {"status": "unproven", "line": f"Not reproduced yet ({e})", "library": None, "date": None}
+        return {"status": "unproven", "line": f"Not reproduced yet ({e})", "library": None, "date": None, "findings": []}
 
 
 def _near_view(n) -> dict:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -121,6 +122,49 @@ def is_out_of_date(proof: dict | None, record: dict) -> bool:
     return not isinstance(bound, dict) or bound.get("sha256") != record_digest(record)
 
 
+# Documented wrappers: the observed class stands for the record's inside it, and its raise
+# site is the wrapper's own (so the site is not compared either).
+WRAPPERS = {("ValidationError", "ValueError"): "pydantic's ValidationError wraps the ValueError a validator raises"}
+_DEF = re.compile(r"\s*(?:async\s+)?def\s+(\w+)")
+
+
+def record_function(record: dict) -> str | None:
+    """The function the record's raise line sits in, from its own source window (the last
+    ``def`` at or above lineNumber), or None when the window shows none."""
+    lines = str(record.get("sourceCode") or "").splitlines()
+    start, line = record.get("sourceCodeStart"), record.get("lineNumber")
+    if not isinstance(start, int) or not isinstance(line, int) or not start <= line < start + len(lines):
+        return None
+    for text in reversed(lines[: line - start + 1]):
+        m = _DEF.match(text)
+        if m:
+            return m.group(1)
+    return None
+
+
+def observed_findings(proof: dict | None, record: dict) -> list[str]:
+    """Where the error a proof observed is not the record's: its class (a documented wrapper
+    aside), its raise site's file and function. Shown on the record (explain, the site), not
+    kept as a note: the proof shows the message raised, and these say what else differs."""
+    if not proof or proof.get("status") != "proven" or is_out_of_date(proof, record):
+        return []  # an out-of-date proof observed an error of other content: it says nothing here
+    observed = proof.get("observed") or {}
+    cls, want = observed.get("exception_class"), record.get("errorClass")
+    out = []
+    if cls and want and cls != want and (cls, want) not in WRAPPERS:
+        out.append(f"the record's errorClass is {want}; the run raised {cls}")
+    site = observed.get("raise_site") or {}
+    if not site or (cls, want) in WRAPPERS:
+        return out
+    path = record.get("filePath")
+    if path and site.get("file") and not str(site["file"]).endswith(str(path)):
+        out.append(f"the record's filePath is {path}; the run raised in {site['file']}")
+    func = record_function(record)
+    if func and site.get("function") and site["function"] != func:
+        out.append(f"the record's raise line is in {func}(); the run raised in {site['function']}()")
+    return out
+
+
 def _record_id(record: dict | str) -> str:
     return record if isinstance(record, str) else str(record.get("id") or "")
 
@@ -150,7 +194,9 @@ def proof_line(proof: dict | None, record: dict | None = None) -> str:
         why = ("the record changed since it was reproduced" if isinstance(proof.get("bound"), dict)
                else "it is not bound to the record's content; it was reproduced")
         return f"Proof out of date: {why} with {_release(proof)} on {proof.get('date')}"
-    return f"Reproduced with {_release(proof)} on {proof.get('date')}"
+    found = observed_findings(proof, record) if record is not None else []
+    differs = f" (the run differs from the record: {'; '.join(found)})" if found else ""
+    return f"Reproduced with {_release(proof)} on {proof.get('date')}{differs}"
 
 
 def proof_summary(record: dict, folder: Path | None = None) -> dict:
