@@ -17,6 +17,10 @@ and interleaved so machine noise hits all alike:
 * ``errkb explain --json --file lines.txt``: the corpus's 200,000-line log as a whole
   log (lines/s), against ``python -c`` reading the same file line by line.
 
+``--against DIR`` also times the explain calls of another checkout of errkb (e.g. ``git
+worktree add /tmp/before main``), interleaved with this one's on the same stores, each
+tree imported through ``PYTHONPATH``: a before/after comparison in one run.
+
 Python runs as an installed errkb does, with bytecode written once (to a private
 ``PYTHONPYCACHEPREFIX``; ``--no-bytecode`` keeps a shell's PYTHONDONTWRITEBYTECODE=1,
 under which every call compiles errkb's modules from source). Every explain call runs
@@ -90,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="10,10000")
     ap.add_argument("--no-bytecode", action="store_true",
                     help="keep the shell's PYTHONDONTWRITEBYTECODE (every call compiles errkb from source)")
+    ap.add_argument("--against", type=Path, default=None,
+                    help="another checkout of errkb whose explain calls are timed too, interleaved with this one's")
     args = ap.parse_args(argv)
+    if args.against is not None and not (args.against / "errkb" / "console.py").is_file():
+        ap.error(f"--against {args.against}: not a checkout of errkb (no errkb/console.py there)")
     sizes = [int(s) for s in args.sizes.split(",")]
 
     seed = json.loads(SEED_FILE.read_text())["record"]
@@ -119,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
             timed([errkb, "explain", "--db", str(db), line], env, expect=0)
             first_s = time.perf_counter() - t
             stores[n] = {"db": db, "records": count, "ingest_s": ingest_s, "first_call_s": first_s}
+            if args.against is not None:
+                # its own copy: a tree's cache key holds its data/variants files' times, so two
+                # trees sharing one store would rebuild each other's cached view on every call
+                (folder / "against").mkdir()
+                stores[n]["against_db"] = Path(shutil.copy(db, folder / "against" / db.name))
             print(f"store of {count} records: ingest {ingest_s:.1f} s, first explain (builds the bundle) {first_s:.2f} s",
                   file=sys.stderr)
 
@@ -126,29 +139,39 @@ def main(argv: list[str] | None = None) -> int:
         with gzip.open(CORPUS / "lines.txt.gz", "rb") as src, open(log, "wb") as dst:
             shutil.copyfileobj(src, dst)
         n_lines = sum(1 for _ in open(log, "rb"))
-        cases: dict[str, tuple[list[str], int]] = {
-            "python -c pass": ([sys.executable, "-c", "pass"], 0),
-            "python -c 'import errkb'": ([sys.executable, "-c", "import errkb"], 0),
+        # Each tree's errkb through PYTHONPATH when comparing (else the installed one, as before).
+        trees = {"": ("db", env)} if args.against is None else {
+            "": ("db", {**env, "PYTHONPATH": str(ROOT)}),
+            " [against]": ("against_db", {**env, "PYTHONPATH": str(args.against.resolve())}),
+        }
+        cases: dict[str, tuple[list[str], int, dict]] = {
+            "python -c pass": ([sys.executable, "-c", "pass"], 0, env),
+            "python -c 'import errkb'": ([sys.executable, "-c", "import errkb"], 0, env),
         }
         for n in sizes:
-            db = str(stores[n]["db"])
-            cases[f"explain, {stores[n]['records']} records"] = ([errkb, "explain", "--db", db, line], 0)
-            cases[f"explain --json, {stores[n]['records']} records"] = ([errkb, "explain", "--json", "--db", db, line], 0)
-            cases[f"explain <pasted traceback>, {stores[n]['records']} records"] = ([errkb, "explain", "--db", db, traceback], 0)
-            cases[f"explain no match (near), {stores[n]['records']} records"] = ([errkb, "explain", "--db", db, drifted], 1)
-        for cmd, expect in cases.values():  # warm-up: bytecode written, caches fresh
-            timed(cmd, env, expect)
+            for tag, (db_key, tree_env) in trees.items():
+                db = str(stores[n][db_key])
+                cases[f"explain, {stores[n]['records']} records{tag}"] = ([errkb, "explain", "--db", db, line], 0, tree_env)
+                cases[f"explain --json, {stores[n]['records']} records{tag}"] = (
+                    [errkb, "explain", "--json", "--db", db, line], 0, tree_env)
+                cases[f"explain <pasted traceback>, {stores[n]['records']} records{tag}"] = (
+                    [errkb, "explain", "--db", db, traceback], 0, tree_env)
+                cases[f"explain no match (near), {stores[n]['records']} records{tag}"] = (
+                    [errkb, "explain", "--db", db, drifted], 1, tree_env)
+        for cmd, expect, case_env in cases.values():  # warm-up: bytecode written, caches fresh
+            timed(cmd, case_env, expect)
         times: dict[str, list[float]] = {k: [] for k in cases}
         for _ in range(args.runs):
-            for name, (cmd, expect) in cases.items():
-                times[name].append(timed(cmd, env, expect))
+            for name, (cmd, expect, case_env) in cases.items():
+                times[name].append(timed(cmd, case_env, expect))
 
         # A whole log: fewer runs, it takes seconds.
         log_cases = {"python reads the log line by line": ([sys.executable, "-c", "import sys\nfor _ in open(sys.argv[1], 'rb'): pass", str(log)], 0)}
         for n in sizes:
             log_cases[f"explain --file <log>, {stores[n]['records']} records"] = (
                 [errkb, "explain", "--json", "--db", str(stores[n]["db"]), "--file", str(log)], None)
-        log_times = {k: [timed(cmd, env, expect) for _ in range(max(1, args.runs // 5))] for k, (cmd, expect) in log_cases.items()}
+        log_times = {k: [timed(cmd, trees[""][1], expect) for _ in range(max(1, args.runs // 5))]
+                     for k, (cmd, expect) in log_cases.items()}
 
         floor = statistics.median(times["python -c 'import errkb'"])
         python = statistics.median(times["python -c pass"])
@@ -182,9 +205,10 @@ def main(argv: list[str] | None = None) -> int:
             "traceback": traceback,
             "rows": rows,
             "log": {"lines": n_lines, "rows": log_rows},
-            "stores": {str(n): {k: v for k, v in st.items() if k != "db"} for n, st in stores.items()},
+            "stores": {str(n): {k: v for k, v in st.items() if k not in ("db", "against_db")} for n, st in stores.items()},
             "python": sys.version.split()[0],
             "bytecode": not args.no_bytecode,
+            "against": str(args.against) if args.against is not None else None,
             "cpus": os.cpu_count(),
         }
         out.write_text(json.dumps(result, indent=1), encoding="utf-8")

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from errkb import __version__
-from errkb.console import LARGE_LOG_BYTES, explain_command
+from errkb.explain.command import LARGE_LOG_BYTES, explain_command
 from errkb.progress import Progress
 from errkb.records.view import RecordView
 from errkb.signals import exit_on_stop_signals, ignore_stop_signals
@@ -920,7 +920,7 @@ def explain(text, file_path, show_all, db_path, as_json):
     known error matched, 1 when none did (similar records are offered), 2 for bad
     usage or input.
     """
-    # The body is errkb.console's, which also runs it without click for a plain call.
+    # The body is errkb.explain.command's; the console script's fast door runs it without click.
     explain_command(text, file_path, show_all, db_path, as_json, echo=click.echo, large_log_bytes=LARGE_LOG_BYTES)
 
 

@@ -312,21 +312,19 @@ class KnowledgeBase:
             self._similar = self._index("similar.idx", SimilarIndex)
         return self._similar
 
-    def truncated(self, messages: list) -> list:
-        """Matches for messages cut short: each record whose message one of ``messages``
+    def truncated(self, messages: list) -> list[tuple[str, str]]:
+        """(record id, message) for each record whose message one of ``messages``
         (``errkb.text.normalize.Message``) truly begins, its class agreeing (errkb.match.prefix)."""
-        from errkb.match.matcher import Match
         from errkb.match.prefix import PrefixIndex
 
         prefix = self.__dict__.get("_prefix")
         if prefix is None:
-            prefix = self.__dict__["_prefix"] = PrefixIndex(self.matcher.entries)
-        found: dict[int, Match] = {}
+            prefix = self.__dict__["_prefix"] = self._index("prefix.idx", PrefixIndex)
+        found: dict[str, str] = {}
         for m in messages:
-            for i in prefix.find(m.text, m.error_class):
-                classes = {m.error_class} if m.error_class else None
-                found.setdefault(i, Match(self.matcher, i, m.text, span=(0, len(m.text)), message=m.text, classes=classes))
-        return sorted(found.values(), key=lambda match: -match.score)
+            for record_id in prefix.find(m.text, m.error_class):
+                found.setdefault(record_id, m.text)
+        return list(found.items())
 
     def near(self, texts: str | list[str], **options) -> list[NearMatch]:
         """Records close to texts that no pattern matched, each with ``.record`` set."""

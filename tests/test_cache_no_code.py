@@ -3,7 +3,7 @@
 Jinja's bytecode cache unmarshals code objects from disk: a file planted in the cache
 folder ran on the next ``errkb explain``. The test plants exactly the file Jinja's
 FileSystemBytecodeCache would load for errkb's templates, with code that leaves a
-marker, and runs explain for real.
+marker, and runs explain and the snippet writer (which renders a Jinja template) for real.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import jinja2
 
 from errkb.resources import templates_dir
-from tests.support import REPO, SEED_MESSAGE
+from tests.support import REPO, SEED_ID, SEED_MESSAGE
 
 
 def plant_bytecode(folder: Path, marker: Path) -> list[Path]:
@@ -25,7 +25,7 @@ def plant_bytecode(folder: Path, marker: Path) -> list[Path]:
     cache = jinja2.FileSystemBytecodeCache(str(folder))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())))
     planted = []
-    for name in ("explain.txt.j2", "_explain_record.txt.j2"):
+    for name in ("snippet.py.j2",):  # (explain renders in plain Python: errkb.explain.render)
         source, filename, _ = env.loader.get_source(env, name)
         bucket = cache.get_bucket(env, name, filename, source)
         bucket.code = compile(f"open({str(marker)!r}, 'w').write('ran')", filename, "exec")
@@ -46,6 +46,11 @@ def test_a_planted_template_bytecode_file_never_runs(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "fix" in done.stdout.lower() or done.stdout.strip()
     assert not marker.exists(), "explain ran code from the cache folder"
+    done = subprocess.run([sys.executable, "-m", "errkb", "snippets", "--out", str(tmp_path / "snippets"), SEED_ID],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert list((tmp_path / "snippets").iterdir())
+    assert not marker.exists(), "the snippet writer ran code from the cache folder"
 
 
 def test_explain_writes_no_code_into_the_cache_folder(tmp_path):

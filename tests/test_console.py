@@ -115,3 +115,18 @@ def test_a_closed_stream_is_no_internal_error(store_db, args, closed, rc, messag
         close = f"import os; os.close({closed}); os.execv({cmd[0]!r}, {cmd + args!r})"
         result = subprocess.run([sys.executable, "-c", close], capture_output=True, cwd=REPO, env=env)
         assert (result.returncode, result.stderr) == (rc, message), cmd
+
+
+def test_the_console_script_imports_click_s_tree_never_the_other_way():
+    """console.py picks the door and imports errkb.cli when click is needed; explain's body
+    lives in errkb.explain.command. Nothing below imports the console script back, not
+    even inside a function (cli.py importing the body from console.py was a cycle)."""
+    import ast
+
+    for path in [REPO / "errkb" / "cli.py", *sorted((REPO / "errkb" / "explain").glob("*.py"))]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert "errkb.console" not in imported, path
+        if path.parent.name == "explain":
+            assert "errkb.cli" not in imported, path

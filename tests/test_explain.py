@@ -88,11 +88,14 @@ def test_json_shape(sibling_db, seed_record):
     r = run(["--json", f"2026-08-14 21:17:39 ERROR [core.py:12] ValueError: {SEED_MESSAGE}\n"], sibling_db)
     assert r.exit_code == 0
     data = json.loads(r.output)
-    assert set(data) == {"format", "mode", "lines", "matched", "matches", "nearMatches", "skipped", "notes", "datasetHash"}
+    assert set(data) == {"format", "mode", "lines", "matched", "matches", "nearMatches", "skipped", "notes", "search",
+                         "datasetHash"}
+    assert data["search"] is None  # keyword search only when nothing matched nor came close
     assert (data["format"], data["mode"], data["lines"], data["matched"], data["nearMatches"]) == (1, "text", 1, True, [])
     best, other = data["matches"]
     assert set(best) == {"id", "slug", "repo", "errorClass", "severity", "score", "span", "message", "engine",
-                         "bounded", "variant", "occurrences", "proof", "record"}
+                         "bounded", "variant", "occurrences", "truncated", "proof", "record"}
+    assert best["truncated"] is False
     assert best["id"] == SEED_ID and best["repo"] == "vllm-project/vllm" and best["occurrences"] is None
     assert best["record"] == seed_record  # the full record, exactly as ingested
     start, end = best["span"]

@@ -272,7 +272,7 @@ def test_fast_log_path_agrees_with_iter_messages(sibling_db):
 
 
 def test_log_with_many_distinct_errors_explains_the_first_few(tmp_path, make_variant):
-    from errkb.explain.explainer import LOG_EXPLAINED
+    from errkb.explain.render import LOG_EXPLAINED
 
     variants = [make_variant(i) for i in range(LOG_EXPLAINED + 3)]
     db = tmp_path / "s.duckdb"

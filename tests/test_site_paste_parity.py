@@ -166,7 +166,8 @@ def test_text_that_is_no_record_never_becomes_a_match_on_the_site(built, index_p
 def test_near_answer_escapes_record_text_and_links_the_fix_page(built, index_page):
     """A near answer links the record's fix page; its text is text, never markup."""
     db, site = built
-    text = "Bfloat16 is only supported on GPUs with compute capability of at least 8.0."
+    # reworded, not cut short (a true beginning of the message would be the record itself)
+    text = "Bfloat16 is only supported on GPUs having compute capability 8.0 or newer."
     want = cli_outcome(db, text)
     got = site_outcome(index_page, text)
     assert got == want and got["kind"] == "near"

@@ -57,7 +57,8 @@ PROSE = ["documentation", "commonSituations", "triggerScenarios", "exampleFix", 
 @settings(max_examples=8, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(st.fixed_dictionaries({k: hostile for k in PROSE}), st.sampled_from([False, True]))
 def test_explain_and_show_print_hostile_record_text_visibly(tmp_path_factory, fields, color):
-    from errkb.explain.explainer import explain, render_text
+    from errkb.explain.explainer import explain
+    from errkb.explain.render import render_text
     from errkb.kb import KnowledgeBase
 
     changes = dict(fields, slug="s" + fields["slug"], solutions=[fields["documentation"]],

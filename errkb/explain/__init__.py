@@ -11,7 +11,7 @@ _EXPORTS = {
     "ExplainError": "errkb.explain.explainer",
     "Explanation": "errkb.explain.explainer",
     "explain_source": "errkb.explain.explainer",
-    "render_text": "errkb.explain.explainer",
+    "render_text": "errkb.explain.render",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -13,7 +13,6 @@ Records, the matcher and near matches come from the store's
 
 from __future__ import annotations
 
-import functools
 import itertools
 import os
 import re
@@ -22,7 +21,6 @@ from collections.abc import Iterator
 from errkb.errors import ErrkbError
 from errkb.kb import KnowledgeBase
 from errkb.plain import Plain
-from errkb.terminal import visible
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~3 ms of a cold explain)
 if TYPE_CHECKING:
@@ -40,9 +38,6 @@ READ_CHUNK = 1 << 16
 # near matches; beside exact matches, at most this many are shown.
 NEAR_CANDIDATES_FROM_LOG = 20
 NEAR_BESIDE_MATCHES = 3
-# A log's summary lists every distinct known error; this many are explained in full
-# (in order of first appearance: the first is often the cause of the rest).
-LOG_EXPLAINED = 5
 
 
 class ExplainError(ErrkbError):
@@ -168,6 +163,10 @@ class Found(Plain):
     def from_match(cls, m, record: dict | None, truncated: bool = False) -> Found:
         return cls(m.record_id, m.slug, m.repo, m.error_class, m.severity, m.score, tuple(m.span), m.message,
                    m.engine, m.bounded, record, variant=getattr(m, "variant", None), truncated=truncated)
+
+    def proof(self) -> dict:
+        """The record's committed proof: ``{"status", "line", "library", "date", "findings"}``."""
+        return _proof(self.record_id, self.record)
 
     def as_dict(self) -> dict:
         return {
@@ -311,14 +310,22 @@ def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanat
     if not found:
         messages = text_messages(text)
         # a paste cut short ("CUDA out of memory. Tried to allocate 2.00 GiB") is its record, marked so
-        found = [Found.from_match(m, kb.get(m.record_id), truncated=True) for m in kb.truncated(messages)]
+        found = [_truncated(kb, record_id, message) for record_id, message in kb.truncated(messages)]
         if not found:
             near = _near(kb, [m.text for m in messages])
     words: list[str] = []
     hits: list = []
-    if not found and not near:
+    if not found and not near and len(text.split()) <= SEARCH_WORDS:
+        # a short paste (a few words, a title): its words say what it is about
         words, hits = _search(kb, messages)
     return Explanation("text", found, near, len(lines), kb.skipped, [], kb.dataset_hash, hits, words)
+
+
+def _truncated(kb: KnowledgeBase, record_id: str, message: str) -> Found:
+    """A record the text truly begins (errkb.match.prefix), as a match marked truncated."""
+    record = kb.get(record_id) or {}
+    return Found(record_id, record.get("slug"), record.get("repo"), record.get("errorClass"), record.get("severity"),
+                 1.0, (0, len(message)), message, "prefix", False, record, truncated=True)
 
 
 # Keyword search when nothing matched: at most this many hits, for at most this many words.
@@ -327,16 +334,18 @@ SEARCH_WORDS = 12
 
 
 def _search(kb: KnowledgeBase, messages: list) -> tuple[list[str], list]:
-    """The paste's words and what `errkb search` finds for them (records holding at least
-    two of the words, so one shared word is no lead)."""
+    """The paste's words and what `errkb search` finds for them, the weak hits left out."""
     from errkb.match.search import tokens
 
     text = " ".join(m.text for m in messages)
     words = [w for w in dict.fromkeys(re.findall(r"[A-Za-z_][\w.-]*[A-Za-z0-9_]|[A-Za-z]", text)) if tokens(w)][:SEARCH_WORDS]
     if not words:
         return [], []
-    hits = [h for h in kb.search(" ".join(words), limit=SEARCH_HITS) if len(h.matched) >= 2]
-    return words, hits
+    # A lead, not noise: a hit holds half the text's words at least (two at least), and
+    # scores at least half the best hit (BM25 with coordination, errkb.match.search).
+    wanted = max(2, -(-3 * len(set(tokens(" ".join(words)))) // 4))
+    hits = [h for h in kb.search(" ".join(words), limit=SEARCH_HITS) if len(h.matched) >= wanted]
+    return words, [h for h in hits if h.score >= 0.5 * hits[0].score] if hits else []
 
 
 def search_command(words: list[str]) -> str:
@@ -404,50 +413,6 @@ def _near(kb: KnowledgeBase, texts: list[str]) -> list:
     return kb.near(texts)
 
 
-# -- rendering ------------------------------------------------------------------------
-
-
-def render_text(explanation: Explanation, show_all: bool = False, color: bool = False, width: int = 80) -> str:
-    """The human explanation, from ``templates/explain.txt.j2``, fitting ``width`` columns."""
-    template = _templates(color=color, width=width).get_template("explain.txt.j2")
-    found = explanation.found
-    limit = len(found) if show_all else (LOG_EXPLAINED if explanation.mode == "log" else 1)
-    shown = found[:limit]
-    return template.render(
-        explanation=explanation,
-        listed=[{"f": f} for f in found],
-        shown=[_view(f) for f in shown],
-        others=len(found) - len(shown),
-        near=[_near_view(n) for n in explanation.near],
-        show_all=show_all,
-    )
-
-
-def _view(f: Found) -> dict:
-    """What the template needs of one match, in display form."""
-    r = f.record or {}
-    from errkb.records.view import RecordView  # only a shown match needs it (~3 ms to import)
-
-    v = RecordView.of(r)
-    start, end = f.span
-    line_url = None
-    if "#" in v.github_url and v.line_number is not None:
-        line_url = v.github_url.split("#", 1)[0] + f"#L{v.line_number}"
-    return {
-        "f": f,
-        "r": r,
-        "draft": v.is_draft,
-        "before": f.message[:start],
-        "matched": f.message[start:end],
-        "after": f.message[end:],
-        "where": f"{v.file_path}:{v.line_number}" if v.file_path else None,
-        "line_url": line_url,
-        "solutions": [s for s in v.solutions if s.strip()],
-        "tips": [s for s in v.prevention_tips if s.strip()],
-        "proof": _proof(f.record_id, f.record),
-    }
-
-
 def _proof(record_id: str, record: dict | None) -> dict:
     """The record's committed proof, in one line ("Reproduced with torch 2.13.0+cpu on ...",
     or "Proof out of date: ..." when the record changed since it was proven)."""
@@ -462,161 +427,3 @@ def _proof(record_id: str, record: dict | None) -> dict:
         return dict(proof_summary(record), findings=observed_findings(load_proof(record_id), record))
     except ProofError as e:
         return {"status": "unproven", "line": f"Not reproduced yet ({e})", "library": None, "date": None, "findings": []}
-
-
-def _near_view(n) -> dict:
-    return {
-        "n": n,
-        "r": n.record or {},
-        "differences": n.differences,
-    }
-
-
-@functools.lru_cache(maxsize=8)
-def _templates(color: bool, width: int):
-    """What renders the explain templates: the precompiled modules on errkb's own small
-    runtime (``errkb.explain.runtime``: no Jinja2 import, a third of a cold call) when
-    they match the templates on disk, else a Jinja2 environment (:func:`_environment`)."""
-    from errkb.explain import compiled
-    from errkb.resources import templates_dir
-
-    if compiled.lite_usable(templates_dir()):
-        modules = compiled.lite_modules()
-        if modules is not None:
-            from errkb.explain.runtime import Environment
-
-            return Environment(modules, finalize=_finalize, filters=_filters(color, width), globals={"width": width})
-    return _environment(color, width)
-
-
-def _filters(color: bool, width: int) -> dict:
-    # made visible before wrapping, so an escape's width counts
-    return {
-        "wrap": lambda text, indent=2, hang=None: wrap(visible(text), width, indent, hang),
-        "code": lambda text, indent=4: fold_code(visible(text), width, indent),
-        "style": (lambda text, name: _Styled(_style(visible(text), name))) if color else (lambda text, name: text),
-    }
-
-
-@functools.lru_cache(maxsize=8)
-def _environment(color: bool, width: int):
-    """A Jinja2 environment for terminal text: no HTML escaping (this is not HTML),
-    and filters that wrap to ``width`` and colour only when asked.
-
-    Templates come precompiled from the package (errkb.explain.compiled) when those
-    match the templates and this Jinja release, else are compiled in this process.
-    Never from a cache folder: Jinja's bytecode cache on disk was a code-execution
-    hole (it unmarshals code objects from there)."""
-    import jinja2
-
-    from errkb.explain import compiled
-    from errkb.resources import templates_dir
-
-    loader = jinja2.FileSystemLoader(str(templates_dir()))
-    if compiled.usable(templates_dir()):
-        loader = jinja2.ChoiceLoader([jinja2.ModuleLoader(str(compiled.COMPILED_DIR)), loader])
-    env = jinja2.Environment(
-        loader=loader,
-        autoescape=False,
-        # record text is untrusted: every {{ }} is made terminal-safe (errkb.terminal)
-        finalize=_finalize,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-        extensions=["jinja2.ext.do"],
-    )
-    env.filters.update(_filters(color, width))
-    env.globals["width"] = width
-    return env
-
-
-_STYLES = {
-    "title": {"fg": "red", "bold": True},
-    "heading": {"bold": True},
-    "matched": {"fg": "yellow", "bold": True},
-    "dim": {"dim": True},
-    "link": {"fg": "cyan"},
-    "code": {"fg": "green"},
-    "removed": {"fg": "red"},
-    "added": {"fg": "green"},
-}
-
-
-class _Styled(str):
-    """Text the style filter made visible and then coloured: its escapes are ours."""
-
-
-def _finalize(value):
-    return value if isinstance(value, _Styled) else visible(value)
-
-
-def _style(text, name: str) -> str:
-    import click
-
-    return click.style(str(text), **_STYLES[name]) if text else ""
-
-
-def wrap(text, width: int = 80, indent: int = 2, hang: int | None = None) -> str:
-    """Prose wrapped to ``width`` columns, paragraphs (line breaks) kept.
-
-    ``hang``: indent of continuation lines (default ``indent``). A word longer than
-    the line is cut, except a URL, which stays whole so it can still be opened.
-    """
-    import textwrap
-
-    if text is None:
-        return ""
-    hang = indent if hang is None else hang
-    out: list[str] = []
-    first = True
-    for paragraph in str(text).split("\n"):
-        lead = " " * (indent if first else hang)
-        first = False
-        if not paragraph.strip():
-            out.append("")
-            continue
-        lines = textwrap.wrap(
-            paragraph, width=width, initial_indent=lead, subsequent_indent=" " * hang,
-            break_long_words=False, break_on_hyphens=False,
-        ) or [lead]
-        for line in lines:
-            out.extend(_cut(line, width, hang))
-    return "\n".join(out)
-
-
-def _cut(line: str, width: int, hang: int) -> list[str]:
-    if len(line) <= width:
-        return [line]
-    stripped = line.strip()
-    if " " not in stripped and stripped.startswith(("http://", "https://")):
-        return [line]
-    room = max(width - hang, 10)
-    # by index: `rest = rest[room:]` copied the rest each time, quadratic on a 3 MB field
-    return [line[:width]] + [" " * hang + line[i : i + room] for i in range(width, len(line), room)]
-
-
-CONTINUATION = "\u21aa "  # "↪ ": this line continues the one above
-
-
-def fold_code(text, width: int = 80, indent: int = 4) -> str:
-    """Code indented by ``indent``, each line folded at ``width`` (continuations marked)."""
-    if text is None:
-        return ""
-    lead = " " * indent
-    room = max(width - indent, 20)
-    out: list[str] = []
-    for line in str(text).expandtabs(4).split("\n"):
-        first = True
-        pos = 0  # by index: `line = line[cut:]` copied the rest each time, quadratic on a 3 MB line
-        while True:
-            avail = room if first else room - len(CONTINUATION)
-            if len(line) - pos <= avail:
-                out.append((lead + ("" if first else CONTINUATION) + line[pos:]).rstrip())
-                break
-            # break after the last space that leaves at least half the line, else hard
-            cut = line.rfind(" ", pos + avail // 2, pos + avail) + 1 or pos + avail
-            out.append((lead + ("" if first else CONTINUATION) + line[pos:cut]).rstrip())
-            pos = cut
-            first = False
-    return "\n".join(out)

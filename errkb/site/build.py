@@ -29,6 +29,7 @@ from urllib.parse import unquote
 
 from errkb.match.js_regex import JsPattern, js_pattern
 from errkb.match.near import site_constants
+from errkb.match.prefix import prefix_constants
 from errkb.records.urls import fix_page_path, record_page_path, shared_slug_order
 from errkb.resources import templates_dir
 from errkb.site.code import Highlighter, language_of, split_example_fix
@@ -350,7 +351,8 @@ def _render_index(env, entries: list[_Entry], tag_names, repo_names, common) -> 
     for path, content, _ in chunks:
         yield path, content
     manifest = {"chunks": [{"src": path, "n": n} for path, _, n in chunks], "total": len(entries), "page": INDEX_PAGE,
-                "max_input": MAX_TEST_INPUT, "max_line": MAX_TEST_LINE, "near": site_constants()}
+                "max_input": MAX_TEST_INPUT, "max_line": MAX_TEST_LINE, "near": site_constants(),
+                "prefix": prefix_constants()}
     page = env.get_template("index.html").render(
         root="", entries=entries[:INDEX_PAGE], tag_names=tag_names, repo_names=repo_names, page_size=INDEX_PAGE,
         classes=sorted({e.record["errorClass"] for e in entries}),

@@ -11,6 +11,7 @@ import re
 
 from errkb.match.js_regex import js_pattern
 from errkb.match.near import record_words
+from errkb.match.prefix import KEY_CHARS, opening_literal
 from errkb.records.view import RecordView
 from errkb.site.text import excerpt, script_json
 
@@ -70,6 +71,9 @@ def search_entry(e, classes: SharedClasses) -> dict:
         "st": e.status,
         "pr": e.proof_status,
     }
+    opening = opening_literal(e.record["messagePattern"]) if isinstance(e.record.get("messagePattern"), str) else ""
+    if len(opening) >= KEY_CHARS:
+        item["o"] = opening  # a paste that truly begins the message is this record (errkb.match.prefix)
     shown = excerpt(e.record["errorMessage"])
     if shown != r.error_message:
         item["x"] = shown  # the result line's text, when it is not the message itself

@@ -795,19 +795,28 @@
     var forms = candidates(query, data.max_input, data.max_line).concat(textMessages(pasteText(query), 0));
     return dedupe(forms.filter(function (t) { return t.length <= data.max_line && pyStrip(t); }));
   }
-  function exactAnswer(texts) {
-    var found = null;
-    chunks.some(function (chunk) {
-      if (!chunk.records) { return false; }
-      return chunk.records.some(function (r, j) {
-        if ((r.p || r.gp) && tryPattern(function () {
+  // Every record whose pattern matches, in the order the paste shows them (as `errkb explain`
+  // lists a log's known errors by their first line): a log's root cause before the wrapper
+  // printed under it ("Engine core initialization failed. See root cause above.").
+  function exactAnswer(texts, query) {
+    var all = [];
+    chunks.forEach(function (chunk, c) {
+      if (!chunk.records) { return; }
+      chunk.records.forEach(function (r, j) {
+        if (!(r.p || r.gp)) { return; }
+        var m = tryPattern(function () {
           if (chunk.matchers[j] === undefined) { chunk.matchers[j] = matcherFor(r.p, r.gp, chunk.classes); }
           return chunk.matchers[j];
-        }, r.l, r.a, texts)) { found = { kind: "match", r: r }; }
-        return found !== null;
+        }, r.l, r.a, texts);
+        if (m) { all.push({ kind: "match", r: r, at: positionIn(query, m.text), order: chunk.start + j }); }
       });
     });
-    if (found) { return found; }
+    if (all.length) {
+      all.sort(function (p, q) { return p.at - q.at || p.order - q.order; });
+      all[0].others = all.slice(1);
+      return all[0];
+    }
+    var found = null;
     chunks.some(function (chunk) {
       if (!chunk.records) { return false; }
       return chunk.records.some(function (r, j) {
@@ -822,6 +831,49 @@
       });
     });
     return found;
+  }
+  // errkb.match.prefix: a paste that truly begins a record's message (a title cut short,
+  // "CUDA out of memory") is that record. r.o is the record's opening literal; the rule and
+  // its numbers (data.prefix) are the Python's: inside the opening, or past a long one, the
+  // class agreeing where the paste names one.
+  var TRAILING_CUT = /(?:\s*(?:\.\.\.|…))+\s*$/u;
+  function alnumCount(s) { var n = 0; for (var ch of s) { if (/[\p{L}\p{N}]/u.test(ch)) { n++; } } return n; }
+  function isBeginning(text, opening, textClass, recordClass) {
+    var P = data.prefix;
+    text = pyStrip(text).replace(TRAILING_CUT, "");
+    if (alnumCount(text) < P.MIN_PREFIX_CHARS || pyStrip(text).split(/\s+/u).length < P.MIN_PREFIX_WORDS) { return false; }
+    if (!(opening.startsWith(text) || (text.startsWith(opening) && alnumCount(opening) >= P.MIN_OPENING_CHARS))) { return false; }
+    var wanted = textClass ? textClass.split(".").pop() : null;
+    return !(wanted && recordClass && wanted !== recordClass);
+  }
+  function truncatedAnswer(texts, query) {
+    var forms = [];
+    var classOf = new Map();
+    texts.forEach(function (t) {
+      var split = splitErrorClass(t);
+      if (split) { forms.push([split[1], split[0]]); classOf.set(split[1], split[0]); }
+    });
+    texts.forEach(function (t) { if (!classOf.has(t)) { forms.push([t, null]); } });
+    var all = [];
+    chunks.forEach(function (chunk) {
+      if (!chunk.records) { return; }
+      chunk.records.forEach(function (r, j) {
+        if (!r.o) { return; }
+        var hit = forms.find(function (f) { return isBeginning(f[0], r.o, f[1], r.c); });
+        if (hit) { all.push({ kind: "match", truncated: true, r: r, at: positionIn(query, hit[0]), order: chunk.start + j }); }
+      });
+    });
+    if (!all.length) { return null; }
+    all.sort(function (p, q) { return p.at - q.at || p.order - q.order; });
+    all[0].others = all.slice(1);
+    return all[0];
+  }
+  // Where in the paste a text that matched starts (a normalised text may not appear verbatim:
+  // its head is looked for, then it counts as after everything that does).
+  function positionIn(query, text) {
+    var at = query.indexOf(text);
+    if (at < 0) { at = query.indexOf(text.slice(0, 40)); }
+    return at < 0 ? query.length : at;
   }
   var nearIndex = null;
   function nearIndexNow() {
@@ -881,20 +933,38 @@
     answer.textContent = "";
     answer.removeAttribute("data-id");
     answer.removeAttribute("data-label");
+    answer.removeAttribute("data-truncated");
+    answer.removeAttribute("data-ids");
     var kind = "none";
     if (query.trim()) {
-      var hit = exactAnswer(texts);
+      var hit = exactAnswer(texts, query);
       if (!hit) {
         var repaired = repairedForms(texts, query);
-        hit = repaired.length ? exactAnswer(repaired) : null;
+        hit = repaired.length ? exactAnswer(repaired, query) : null;
         if (hit) { texts = repaired; }
       }
+      // on explain's own forms of the text (errkb.text.normalize.text_messages), as the CLI does
+      if (!hit && complete()) { hit = truncatedAnswer(textMessages(pasteText(query), 0), query); }
       if (hit) {
         kind = hit.kind;
         answer.setAttribute("data-id", hit.r.id);
-        answer.appendChild(element("p", "answer-head", hit.kind === "match" ? "Matches a known error:" : "Matches an " + hit.label + ":"));
+        var others = hit.others || [];
+        answer.setAttribute("data-ids", [hit.r.id].concat(others.map(function (o) { return o.r.id; })).join(" "));
+        if (hit.truncated) { answer.setAttribute("data-truncated", "1"); }
+        answer.appendChild(element("p", "answer-head", hit.kind !== "match" ? "Matches an " + hit.label + ":" :
+          hit.truncated ? "Begins a known error's message (the text stops inside it):" :
+          others.length ? "Matches " + (others.length + 1) + " known errors, in the order the text shows them:" : "Matches a known error:"));
         if (hit.label) { answer.setAttribute("data-label", hit.label); }
-        answer.appendChild(recordLink(hit.r));
+        if (!others.length) { answer.appendChild(recordLink(hit.r)); } else {
+          var found = element("ol", "match-list");
+          [hit].concat(others).forEach(function (o) {
+            var li = element("li", "match");
+            li.setAttribute("data-id", o.r.id);
+            li.appendChild(recordLink(o.r));
+            found.appendChild(li);
+          });
+          answer.appendChild(found);
+        }
       } else if (!complete()) {
         kind = "loading";
         answer.appendChild(element("p", "answer-head", "No exact match in the records loaded so far; similar records are shown once the rest has loaded."));
