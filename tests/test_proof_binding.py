@@ -128,3 +128,12 @@ def test_the_site_shows_an_out_of_date_proof_as_such(mutated_db, tmp_path):
     assert "<strong>0/1</strong> reproduced on CPU · 1 out of date" in index
     search = "".join(p.read_text() for p in (out / "search").glob("*.js"))
     assert '"pr":"out of date"' in search.replace(": ", ":")
+
+
+def test_a_proof_is_never_judged_from_an_id_alone():
+    proof = D.load_proof(RID)
+    with pytest.raises(TypeError, match="a proof is judged against the record itself"):
+        D.proof_summary(RID)
+    with pytest.raises(TypeError, match="a proof is judged against the record itself"):
+        D.status_of(RID, proof)
+    assert D.status_of("0000000000000000", None) == "unproven"  # nothing to judge: an id will do

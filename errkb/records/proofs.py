@@ -118,6 +118,9 @@ def is_out_of_date(proof: dict | None, record: dict) -> bool:
     """True when a proven proof is not bound to ``record``'s current exercised fields."""
     if not proof or proof.get("status") != "proven":
         return False
+    if not isinstance(record, dict):
+        # A caller of the old id-only signature: a proof can only be judged against content.
+        raise TypeError(f"a proof is judged against the record itself (a dict), not {type(record).__name__} {record!r}")
     bound = proof.get("bound")
     return not isinstance(bound, dict) or bound.get("sha256") != record_digest(record)
 
