@@ -345,7 +345,7 @@ def stats(db_path, as_json):
 
     with open_store(db_path, read_only=True) as store:
         data = store.stats()
-        data["proof_coverage"] = coverage([r["id"] for r in store.records()])
+        data["proof_coverage"] = coverage(list(store.records()))
     if as_json:
         print_json(data)
         return
@@ -396,7 +396,7 @@ def verify(keys, all_records, tier, db_path, as_json):
         counts = ", ".join(f"{n} {k}" for k, n in report.counts.items() if n)
         echo(f"{len(report.results)} checks: {counts or 'none'}")
         for record_id, proof in report.proofs.items():
-            why = proof["line"] if proof["status"].startswith("proven") else {
+            why = proof["line"] if proof["status"].startswith("proven") or proof["status"] == "out of date" else {
                 "GPU-only": "its reproducer needs a GPU (errkb prove --tier gpu)",
             }.get(proof["status"], "passing checks are not proof (errkb prove)")
             echo(f"{record_id}  {proof['status']}: {why}")
@@ -411,15 +411,19 @@ def verify(keys, all_records, tier, db_path, as_json):
               help="Write each proven record's proof to DIR/<record-id>.json (the bundled one: data/proofs).")
 @click.option("--check", "check_only", is_flag=True,
               help="Re-run the committed CPU-tier proofs; exit 1 when one no longer holds.")
+@click.option("--bindings-only", is_flag=True,
+              help="With --check: only check that each committed proof is bound to its record as stored "
+                   "(the digest of the fields it exercised); re-run nothing.")
 @click.option("--proofs", "proofs_dir_opt", type=click.Path(file_okay=False, path_type=Path),
               help="Folder of committed proofs for --check (default: the bundled data/proofs).")
 @db_option
 @json_option
-def prove(keys, all_records, tier, write_dir, check_only, proofs_dir_opt, db_path, as_json):
+def prove(keys, all_records, tier, write_dir, check_only, bindings_only, proofs_dir_opt, db_path, as_json):
     """Run records' real reproducers and judge each record proven, failed, skipped or unproven.
 
     Exit status: 0 every named record proven or skipped (e.g. needs CUDA), 1 one failed or
-    is unproven (or, with --check, a committed proof no longer holds), 2 bad input.
+    is unproven (or, with --check, a committed proof no longer holds or is out of date: its
+    record changed since it was proven), 2 bad input.
     """
     from errkb.records.proofs import ProofError
     from errkb.verify import proofs as P
@@ -428,17 +432,20 @@ def prove(keys, all_records, tier, write_dir, check_only, proofs_dir_opt, db_pat
     if not as_json and sys.stderr.isatty():
         progress = lambda r: echo(_run_line(r.to_dict()), err=True)  # noqa: E731
     note = lambda line: _echo_err(f"errkb prove: {line}")  # noqa: E731
+    if bindings_only and not check_only:
+        raise ProofError("--bindings-only goes with --check")
     with open_store(db_path, read_only=True) as store:
         if check_only:
             if keys or all_records:
                 raise ProofError("--check re-runs every committed CPU proof; give no record ids and no --all")
-            held, broken = P.check_store(store, proofs_dir_opt, progress, note)
+            held, broken = P.check_store(store, proofs_dir_opt, progress, note, rerun=not bindings_only)
             if as_json:
                 print_json({"checked": held, "broken": [{"record_id": r, "reason": why} for r, why in broken]})
             else:
                 for rid, why in broken:
                     echo(f"NO LONGER HOLDS {rid}: {why}")
-                echo(f"{held - len(broken)}/{held} committed CPU proofs hold")
+                what = "are bound to their records" if bindings_only else "hold"
+                echo(f"{held - len(broken)}/{held} committed CPU proofs {what}")
             sys.exit(1 if broken else 0)
         records = P.records_to_prove(store, keys, all_records, tier)
     results = []

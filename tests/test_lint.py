@@ -127,7 +127,7 @@ def test_lint_line_names_file_position_record_and_fix(tmp_path, seed_record):
 
 
 def test_every_rule_has_a_unique_stable_code():
-    assert sorted(RULES) == ["E100", "E101", "E201", "E202", "E203", "E207", "E301", "E302", "E304", "E401", "W204", "W205", "W206", "W303", "W402", "W501", "W502", "W503"]
+    assert sorted(RULES) == ["E100", "E101", "E201", "E202", "E203", "E207", "E301", "E302", "E304", "E401", "W204", "W205", "W206", "W303", "W402", "W501", "W502", "W503", "W504"]
 
 
 @pytest.mark.parametrize("repo", ["../..", "owner/..", "owner/.", ".hidden/name",

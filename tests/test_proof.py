@@ -168,15 +168,9 @@ def test_explain_prints_the_proof_line_and_carries_it_in_json():
 
 def test_stats_prints_the_coverage_figure():
     result = CliRunner().invoke(cli, ["stats"])
-    cov = D.coverage([rid for rid in _bundled_ids()])
+    cov = D.coverage(_bundled())
     assert D.coverage_line(cov) in result.output
     assert cov["counts"]["proven on CPU"] == len([p for p in D.all_proofs().values() if p["tier"] == "cpu-real"])
-
-
-def _bundled_ids():
-    for path in data_dir().rglob("*"):
-        if path.is_file() and path.relative_to(data_dir()).parts[0] not in SIDECAR_DIRS and path.suffix in (".json", ".txt"):
-            yield json.loads(path.read_text())["record"]["id"]
 
 
 def test_prove_without_records_is_a_usage_error():
@@ -226,7 +220,7 @@ def test_the_site_shows_proofs_a_proven_filter_and_the_coverage_figure(tmp_path)
     result = CliRunner().invoke(cli, ["site", "build", "--out", str(out)])
     assert result.exit_code == 0, result.output
     index = (out / "index.html").read_text()
-    cov = D.coverage(list(_bundled_ids()))
+    cov = D.coverage(_bundled())
     c = cov["counts"]
     assert (f"Proof coverage: <strong>{c['proven on CPU']}/{cov['total']}</strong> reproduced on CPU" in index)
     assert '<select id="f-proof"><option value="">all</option><option value="proven">proven</option>' in index

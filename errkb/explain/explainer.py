@@ -165,8 +165,8 @@ class Found(Plain):
                    m.engine, m.bounded, record, variant=getattr(m, "variant", None), truncated=truncated)
 
     def proof(self) -> dict:
-        """The record's committed proof: ``{"status", "line", "library", "date"}``."""
-        return _proof(self.record_id)
+        """The record's committed proof: ``{"status", "line", "library", "date", "findings"}``."""
+        return _proof(self.record_id, self.record)
 
     def as_dict(self) -> dict:
         return {
@@ -183,7 +183,7 @@ class Found(Plain):
             "variant": ({k: self.variant.get(k) for k in ("releases", "first", "last", "relation")} if self.variant else None),
             "occurrences": self.occurrences.as_dict() if self.occurrences else None,
             "truncated": self.truncated,
-            "proof": _proof(self.record_id),
+            "proof": _proof(self.record_id, self.record),
             "record": self.record,
         }
 
@@ -413,11 +413,17 @@ def _near(kb: KnowledgeBase, texts: list[str]) -> list:
     return kb.near(texts)
 
 
-def _proof(record_id: str) -> dict:
-    """The record's committed proof, in one line ("Reproduced with torch 2.13.0+cpu on ...")."""
-    from errkb.records.proofs import ProofError, proof_summary
+def _proof(record_id: str, record: dict | None) -> dict:
+    """The record's committed proof, in one line ("Reproduced with torch 2.13.0+cpu on ...",
+    or "Proof out of date: ..." when the record changed since it was proven)."""
+    from errkb.records.proofs import ProofError, load_proof, observed_findings, proof_summary
 
+    if record is None:
+        # Without the record nothing can say the proof still covers it: never "Reproduced".
+        return {"status": "unproven", "line": "Not reproduced yet (the record is not at hand)", "library": None, "date": None,
+                "findings": []}
     try:
-        return proof_summary(record_id)
+        # where the error the proof observed is not the record's (class, raise site): shown, not a note
+        return dict(proof_summary(record), findings=observed_findings(load_proof(record_id), record))
     except ProofError as e:
-        return {"status": "unproven", "line": f"Not reproduced yet ({e})", "library": None, "date": None}
+        return {"status": "unproven", "line": f"Not reproduced yet ({e})", "library": None, "date": None, "findings": []}

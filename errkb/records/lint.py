@@ -61,6 +61,9 @@ RULES = {
              "a config file, the installed library or device) instead of values written into it"),
         Rule("W502", "validation-not-python", "warning", "write validationCode as a Python script"),
         Rule("W503", "validation-too-long", "warning", "keep validationCode a short script (the real checks, not a program)"),
+        Rule("W504", "validation-cannot-reject", "warning",
+             "make validationCode reject the broken setup by its own verdict: an assert, a raise, or sys.exit "
+             "with a message or a non-zero status"),
         Rule("E401", "duplicate-id", "error", "give each record its own id"),
         # A warning, not an error: the upstream generator cuts a message's slug at 50
         # characters, so one message raised at several sites of a repo gives several
@@ -216,6 +219,9 @@ def lint_record(record: dict, origin: Origin | None = None) -> list[Finding]:
             add("W501", "validationCode reads nothing of the user's setup (no arguments, environment variables, files, "
                         "or library/device queries of its own): the values it judges are written into it, so it "
                         "cannot tell the user's broken setup from the fixed one")
+        if reads is not None and not isinstance(reads, str) and validation_can_reject(code) is False:
+            add("W504", "validationCode cannot reject anything (no assert, no raise, no sys.exit/exit with a "
+                        "message or a non-zero status): it passes in the broken setup as in the fixed one")
     return out
 
 
@@ -284,6 +290,42 @@ def validation_reads_setup(code: str) -> bool | str | None:
                 isinstance(h.type, ast.Name) and h.type.id in _IMPORT_ERRORS
                 or isinstance(h.type, ast.Tuple) and any(isinstance(t, ast.Name) and t.id in _IMPORT_ERRORS for t in h.type.elts)
                 for h in node.handlers) and any(isinstance(b, (ast.Import, ast.ImportFrom)) for b in node.body):
+            return True
+    return False
+
+
+# How a validation says "broken": errkb judges it by its own verdict only (errkb.verify.judge),
+# so code with none of these can never reject a state, whatever it reads.
+_EXIT_CALLS = {("sys", "exit"), ("os", "_exit"), (None, "exit"), (None, "quit")}
+
+
+def _exits_non_zero(call: ast.Call) -> bool:
+    """A call of sys.exit/exit/quit/os._exit that may end with a non-zero status (or a message)."""
+    func = call.func
+    name = ((func.value.id if isinstance(func.value, ast.Name) else "", func.attr) if isinstance(func, ast.Attribute)
+            else (None, func.id) if isinstance(func, ast.Name) else None)
+    if name not in _EXIT_CALLS:
+        return False
+    if not call.args:
+        return False  # exit() is status 0
+    arg = call.args[0]
+    return not (isinstance(arg, ast.Constant) and arg.value in (0, None, False))
+
+
+def validation_can_reject(code: str) -> bool | None:
+    """False when validation code has no way to give a verdict of its own: no ``assert``, no
+    ``raise``, no exit with a message or a non-zero status (``sys.exit(main())`` counts); None
+    when it was not analysed (not Python, or too long)."""
+    if len(code) > MAX_VALIDATION_CODE:
+        return None
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assert, ast.Raise)):
+            return True
+        if isinstance(node, ast.Call) and _exits_non_zero(node):
             return True
     return False
 

@@ -6,8 +6,14 @@ Producing proofs (running reproducers) is errkb.verify.proofs; this module only 
 beside the other data errkb keeps next to the records (errkb.records.variants), so explain,
 the site and stats show proof status without importing the verification machinery.
 
-Coverage: a record is "proven on CPU" with a committed cpu-real proof, "proven on GPU"
-with a committed gpu proof, "GPU-only" when its only reproducers need a GPU and none
+Binding: a proof carries the sha256 of the record fields it exercised (EXERCISED, as
+canonical JSON) and the release it ran on; a proof whose digest differs from the record as
+stored now proved some other content, so it is "out of date" and nothing shows it as
+proven. A proven proof without a digest is out of date too: nothing ties it to a record.
+
+Coverage: a record is "proven on CPU" with a committed cpu-real proof bound to its
+current content, "proven on GPU" with such a gpu proof, "out of date" when its proof is
+bound to other content, "GPU-only" when its only reproducers need a GPU and none
 has been proven yet, else "unproven". Which reproducers a record has is the registry's
 (errkb.verify.reproducers), written beside the proofs as ``data/proofs/reproducers.json``
 by errkb.verify.proofs.write_reproducer_index and kept equal to it by tests/test_proof.py.
@@ -15,7 +21,9 @@ by errkb.verify.proofs.write_reproducer_index and kept equal to it by tests/test
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -24,6 +32,12 @@ from errkb.resources import data_dir
 
 # The tiers of each record's registered reproducers; not a proof (it has no record_id).
 REPRODUCER_INDEX = "reproducers.json"
+
+
+# The record fields a proof exercises: the message and pattern the observed error is judged
+# by, the class, the fix whose states are run, the validation that tells them apart.
+EXERCISED = ("errorMessage", "messagePattern", "errorClass", "exampleFix", "validationCode")
+STATUSES = ("proven on CPU", "proven on GPU", "out of date", "GPU-only", "unproven")
 
 
 class ProofError(ErrkbError):
@@ -86,43 +100,132 @@ def reproducer_tiers() -> dict[str, tuple[str, ...]]:
     return {str(k): tuple(v) for k, v in tiers.items()}
 
 
-def status_of(record_id: str, proof: dict | None) -> str:
-    """"proven on CPU" | "proven on GPU" | "GPU-only" | "unproven"."""
+def record_digest(record: dict) -> str:
+    """sha256 of the record's exercised fields as canonical JSON (sorted keys, no spaces,
+    UTF-8), so the same content always gives the same digest whatever its key order."""
+    fields = {k: record.get(k) for k in EXERCISED}
+    text = json.dumps(fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def binding(record: dict, library: dict | None) -> dict:
+    """What a proof file carries to say what it proved: the digest and the release."""
+    release = f"{library.get('name')} {library.get('version')}" if library else None
+    return {"fields": list(EXERCISED), "sha256": record_digest(record), "release": release}
+
+
+def is_out_of_date(proof: dict | None, record: dict) -> bool:
+    """True when a proven proof is not bound to ``record``'s current exercised fields."""
+    if not proof or proof.get("status") != "proven":
+        return False
+    if not isinstance(record, dict):
+        # A caller of the old id-only signature: a proof can only be judged against content.
+        raise TypeError(f"a proof is judged against the record itself (a dict), not {type(record).__name__} {record!r}")
+    bound = proof.get("bound")
+    return not isinstance(bound, dict) or bound.get("sha256") != record_digest(record)
+
+
+# Documented wrappers: the observed class stands for the record's inside it, and its raise
+# site is the wrapper's own (so the site is not compared either).
+WRAPPERS = {("ValidationError", "ValueError"): "pydantic's ValidationError wraps the ValueError a validator raises"}
+_DEF = re.compile(r"\s*(?:async\s+)?def\s+(\w+)")
+
+
+def record_function(record: dict) -> str | None:
+    """The function the record's raise line sits in, from its own source window (the last
+    ``def`` at or above lineNumber), or None when the window shows none."""
+    lines = str(record.get("sourceCode") or "").splitlines()
+    start, line = record.get("sourceCodeStart"), record.get("lineNumber")
+    if not isinstance(start, int) or not isinstance(line, int) or not start <= line < start + len(lines):
+        return None
+    for text in reversed(lines[: line - start + 1]):
+        m = _DEF.match(text)
+        if m:
+            return m.group(1)
+    return None
+
+
+def observed_findings(proof: dict | None, record: dict) -> list[str]:
+    """Where the error a proof observed is not the record's: its class (a documented wrapper
+    aside), its raise site's file and function. Shown on the record (explain, the site), not
+    kept as a note: the proof shows the message raised, and these say what else differs."""
+    if not proof or proof.get("status") != "proven" or is_out_of_date(proof, record):
+        return []  # an out-of-date proof observed an error of other content: it says nothing here
+    observed = proof.get("observed") or {}
+    cls, want = observed.get("exception_class"), record.get("errorClass")
+    out = []
+    if cls and want and cls != want and (cls, want) not in WRAPPERS:
+        out.append(f"the record's errorClass is {want}; the run raised {cls}")
+    site = observed.get("raise_site") or {}
+    if not site or (cls, want) in WRAPPERS:
+        return out
+    path = record.get("filePath")
+    if path and site.get("file") and not str(site["file"]).endswith(str(path)):
+        out.append(f"the record's filePath is {path}; the run raised in {site['file']}")
+    func = record_function(record)
+    if func and site.get("function") and site["function"] != func:
+        out.append(f"the record's raise line is in {func}(); the run raised in {site['function']}()")
+    return out
+
+
+def _record_id(record: dict | str) -> str:
+    return record if isinstance(record, str) else str(record.get("id") or "")
+
+
+def status_of(record: dict, proof: dict | None) -> str:
+    """"proven on CPU" | "proven on GPU" | "out of date" | "GPU-only" | "unproven"."""
     if proof and proof.get("status") == "proven":
+        if is_out_of_date(proof, record):
+            return "out of date"
         return "proven on CPU" if proof.get("tier") == "cpu-real" else "proven on GPU"
-    if set(reproducer_tiers().get(record_id, ())) == {"gpu"}:
+    if set(reproducer_tiers().get(_record_id(record), ())) == {"gpu"}:
         return "GPU-only"
     return "unproven"
 
 
-def proof_line(proof: dict | None) -> str:
-    """One line for explain: "Reproduced with torch 2.13.0+cpu on 2026-12-02" or "Not reproduced yet"."""
+def _release(proof: dict) -> str:
+    lib = proof.get("library") or {}
+    return f"{lib.get('name')} {lib.get('version')}" if lib else "its library"
+
+
+def proof_line(proof: dict | None, record: dict | None = None) -> str:
+    """One line for explain: "Reproduced with torch 2.13.0+cpu on 2026-12-02", "Proof out of
+    date: ..." (``record`` given and changed since) or "Not reproduced yet"."""
     if not proof or proof.get("status") != "proven":
         return "Not reproduced yet"
-    lib = proof.get("library") or {}
-    what = f"{lib.get('name')} {lib.get('version')}" if lib else "its library"
-    return f"Reproduced with {what} on {proof.get('date')}"
+    if record is not None and is_out_of_date(proof, record):
+        why = ("the record changed since it was reproduced" if isinstance(proof.get("bound"), dict)
+               else "it is not bound to the record's content; it was reproduced")
+        return f"Proof out of date: {why} with {_release(proof)} on {proof.get('date')}"
+    found = observed_findings(proof, record) if record is not None else []
+    differs = f" (the run differs from the record: {'; '.join(found)})" if found else ""
+    return f"Reproduced with {_release(proof)} on {proof.get('date')}{differs}"
 
 
-def proof_summary(record_id: str, folder: Path | None = None) -> dict:
-    """The small proof field explain's JSON carries."""
-    proof = load_proof(record_id, folder)
-    return {"status": status_of(record_id, proof), "line": proof_line(proof),
-            "library": (proof or {}).get("library") if proof and proof.get("status") == "proven" else None,
-            "date": (proof or {}).get("date") if proof and proof.get("status") == "proven" else None}
+def proof_summary(record: dict, folder: Path | None = None) -> dict:
+    """The small proof field explain's JSON carries, judged against ``record`` (the record
+    as stored now: a proof of other content is "out of date", never "Reproduced")."""
+    proof = load_proof(_record_id(record), folder)
+    status = status_of(record, proof)
+    proven = status.startswith("proven")
+    return {"status": status, "line": proof_line(proof, record),
+            "library": proof.get("library") if proven else None,
+            "date": proof.get("date") if proven else None}
 
 
-def coverage(record_ids: list[str], folder: Path | None = None) -> dict:
+def coverage(records: list[dict], folder: Path | None = None) -> dict:
+    """Counts by status of ``records`` (the records as stored now)."""
     proofs = all_proofs(folder)
-    per = {rid: status_of(rid, proofs.get(rid)) for rid in record_ids}
-    counts = {k: 0 for k in ("proven on CPU", "proven on GPU", "GPU-only", "unproven")}
+    per = {r["id"]: status_of(r, proofs.get(r["id"])) for r in records}
+    counts = {k: 0 for k in STATUSES}
     for s in per.values():
         counts[s] += 1
-    return {"total": len(record_ids), "counts": counts, "records": per}
+    return {"total": len(records), "counts": counts, "records": per}
 
 
 def coverage_line(cov: dict) -> str:
     c = cov["counts"]
     gpu = f", {c['proven on GPU']} proven on GPU" if c["proven on GPU"] else ""
-    return (f"proof coverage: {c['proven on CPU']}/{cov['total']} proven on CPU{gpu}, "
+    stale = f", {c['out of date']} out of date" if c["out of date"] else ""
+    return (f"proof coverage: {c['proven on CPU']}/{cov['total']} proven on CPU{gpu}{stale}, "
             f"{c['GPU-only']} GPU-only, {c['unproven']} unproven")

@@ -127,7 +127,8 @@ class _Entry:
     snippet: str | None
     js: JsPattern | None = None  # set when its page is rendered
     proof: dict | None = None  # the committed proof (data/proofs/<id>.json), if any
-    proof_status: str = "unproven"  # proven on CPU | proven on GPU | GPU-only | unproven
+    proof_status: str = "unproven"  # proven on CPU | proven on GPU | out of date | GPU-only | unproven
+    proof_findings: tuple = ()  # where the proof's observed error is not the record's (records.proofs)
     errkb_findings: dict | None = None  # data/findings/<id>.json: errkb's own findings on a kept-as-ingested record
     variants: list | None = None  # data/variants/<id>.json: other releases' wordings of its raise site (errkb.mine.variants)
     # the variants the matcher indexes (errkb.records.variants.variant_entries: linted again), for the paste box
@@ -240,7 +241,7 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
     base = base_url.rstrip("/") + "/" if base_url else None
     dataset_version = store.dataset_version()
 
-    from errkb.records.proofs import all_proofs, coverage, load_findings, status_of
+    from errkb.records.proofs import all_proofs, coverage, load_findings, observed_findings, status_of
 
     proofs = all_proofs()
     from errkb.records.variants import bundled_folder, read_folder
@@ -276,7 +277,8 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
         entries.append(_Entry(
             record=rec, path=path, status=_status(rec, found), findings=found,
             snippet=f"snippets/{snippet_filename(rec)}" if rec.get("validationCode") else None,
-            proof=proofs.get(rec["id"]), proof_status=status_of(rec["id"], proofs.get(rec["id"])),
+            proof=proofs.get(rec["id"]), proof_status=status_of(rec, proofs.get(rec["id"])),
+            proof_findings=tuple(observed_findings(proofs.get(rec["id"]), rec)),
             errkb_findings=load_findings(rec["id"]),
             variants=(variants.get(rec["id"]) or {}).get("variants") or [],
             matched_variants=variants_by_id.get(str(rec["id"]), []),
@@ -295,7 +297,7 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
     tag_names = sorted(tags)
     repo_names = sorted(repos)
     common = {"dataset_version": dataset_version, "record_count": len(entries),
-              "proof_coverage": coverage([e.record["id"] for e in entries])}
+              "proof_coverage": coverage([e.record for e in entries])}
 
     total = len(entries)
     workers = default_workers(total) if workers is None else workers

@@ -65,6 +65,42 @@ def from_sandbox(record: dict, tier: str, check: str, res: sandbox.SandboxResult
 
 SINGLE_NOT_RUN = ("ImportError", "ModuleNotFoundError", "SyntaxError", "NameError", "IndentationError")
 
+# The file names the validation code runs under: compiled in a driver (``<validationCode>``)
+# or written into the sandbox's folder as a script (errkb.verify.runs).
+OWN_CODE = ("<validationCode>", "snippet.py")
+_FRAME = re.compile(r'^\s*File "([^"]*)", line (\d+), in (.+)$', re.M)
+
+
+def traceback_frames(stderr: str) -> list[dict]:
+    """The frames (innermost last) of the last Python traceback in ``stderr``."""
+    start = stderr.rfind("Traceback (most recent call last):")
+    if start < 0:
+        return []
+    return [{"file": f, "line": int(n), "function": fn.strip()} for f, n, fn in _FRAME.findall(stderr[start:])]
+
+
+def validation_crash(record: dict, exc_class: str | None, exc_message: str | None, frames: list[dict]) -> str | None:
+    """Why an exception that ended a validation run is no verdict, or None when it is one.
+
+    A validation rejects a state only by its own verdict: an ``assert`` or ``SystemExit``
+    raised by the validation code itself (its innermost frame is the code's own), or the
+    record's own error (by its messagePattern) raised through it, which is the library's
+    verdict on the user's state (a validation that starts the engine the user starts).
+    Anything else — an ImportError, ``int()`` of a bad argv, argparse's usage error (a
+    SystemExit raised inside argparse), a child that cannot start — crashed before any
+    verdict, and is an error of the proof, never a rejection."""
+    if exc_class is None:
+        return None
+    inner = frames[-1] if frames else None
+    own = inner is not None and os.path.basename(str(inner.get("file"))) in OWN_CODE
+    if exc_class in ("AssertionError", "SystemExit") and own:
+        return None
+    if exc_class not in SINGLE_NOT_RUN and message_matches(record, exc_message)[0]:
+        return None
+    at = f" in {os.path.basename(str(inner['file']))}:{inner['line']} ({inner['function']})" if inner else ""
+    kind = "a usage error" if exc_class == "SystemExit" else f"{exc_class}: {(exc_message or '')[:200]}"
+    return f"crashed before any verdict ({kind}{at}): only its own assertion or exit is a verdict"
+
 
 def judge_single(record: dict, rep: Reproducer, scenario: Scenario, mode: str, res: sandbox.SandboxResult) -> CheckResult:
     """One single.py run: the trigger must raise the record's error in 'before' and not in
@@ -89,6 +125,10 @@ def judge_single(record: dict, rep: Reproducer, scenario: Scenario, mode: str, r
     if mode == "validate":
         if raised and exc_class in SINGLE_NOT_RUN:
             return CheckResult(outcome="error", reason=f"the validation code could not run in the {state!r} state ({shown})", **base)
+        crash = validation_crash(record, exc_class, exc_message, observed.get("frames") or []) if raised else None
+        if crash:
+            # Neither a rejection of 'before' nor of 'after': the proof itself is in error.
+            return CheckResult(outcome="error", reason=f"the validation code {crash} in the {state!r} state", **base)
         if state == "before":
             if raised:
                 return CheckResult(outcome="pass", reason=f"rejects the 'before' state, as it must ({shown})", **base)
@@ -111,11 +151,18 @@ def judge_single(record: dict, rep: Reproducer, scenario: Scenario, mode: str, r
     if scenario.expect_raise:
         if raised and matched:
             return CheckResult(outcome="pass", reason=f"{exc_class} raised{at}; {match_why}", **base)
+        if raised and exc_class in SINGLE_NOT_RUN:
+            return CheckResult(outcome="error", reason=f"the {scenario.state!r} state could not run ({shown}{at})", **base)
         return CheckResult(outcome="fail", reason=f"expected the record's error; saw {shown if raised else 'no exception'}", **base)
     if raised and matched:
         return CheckResult(outcome="fail", reason=f"the record's error is still raised ({exc_class}{at})", **base)
-    then = f"then {shown}{at}" if raised else (observed.get("note") or "no exception")
-    return CheckResult(outcome="pass", reason=f"no exception matching messagePattern; {then}", **base)
+    if raised:
+        # Something else stopped the fixed state (a child that cannot start, a bad argument):
+        # it never showed the fix working, so it is no pass.
+        return CheckResult(outcome="error", reason=f"the {scenario.state!r} state crashed ({shown}{at}): "
+                                                   "no verdict that the fix removes the error", **base)
+    return CheckResult(outcome="pass", reason=f"no exception matching messagePattern; {observed.get('note') or 'no exception'}",
+                       **base)
 
 
 def judge_scenario(record: dict, rep: Reproducer, scenario: Scenario, res: sandbox.SandboxResult) -> list[CheckResult]:
@@ -169,6 +216,13 @@ def judge_scenario(record: dict, rep: Reproducer, scenario: Scenario, res: sandb
             outcome, reason = "fail", f"the record's error is still raised ({exc_class} at {site['file_name']}:{site['line']})"
         elif raiser and matched is None:
             outcome, reason = "error", f"{exc_class} raised but could not be matched: {match_why}"
+        elif raiser and ranks[0].get("fi_ar_available") is not False:
+            # Only the driver's own finding (FlashInfer absent, measured before the call) says a
+            # later exception lies past the record's check; any other one is a crash, no pass.
+            outcome = "error"
+            reason = (f"the {scenario.state!r} state crashed ({exc_class}: {(exc_message or '')[:200]}"
+                      + (f" at {site['file_name']}:{site['line']} in {site['function']}" if site else "")
+                      + "): no verdict that the fix removes the error")
         else:
             outcome = "pass"
             next_step = (f"then {exc_class}: {exc_message} at {site['file_name']}:{site['line']} in {site['function']}"
@@ -184,6 +238,17 @@ def judge_scenario(record: dict, rep: Reproducer, scenario: Scenario, res: sandb
                        message_matched=matched if raiser else None, **base)]
     validations = [r.get("validation") for r in ranks if r.get("validation")]
     if scenario.run_validation and validations:
+        crashed = [(v, validation_crash(record, v.get("exception_class"), v.get("exception_message"), v.get("frames") or []))
+                   for v in validations if v["outcome"] == "fail" and "frames" in v]
+        crashed = [(v, why) for v, why in crashed if why]
+        if crashed:
+            v, why = crashed[0]
+            out.append(CheckResult(
+                record_id=record["id"], slug=record["slug"], tier=rep.tier, check=f"validationCode:{scenario.state}:in-reproducer",
+                outcome="error", reason=f"the validation code {why} in the {scenario.state!r} state",
+                exception_class=v.get("exception_class"), exception_message=v.get("exception_message"),
+                duration_s=res.duration_s, details={"per_rank": validations}))
+            return out
         failed = [v for v in validations if v["outcome"] == "fail"]
         must_fail = scenario.state == "before"
         v_ok = bool(failed) if must_fail else not failed

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from errkb import __version__
 from errkb.cache import atomic_write
-from errkb.records.proofs import REPRODUCER_INDEX, ProofError, all_proofs, proofs_dir
+from errkb.records.proofs import EXERCISED, REPRODUCER_INDEX, ProofError, all_proofs, binding, is_out_of_date, proofs_dir, record_digest
 from errkb.verify.identity import gpu_identity
 from errkb.verify.judge import CheckResult
 from errkb.verify.language import detect_language
@@ -47,6 +47,7 @@ class Proof:
     library: dict | None = None
     release_note: str = ""
     date: str = ""
+    bound: dict | None = None  # errkb.records.proofs.binding: the digest of what was run, and the release
 
     def to_dict(self) -> dict:
         trigger = next((c for c in self.checks if c.check.startswith("reproducer:") and c.check.endswith("before")), None)
@@ -54,6 +55,7 @@ class Proof:
         return {
             "record_id": self.record_id, "slug": self.slug, "tier": self.tier, "status": self.status,
             "reason": self.reason, "date": self.date, "library": self.library, "release_note": self.release_note,
+            "bound": self.bound,
             "packages": _packages(self.checks),
             "runner": {"os": platform.system(), "machine": platform.machine(), "python": platform.python_version(),
                        "errkb": __version__, "gpus": [g["name"] for g in gpu_identity()]},
@@ -127,9 +129,10 @@ def prove_record(record: dict, tier: str = "cpu-real", progress: Callable[[Check
     for rep in reps:
         run_reproducer(record, rep, states, emit, note)
     status, reason = judge(record, tier, checks)
+    library = _library(checks)
     return Proof(record_id=record["id"], slug=record["slug"], tier=tier, status=status, reason=reason, checks=checks,
-                 library=_library(checks), release_note=next((r.release_note for r in reps if r.release_note), ""),
-                 date=dt.datetime.now(dt.UTC).date().isoformat())
+                 library=library, release_note=next((r.release_note for r in reps if r.release_note), ""),
+                 date=dt.datetime.now(dt.UTC).date().isoformat(), bound=binding(record, library))
 
 
 # -- what `errkb prove` runs --------------------------------------------------------
@@ -165,11 +168,12 @@ def prove_records(records: list[dict], tier: str, write_dir: Path | None = None,
 
 
 def check_store(store, folder: Path | None = None, progress: Callable[[CheckResult], None] | None = None,
-                note: Callable[[str], None] | None = None) -> tuple[int, list[tuple[str, str]]]:
+                note: Callable[[str], None] | None = None, rerun: bool = True) -> tuple[int, list[tuple[str, str]]]:
     """``errkb prove --check``: (how many committed CPU proofs there are, (record id, why)
-    for each that no longer holds against the store's records)."""
+    for each that no longer holds against the store's records). With ``rerun`` False only
+    the binding is checked (errkb.verify.proofs.check_bindings), nothing is run."""
     records = {r["id"]: r for r in store.records()}
-    broken = check_committed(records, folder, progress, note)
+    broken = check_committed(records, folder, progress, note) if rerun else check_bindings(records, folder)
     held = len([p for p in all_proofs(folder).values() if p.get("tier") == "cpu-real" and p.get("status") == "proven"])
     return held, broken
 
@@ -211,18 +215,41 @@ def write_reproducer_index(folder: Path | None = None) -> Path:
     return path
 
 
-def check_committed(records: dict[str, dict], folder: Path | None = None,
-                    progress: Callable[[CheckResult], None] | None = None,
-                    note: Callable[[str], None] | None = None) -> list[tuple[str, str]]:
-    """Re-run every committed CPU-tier proof; (record id, why) for each that no longer holds."""
+def _committed_cpu(folder: Path | None) -> dict[str, dict]:
+    return {rid: p for rid, p in all_proofs(folder).items() if p.get("tier") == "cpu-real" and p.get("status") == "proven"}
+
+
+def check_bindings(records: dict[str, dict], folder: Path | None = None) -> list[tuple[str, str]]:
+    """(record id, why) for each committed CPU proof that is not bound to its record as
+    stored: the record is gone, or its exercised fields differ from the proof's digest.
+    Runs nothing: the verdict is the digest's, so it holds where no venv can be built."""
     broken = []
-    for rid, proof in all_proofs(folder).items():
-        if proof.get("tier") != "cpu-real" or proof.get("status") != "proven":
-            continue
+    for rid, proof in _committed_cpu(folder).items():
         record = records.get(rid)
         if record is None:
             broken.append((rid, "the proof's record is not in the store"))
-            continue
+        elif is_out_of_date(proof, record):
+            bound = proof.get("bound")
+            if isinstance(bound, dict):
+                why = (f"the record's exercised fields ({', '.join(EXERCISED)}) changed since it was proven "
+                       f"(digest {str(bound.get('sha256'))[:12]}, now {record_digest(record)[:12]})")
+            else:
+                why = "it carries no digest of the record's exercised fields"
+            broken.append((rid, f"out of date: {why}; re-prove it"))
+    return broken
+
+
+def check_committed(records: dict[str, dict], folder: Path | None = None,
+                    progress: Callable[[CheckResult], None] | None = None,
+                    note: Callable[[str], None] | None = None) -> list[tuple[str, str]]:
+    """Every committed CPU-tier proof checked: first its binding to the record (nothing run),
+    then, for each still bound, re-run; (record id, why) for each that no longer holds."""
+    broken = check_bindings(records, folder)
+    unbound = {rid for rid, _ in broken}
+    for rid, proof in _committed_cpu(folder).items():
+        if rid in unbound:
+            continue  # re-running a proof of other content says nothing about this record
+        record = records[rid]
         again = prove_record(record, "cpu-real", progress, note)
         if again.status == "skipped" and again.reason.startswith(NEEDS_PYTHON):
             if note:  # the release has no wheel for this interpreter: not re-run, and said so
@@ -236,3 +263,33 @@ def check_committed(records: dict[str, dict], folder: Path | None = None,
         if was != now:
             broken.append((rid, f"the broken state now raises {now}, the proof says {was}"))
     return broken
+
+
+def rebind(records: dict[str, dict], folder: Path | None = None) -> tuple[list[str], list[tuple[str, str]]]:
+    """Write the binding into each committed proof that has none, from ``records`` (the
+    records the proofs were made for). Only for proofs made before proofs carried a digest:
+    one that has a digest keeps it, and one whose digest differs is reported, never
+    re-bound (that would turn an out-of-date proof back into a proof). Returns (the ids
+    written, (id, why) for each left alone that is not bound to its record)."""
+    folder = folder or proofs_dir()
+    written, left = [], []
+    for rid, proof in all_proofs(folder).items():
+        record = records.get(rid)
+        if record is None:
+            left.append((rid, "the proof's record is not among the records"))
+            continue
+        if isinstance(proof.get("bound"), dict):
+            if is_out_of_date(proof, record):
+                left.append((rid, "out of date: its digest is not the record's; re-prove it"))
+            continue
+        out = {}
+        for key, value in proof.items():
+            out[key] = value
+            if key == "release_note":
+                out["bound"] = binding(record, proof.get("library"))
+        out.setdefault("bound", binding(record, proof.get("library")))
+        path = folder / f"{rid}.json"
+        with atomic_write(path, "w", encoding="utf-8") as f:
+            f.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
+        written.append(rid)
+    return written, left

@@ -40,7 +40,7 @@ from errkb.errors import ErrkbError
 from errkb.records.read import content_hash
 from errkb.verify import sandbox
 from errkb.verify.identity import cuda_gpu_count, runner_identity
-from errkb.verify.judge import CheckResult, from_sandbox, judge_scenario, judge_single
+from errkb.verify.judge import CheckResult, from_sandbox, judge_scenario, judge_single, traceback_frames, validation_crash
 from errkb.verify.language import detect_language, syntax_error
 from errkb.verify.reproducers import (
     Reproducer,
@@ -271,6 +271,10 @@ def _run_validation(record: dict, snippets: dict, states: dict | None, emit) -> 
                                reason=f"needs the user's {wanted}{given}; errkb prove runs it on its reproducer's states"))
         elif res.outcome in ("timeout", "error"):
             emit(from_sandbox(record, "sandbox", check, res))
+        elif res.outcome == "fail" and (crash := _validation_crash(record, language, res)):
+            # A crash before the verdict is neither a rejection of 'before' nor one of 'after'.
+            emit(from_sandbox(record, "sandbox", check, res, outcome="error",
+                               reason=f"the validation code {crash}{given}"))
         elif must_fail:
             ok = res.outcome == "fail"
             emit(from_sandbox(
@@ -283,6 +287,27 @@ def _run_validation(record: dict, snippets: dict, states: dict | None, emit) -> 
             emit(from_sandbox(record, "sandbox", check, res,
                                reason=(f"passes {where}".strip() if res.outcome == "pass" else f"fails {where}: {res.reason}")
                                + given))
+
+
+_USAGE_ERROR = re.compile(r"^usage: .*\n(?:.*\n)*?.*: error: (.+)$", re.M)
+
+
+def _validation_crash(record: dict, language: str, res: sandbox.SandboxResult) -> str | None:
+    """Why a validation script that exited non-zero did so without a verdict, or None.
+
+    Python: an uncaught exception is a verdict only when it is the script's own assertion
+    or the record's own error (errkb.verify.judge.validation_crash); a non-zero exit with no
+    traceback is the script's own ``sys.exit``/``SystemExit`` unless argparse printed a usage
+    error. Shell: exit 126/127 is a command that could not start."""
+    if language == "shell":
+        return f"could not start a command (exit {res.returncode})" if res.returncode in (126, 127) else None
+    usage = _USAGE_ERROR.search(res.stderr[-3000:])
+    if res.returncode == 2 and usage:
+        return f"crashed before any verdict (a usage error: {usage.group(1).strip()[:200]}): only its own assertion or exit is a verdict"
+    frames = traceback_frames(res.stderr[-20000:])
+    if not frames:
+        return None
+    return validation_crash(record, res.exception_class, res.exception_message, frames)
 
 
 _ARGPARSE_REQUIRED = re.compile(r": error: (?:the following arguments are required: ([^\n]+)|one of the arguments ([^\n]+) is required)")
@@ -458,5 +483,5 @@ def verify(store, keys: list[str], all_records: bool = False, tier: str = "sandb
             results.append(result)
     from errkb.records.proofs import proof_summary
 
-    proofs = {r["id"]: proof_summary(r["id"]) for r in records}
+    proofs = {r["id"]: proof_summary(r) for r in records}
     return VerifyReport(results=results, runner=runner_identity(), proofs=proofs)

@@ -282,12 +282,18 @@ def rank_main(rank: int, port: int, out_path: str) -> None:
             try:
                 exec(compile(code, "<validationCode>", "exec"), {"__name__": "__errkb_validation__"})
                 result["validation"] = {"outcome": "pass"}
-            except Exception as e:
-                result["validation"] = {
-                    "outcome": "fail",
-                    "exception_class": type(e).__name__,
-                    "exception_message": str(e),
-                }
+            except (Exception, SystemExit) as e:
+                if isinstance(e, SystemExit) and e.code in (None, 0):
+                    result["validation"] = {"outcome": "pass"}
+                else:
+                    # Its frames tell the validation's own verdict from a crash (errkb.verify.judge).
+                    result["validation"] = {
+                        "outcome": "fail",
+                        "exception_class": type(e).__name__,
+                        "exception_message": str(e.code) if isinstance(e, SystemExit) else str(e),
+                        "frames": [{"file": f.filename, "line": f.lineno, "function": f.name}
+                                   for f in traceback.extract_tb(e.__traceback__)][-12:],
+                    }
         result["completed"] = True
         save()
         try:
