@@ -72,8 +72,8 @@ def foreign(wheels: list[Path]) -> None:
         print(f"{wheel.name}: {len(messages)} messages; matched by a served site pattern: {served} "
               f"({served / max(1, len(messages)):.2%})")
     # Without the rule: every index pattern, on a sample (all patterns x all messages is slow).
-    from errkb.mine.site_index import read_lines
     from errkb.match.sites import default_path
+    from errkb.mine.site_index import read_lines
 
     _, rows = read_lines(default_path())
     patterns = sorted({r["p"] for r in rows})
