@@ -22,25 +22,26 @@ part and the rows of the patterns that matched.
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
+import mmap
 import os
 import re
 import sys
+import zlib
+from array import array
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
+from errkb.match.chunks import chunks_match as _chunks_match
+from errkb.match.chunks import chunks_of
+
 MIN_LITERAL_ALNUM = 20
-_CACHE_FORMAT = "errkb-sites-cache/1"
+_CACHE_FORMAT = "sites-cache-v1"  # in the cache files' names: a new layout, new files
 # On one line, at most this many candidate patterns are verified (most specific first):
 # the bound that keeps a hostile line of anchor words linear.
 MAX_CANDIDATES_PER_LINE = 256
 
 _WORD = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-_CONTROL = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v"}
-_WILDCARDS = ("(.+?)", "([\\s\\S]+?)")
 
 
 class SiteIndexError(ValueError):
@@ -48,40 +49,6 @@ class SiteIndexError(ValueError):
 
 
 # ---------------------------------------------------------------- the trust rule
-
-
-def chunks_of(pattern: str) -> list[str | None]:
-    """A miner-built pattern as literal chunks and wildcards (None); ValueError if it is not one."""
-    out: list[str | None] = []
-    buf: list[str] = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith(_WILDCARDS[0], i) or pattern.startswith(_WILDCARDS[1], i):
-            if buf:
-                out.append("".join(buf))
-                buf = []
-            out.append(None)
-            i += len(_WILDCARDS[0]) if pattern.startswith(_WILDCARDS[0], i) else len(_WILDCARDS[1])
-            continue
-        ch = pattern[i]
-        if ch == "\\":
-            if i + 1 >= len(pattern):
-                raise ValueError(f"pattern ends in a backslash: {pattern!r}")
-            nxt = pattern[i + 1]
-            if nxt == "x":
-                buf.append(chr(int(pattern[i + 2 : i + 4], 16)))
-                i += 4
-                continue
-            buf.append(_CONTROL.get(nxt, nxt))
-            i += 2
-            continue
-        if ch in ".^$*+?{}[]|()":
-            raise ValueError(f"not a miner-built pattern (unescaped {ch!r} at {i}): {pattern!r}")
-        buf.append(ch)
-        i += 1
-    if buf:
-        out.append("".join(buf))
-    return out
 
 
 def _whole_words(chunk: str, first: bool, last: bool) -> list[str]:
@@ -104,8 +71,15 @@ def _words_of(chunks: list[str | None]) -> list[str]:
     return words
 
 
-def is_rare_token(word: str) -> bool:
+def is_rare_token(word: str, _known: dict[str, bool] = {}) -> bool:  # noqa: B006 - a memo, on purpose
     """An identifier-like word no prose uses: snake_case, CamelCase, a letter-digit mix, a dotted name."""
+    known = _known.get(word)
+    if known is None:
+        known = _known[word] = _is_rare_token(word)
+    return known
+
+
+def _is_rare_token(word: str) -> bool:
     if len(word) < 4 and not (len(word) >= 3 and any(c.isdigit() for c in word) and any(c.isalpha() for c in word)):
         return False
     if "_" in word.strip("_") or "." in word:
@@ -115,12 +89,34 @@ def is_rare_token(word: str) -> bool:
     return any(c.isupper() for c in word[1:]) and any(c.islower() for c in word)
 
 
-def trust(pattern: str) -> tuple[str | None, str | None, int]:
+# Python's own messages, which a library re-raises in its own words as often as not
+# (``raise AttributeError(f"module {name!r} has no attribute {attr!r}")``): a site pattern
+# that matches one of these says nothing about where the error came from.
+_PYTHON_MESSAGES = (
+    "module 'x' has no attribute 'y'", "'x' object has no attribute 'y'", "Module x has no attribute y",
+    "x object has no attribute y", "'x' object is not callable", "'x' object is not subscriptable",
+    "'x' object is not iterable", "x() takes 2 positional arguments but 3 were given",
+    "x() got an unexpected keyword argument 'y'", "x() missing 1 required positional argument: 'y'",
+    "No module named 'x'", "list index out of range", "unsupported operand type(s) for +: 'x' and 'y'",
+    "can't multiply sequence by non-int of type 'x'", "invalid literal for int() with base 10: 'x'",
+    "maximum recursion depth exceeded", "division by zero", "not enough values to unpack (expected 2, got 1)",
+    "too many values to unpack (expected 2)", "cannot import name 'x' from 'y'",
+    "Expected x but got y", "Unsupported x: y", "Unknown x: y", "Invalid x: y", "x is not supported",
+    "x must be a y", "x is not implemented", "x not implemented for y",
+)
+
+_PYTHON_JOINED = "\n".join(_PYTHON_MESSAGES)  # one C-speed search rules out most patterns
+
+
+def trust(pattern: str, chunks: list[str | None] | None = None) -> tuple[str | None, str | None, int]:
     """(level, anchor, literal length): level "strong" (served on any line), "half" (served
     only where its literal text covers half the line) or None (never served)."""
     try:
-        chunks = chunks_of(pattern)
+        chunks = chunks if chunks is not None else chunks_of(pattern)
     except ValueError:
+        return None, None, 0
+    longest = max((c for c in chunks if c is not None), key=len, default="")
+    if longest in _PYTHON_JOINED and any(_chunks_match(chunks, m) for m in _PYTHON_MESSAGES):
         return None, None, 0
     literals = [c for c in chunks if c is not None]
     literal = "".join(literals)
@@ -137,21 +133,37 @@ def trust(pattern: str) -> tuple[str | None, str | None, int]:
 # ---------------------------------------------------------------- results
 
 
-@dataclass(frozen=True)
-class Site:
-    """One place a message is raised, with the releases it was seen in."""
+class _Plain:
+    """A small value class without dataclasses (whose import, through inspect, costs a
+    CLI call more than the whole site lookup)."""
 
-    library: str
-    file: str
-    line: int
-    function: str
-    condition: str | None
-    kind: str  # raise, assert, warn, log, factory, C++
-    error_class: str | None
-    releases: str  # "0.2.7-0.4.0,0.5.1" (runs of the scanned releases)
-    release: str  # the newest release seen: file, line and commit are its
-    commit: str | None
-    repo: str | None
+    __slots__ = ()
+
+    def __init__(self, *values):
+        for name, value in zip(self.__slots__, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __eq__(self, other):
+        return type(other) is type(self) and all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    def __hash__(self):
+        return hash(tuple(getattr(self, n) for n in self.__slots__))
+
+    def __repr__(self):
+        return f"{type(self).__name__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__) + ")"
+
+
+class Site(_Plain):
+    """One place a message is raised, with the releases it was seen in: library, file,
+    line, function, condition, kind (raise, assert, warn, log, factory, C++), error_class,
+    releases ("0.2.7-0.4.0,0.5.1": runs of the scanned releases), release (the newest seen:
+    file, line and commit are its), commit, repo."""
+
+    __slots__ = ("library", "file", "line", "function", "condition", "kind", "error_class", "releases", "release",
+                 "commit", "repo")
 
     def source_url(self) -> str | None:
         """The line on GitHub at the release's commit (None when the commit is not known)."""
@@ -172,16 +184,16 @@ class Site:
                 "url": self.source_url()}
 
 
-@dataclass(frozen=True)
-class SiteMatch:
-    """A message of the text that known sites raise: the pattern, where in the text, and
-    every site that raises it (newest release first). Never a fix."""
+class SiteMatch(_Plain):
+    """A message of the text that known sites raise: pattern, line_number (1-based line of
+    the text where it matched; the first line of a multi-line one), trust ("strong" or
+    "half", see the trust rule; "cuda" for the CUDA table), sites (every site that raises
+    it), meaning (the CUDA table's explanation, else None). Never a fix."""
 
-    pattern: str
-    line_number: int  # 1-based line of the text where it matched (the first line, multi-line)
-    trust: str  # "strong" or "half" (see the trust rule); "cuda" for the CUDA table
-    sites: tuple[Site, ...]
-    meaning: str | None = None  # the CUDA table's explanation, for a CUDA runtime error
+    __slots__ = ("pattern", "line_number", "trust", "sites", "meaning")
+
+    def __init__(self, pattern: str, line_number: int, trust: str, sites: tuple[Site, ...], meaning: str | None = None):
+        super().__init__(pattern, line_number, trust, sites, meaning)
 
     def as_dict(self) -> dict:
         return {"tier": "site", "pattern": self.pattern, "line": self.line_number, "trust": self.trust,
@@ -209,20 +221,16 @@ def default_path() -> Path:
 
 
 class SiteIndex:
-    """The trusted patterns of a site index, matched in linear time. ``load`` reads only
-    the cache's pattern part; rows are read for the patterns that match."""
+    """The trusted patterns of a site index, matched in linear time. ``load`` opens the
+    cache (an anchor table and a rows file, each with an offsets array) without reading
+    it: a lookup is a binary search, and only candidate patterns' rows are parsed."""
 
-    def __init__(self, patterns: list[str], levels: list[str], literal_len: list[int], anchors: dict[str, list[int]],
-                 rows_path: Path | None, offsets: list[int], header: dict, cuda: list[dict]):
-        self.patterns = patterns
-        self.levels = levels
-        self.literal_len = literal_len
-        self.anchors = anchors
-        self.rows_path = rows_path
-        self.offsets = offsets
+    def __init__(self, anchors: _SortedLines | None, rows: _Lines | None, header: dict, cuda: list[dict]):
+        self._anchors = anchors
+        self._rows_file = rows
         self.header = header
         self.cuda = cuda
-        self._chunks: dict[int, list[str | None]] = {}
+        self._entries: dict[int, dict] = {}
 
     # -- loading
 
@@ -231,24 +239,23 @@ class SiteIndex:
         path = Path(path) if path is not None else default_path()
         cuda = load_cuda_table(default_path().parent / "cuda_errors.json")  # curated: always the bundled table
         if not path.exists():
-            return cls([], [], [], {}, None, [], {"libraries": {}}, cuda)
+            return cls(None, None, {"libraries": {}}, cuda)
         st = path.stat()
-        key = hashlib.sha256(f"{_CACHE_FORMAT}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
-        folder = cache if cache is not None else _cache_folder()
-        meta_path = folder / f"sites-{key}.json"
-        rows_path = folder / f"sites-{key}.rows"
-        if not (meta_path.exists() and rows_path.exists()):
+        # The cache is named by what it was built from; a rebuilt or updated index gets a new one.
+        key = f"{zlib.crc32(str(path.resolve()).encode()):08x}-{st.st_size}-{st.st_mtime_ns}"
+        stem = (cache if cache is not None else _cache_folder()) / f"{_CACHE_FORMAT}-{key}"
+        names = [stem.with_name(stem.name + ext) for ext in (".head", ".anchors", ".aidx", ".rows", ".ridx")]
+        if not all(p.exists() for p in names):
             print("errkb: preparing the known-site index (once after install or update)...", file=sys.stderr)
-            _build_cache(path, meta_path, rows_path)
+            _build_cache(path, stem)
         try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            header = json.loads(names[0].read_text(encoding="utf-8"))
+            return cls(_SortedLines(names[1], names[2]), _Lines(names[3], names[4]), header, cuda)
         except (OSError, ValueError) as e:
-            raise SiteIndexError(f"{meta_path}: unreadable site cache ({e}); delete it to rebuild") from None
-        return cls(meta["patterns"], meta["levels"], meta["literal"], meta["anchors"], rows_path, meta["offsets"],
-                   meta["header"], cuda)
+            raise SiteIndexError(f"{stem}.*: unreadable site cache ({e}); delete it to rebuild") from None
 
     def __len__(self) -> int:
-        return len(self.patterns)
+        return len(self._rows_file) if self._rows_file is not None else 0
 
     # -- matching
 
@@ -256,70 +263,64 @@ class SiteIndex:
         """Every trusted site pattern (and CUDA runtime error) found in ``text``, by line."""
         found: list[tuple[int, int, int]] = []  # (line number, -literal length, pattern id)
         lines = text.split("\n")
-        multiline_candidates: set[int] = set()
+        multiline: set[int] = set()
+        looked: dict[str, tuple[int, ...]] = {}
         for number, line in enumerate(lines, 1):
-            if not line:
+            if not line or self._anchors is None:
                 continue
             candidates: set[int] = set()
             for m in _WORD.finditer(line):
                 word = m.group()
-                ids = self.anchors.get(word)
-                if ids:
-                    candidates.update(ids)
                 # a dotted run also holds its plain words ("torch.cuda" holds "cuda")
-                if "." in word:
-                    for piece in word.split("."):
-                        ids = self.anchors.get(piece)
-                        if ids:
-                            candidates.update(ids)
-            ordered = sorted(candidates, key=lambda i: -self.literal_len[i])
-            for i in ordered[:MAX_CANDIDATES_PER_LINE]:
-                chunks = self._chunks_for(i)
-                if any(c is not None and "\n" in c for c in chunks):
-                    multiline_candidates.add(i)
+                for piece in (word, *word.split(".")) if "." in word else (word,):
+                    ids = looked.get(piece)
+                    if ids is None:
+                        ids = looked[piece] = self._anchors.get(piece)
+                    candidates.update(ids)
+            entries = sorted(((self._entry(i), i) for i in candidates), key=lambda e: (-e[0]["L"], e[1]))
+            for entry, i in entries[:MAX_CANDIDATES_PER_LINE]:
+                chunks = entry["chunks"]
+                if entry["multiline"]:
+                    multiline.add(i)
                     continue
                 if not _chunks_match(chunks, line):
                     continue
-                if self.levels[i] == "half" and self.literal_len[i] * 2 < len(line.strip()):
+                if entry["t"] == "half" and entry["L"] * 2 < len(line.strip()):
                     continue
-                found.append((number, -self.literal_len[i], i))
-        for i in sorted(multiline_candidates):
-            chunks = self._chunks_for(i)
-            if _chunks_match(chunks, text) and self.levels[i] == "strong":
-                first = next(c for c in chunks if c)
-                at = text.find(first.split("\n")[0]) if first.split("\n")[0] else 0
-                found.append((text.count("\n", 0, max(at, 0)) + 1, -self.literal_len[i], i))
+                found.append((number, -entry["L"], i))
+        for i in sorted(multiline):
+            entry = self._entry(i)
+            if entry["t"] == "strong" and _chunks_match(entry["chunks"], text):
+                first = next(c for c in entry["chunks"] if c).split("\n")[0]
+                at = text.find(first) if first else 0
+                found.append((text.count("\n", 0, max(at, 0)) + 1, -entry["L"], i))
         found.sort()
-        rows = self._rows([i for _, _, i in found])
-        out = [SiteMatch(self.patterns[i], number, self.levels[i], rows[i]) for number, _, i in found]
+        out = [self._site_match(number, i) for number, _, i in found]
         out.extend(self._cuda_matches(lines))
         out.sort(key=lambda m: m.line_number)
         return out
 
-    def _chunks_for(self, i: int) -> list[str | None]:
-        chunks = self._chunks.get(i)
-        if chunks is None:
-            chunks = self._chunks[i] = chunks_of(self.patterns[i])
-        return chunks
+    def _entry(self, i: int) -> dict:
+        entry = self._entries.get(i)
+        if entry is None:
+            entry = json.loads(self._rows_file.line(i))  # type: ignore[union-attr]
+            entry["chunks"] = chunks_of(entry["p"])
+            entry["multiline"] = any(c is not None and "\n" in c for c in entry["chunks"])
+            self._entries[i] = entry
+        return entry
 
-    def _rows(self, ids: list[int]) -> dict[int, tuple[Site, ...]]:
-        out: dict[int, tuple[Site, ...]] = {}
-        if not ids or self.rows_path is None:
-            return out
+    def _site_match(self, number: int, i: int) -> SiteMatch:
+        entry = self._entry(i)
         libraries = self.header.get("libraries", {})
-        with open(self.rows_path, "rb") as f:
-            for i in sorted(set(ids)):
-                f.seek(self.offsets[i])
-                sites = []
-                for row in json.loads(f.readline()):
-                    info = libraries.get(row["l"], {})
-                    releases = info.get("releases", [])
-                    newest = _newest(row["r"], releases)
-                    commit = dict((v, c) for v, c in releases).get(newest)
-                    sites.append(Site(row["l"], row["f"], row["n"], row["fn"], row.get("c"), row["k"], row.get("e"),
-                                      row["r"], newest, commit, info.get("repo")))
-                out[i] = tuple(sites)
-        return out
+        sites = []
+        for row in entry["rows"]:
+            info = libraries.get(row["l"], {})
+            releases = info.get("releases", [])
+            newest = _newest(row["r"], releases)
+            commit = dict((v, c) for v, c in releases).get(newest)
+            sites.append(Site(row["l"], row["f"], row["n"], row["fn"], row.get("c"), row["k"], row.get("e"),
+                              row["r"], newest, commit, info.get("repo")))
+        return SiteMatch(entry["p"], number, entry["t"], tuple(sites))
 
     def _cuda_matches(self, lines: list[str]) -> list[SiteMatch]:
         out = []
@@ -332,16 +333,50 @@ class SiteIndex:
         return out
 
 
+class _Lines:
+    """A file of lines found by number through an offsets array (4-byte unsigned ints)."""
+
+    def __init__(self, path: Path, index_path: Path):
+        self.offsets = array("I")
+        self.offsets.frombytes(index_path.read_bytes())
+        # The map keeps its own descriptor: no file is left open (an unclosed file's
+        # ResourceWarning can fire in the middle of another import).
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def line(self, i: int) -> bytes:
+        start = self.offsets[i]
+        end = self._map.find(b"\n", start)
+        return self._map[start : end if end >= 0 else len(self._map)]
+
+
+class _SortedLines(_Lines):
+    """``word\tid,id`` lines sorted by word (UTF-8 bytes): a lookup is a binary search."""
+
+    def get(self, word: str) -> tuple[int, ...]:
+        key = word.encode("utf-8")
+        lo, hi = 0, len(self.offsets)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            line = self.line(mid)
+            tab = line.find(b"\t")
+            here = line[:tab]
+            if here < key:
+                lo = mid + 1
+            elif here > key:
+                hi = mid
+            else:
+                return tuple(int(x) for x in line[tab + 1 :].split(b","))
+        return ()
+
+
 def _newest(ranges: str, releases: list[list]) -> str:
     last = ranges.rsplit(",", 1)[-1]
     return last.rsplit("-", 1)[-1] if last else (releases[-1][0] if releases else "")
-
-
-def _chunks_match(chunks: list[str | None], text: str) -> bool:
-    # The same leftmost-placement walk as Template.matches (errkb.mine.templates), on chunks.
-    from errkb.mine.templates import _chunks_match as walk
-
-    return walk(chunks, text)
 
 
 def load_cuda_table(path: Path) -> list[dict]:
@@ -370,9 +405,13 @@ def _cache_folder() -> Path:
     return cache_root() / "sites"
 
 
-def _build_cache(index_path: Path, meta_path: Path, rows_path: Path) -> None:
-    """Group the index's rows by pattern, keep the trusted patterns, write the anchor map
-    and the rows (one JSON line per pattern, found by its byte offset)."""
+def _build_cache(index_path: Path, stem: Path) -> None:
+    """Group the index's rows by pattern, keep the trusted patterns, and write the cache:
+    ``.head`` (the index header), ``.rows`` (one JSON line per pattern: pattern, trust level,
+    literal length, its rows), ``.anchors`` (``word\tids`` sorted by word) and the offsets
+    arrays ``.ridx``/``.aidx``."""
+    import gzip
+
     try:
         with gzip.open(index_path, "rt", encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -383,40 +422,43 @@ def _build_cache(index_path: Path, meta_path: Path, rows_path: Path) -> None:
     by_pattern: dict[str, list[dict]] = {}
     for row in rows:
         by_pattern.setdefault(row["p"], []).append(row)
-    patterns, levels, literal, anchors_of = [], [], [], []
+    kept: list[tuple[str, str, int, set[str]]] = []
+    df: Counter = Counter()
     for pattern in sorted(by_pattern):
-        level, anchor, length = trust(pattern)
+        try:
+            chunks = chunks_of(pattern)
+        except ValueError:
+            continue
+        level, _, length = trust(pattern, chunks)
         if level is None:
             continue
-        patterns.append(pattern)
-        levels.append(level)
-        literal.append(length)
-        anchors_of.append(anchor)
+        words = set(_words_of(chunks))
+        kept.append((pattern, level, length, words))
+        df.update(words)
     # The anchor is the pattern's rarest whole word in the index (fewest patterns hold it),
     # among its rare tokens when it has any: candidates per line stay few.
-    df: Counter = Counter()
-    words_of = []
-    for pattern in patterns:
-        words = set(_words_of(chunks_of(pattern)))
-        words_of.append(words)
-        df.update(words)
     anchors: dict[str, list[int]] = {}
-    for i, words in enumerate(words_of):
-        rare = [w for w in words if is_rare_token(w)]
-        pool = rare if levels[i] == "strong" else list(words)
-        anchor = min(pool, key=lambda w: (df[w], -len(w), w))
-        anchors.setdefault(anchor, []).append(i)
-    meta_path.parent.mkdir(parents=True, exist_ok=True)
-    offsets = []
-    tmp_rows = rows_path.with_name(rows_path.name + f".{os.getpid()}.tmp")
-    with open(tmp_rows, "wb") as f:
-        for pattern in patterns:
-            offsets.append(f.tell())
-            group = sorted(by_pattern[pattern], key=lambda r: (r["l"], r["f"], r["n"]))
-            f.write(json.dumps(group, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n")
-    meta = {"format": _CACHE_FORMAT, "header": header, "patterns": patterns, "levels": levels, "literal": literal,
-            "anchors": anchors, "offsets": offsets}
-    tmp_meta = meta_path.with_name(meta_path.name + f".{os.getpid()}.tmp")
-    tmp_meta.write_text(json.dumps(meta, separators=(",", ":"), ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp_rows, rows_path)
-    os.replace(tmp_meta, meta_path)
+    for i, (_, level, _, words) in enumerate(kept):
+        pool = [w for w in words if is_rare_token(w)] if level == "strong" else list(words)
+        anchors.setdefault(min(pool, key=lambda w: (df[w], -len(w), w)), []).append(i)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    tmp = f".{os.getpid()}.tmp"
+    out: dict[str, bytes] = {".head": json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")}
+    body, offsets = bytearray(), array("I")
+    for pattern, level, length, _ in kept:
+        offsets.append(len(body))
+        group = sorted(by_pattern[pattern], key=lambda r: (r["l"], r["f"], r["n"]))
+        body += json.dumps({"p": pattern, "t": level, "L": length, "rows": group}, separators=(",", ":"),
+                           ensure_ascii=False).encode("utf-8") + b"\n"
+    out[".rows"], out[".ridx"] = bytes(body), offsets.tobytes()
+    body, offsets = bytearray(), array("I")
+    for word in sorted(anchors, key=lambda w: w.encode("utf-8")):
+        offsets.append(len(body))
+        body += word.encode("utf-8") + b"\t" + ",".join(map(str, anchors[word])).encode() + b"\n"
+    out[".anchors"], out[".aidx"] = bytes(body), offsets.tobytes()
+    # .head last: a reader that finds every file finds whole ones.
+    for ext in (".rows", ".ridx", ".anchors", ".aidx", ".head"):
+        target = stem.with_name(stem.name + ext)
+        part = target.with_name(target.name + tmp)
+        part.write_bytes(out[ext])
+        os.replace(part, target)
