@@ -320,6 +320,9 @@ class SiteIndex:
             commit = dict((v, c) for v, c in releases).get(newest)
             sites.append(Site(row["l"], row["f"], row["n"], row["fn"], row.get("c"), row["k"], row.get("e"),
                               row["r"], newest, commit, info.get("repo")))
+        # Newest release first: where the message is raised today leads.
+        rank = {lib: {v: n for n, (v, _) in enumerate(info.get("releases", []))} for lib, info in libraries.items()}
+        sites.sort(key=lambda s: (-rank.get(s.library, {}).get(s.release, -1), s.library, s.file, s.line))
         return SiteMatch(entry["p"], number, entry["t"], tuple(sites))
 
     def _cuda_matches(self, lines: list[str]) -> list[SiteMatch]:
