@@ -59,6 +59,10 @@ def test_trust_rule():
     assert trust(MAX_TOKENS)[0] == "strong"  # max_tokens is a rare token
     assert trust("Invalid value (.+?)")[0] is None  # under 20 literal letters/digits
     assert trust("The model configuration is not supported by this particular backend")[0] == "half"
+    # prose without a rare token: scipy raises "deg must be a positive integer" too
+    assert trust("(.+?) must be a positive integer")[0] is None  # a leading wildcard
+    assert trust("array must be at least 2-d or more")[0] is None  # under 30 letters/digits
+    assert trust("module (.+?) has no attribute (.+?)")[0] is None  # Python's own message
     assert trust("(.+?)" + "a" * 30 + "(.+?)")[0] is None  # no whole word to anchor on
 
 

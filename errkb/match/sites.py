@@ -12,7 +12,9 @@ one call costs the text's length plus the candidates whose anchor the text holds
 another library's message will not match it: at least ``MIN_LITERAL_ALNUM`` literal
 letters/digits, and either a *rare token* (an identifier-like word: ``max_tokens``,
 ``SupportsPP``, ``fp8``, ``torch.cuda``) or literal text covering at least half the
-line it matched. The rule's measure on foreign messages is in docs/mining.md.
+line it matched (then at least ``MIN_PROSE_ALNUM`` letters/digits, and not beginning
+with a wildcard). Patterns that match one of Python's own messages are never served.
+The rule's measure on foreign messages is in docs/mining.md.
 
 The shipped file is gzip'd JSON lines (reproducible bytes, see errkb.mine.site_index);
 the first call that needs it writes a matching cache under errkb's cache folder (a
@@ -36,7 +38,11 @@ from errkb.match.chunks import chunks_match as _chunks_match
 from errkb.match.chunks import chunks_of
 
 MIN_LITERAL_ALNUM = 20
-_CACHE_FORMAT = "sites-cache-v1"  # in the cache files' names: a new layout, new files
+# Without a rare token a pattern is prose ("(.+?) must be a positive integer" is scipy's
+# message as much as vLLM's): it needs more literal text, and a literal subject (not a
+# leading wildcard), besides covering half the line. Measured on numpy/scipy/transformers.
+MIN_PROSE_ALNUM = 30
+_CACHE_FORMAT = "sites-cache-v2"  # in the cache files' names: bump when the layout or the trust rule changes
 # On one line, at most this many candidate patterns are verified (most specific first):
 # the bound that keeps a hostile line of anchor words linear.
 MAX_CANDIDATES_PER_LINE = 256
@@ -127,7 +133,11 @@ def trust(pattern: str, chunks: list[str | None] | None = None) -> tuple[str | N
         return None, None, len(literal)
     rare = [w for w in words if is_rare_token(w)]
     anchor = max(rare or words, key=len)
-    return ("strong" if rare else "half"), anchor, len(literal)
+    if rare:
+        return "strong", anchor, len(literal)
+    if sum(ch.isalnum() for ch in literal) < MIN_PROSE_ALNUM or chunks[0] is None:
+        return None, None, len(literal)
+    return "half", anchor, len(literal)
 
 
 # ---------------------------------------------------------------- results
