@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from errkb.mine.releases import LIBRARIES, Part, read_release
-from errkb.mine.site_index import SiteIndexData, _expand, _ranges, _version_key, read_lines
+from errkb.mine.site_index import SiteIndexData, _expand, _ranges, read_lines, version_key
 from errkb.resources import data_dir
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sites" / "vllm-0.2.7-py.tar.gz"
@@ -73,7 +73,7 @@ def test_fixture_part_rebuilds_what_ships():
     have = {key(r): r for r in shipped.release_rows("vllm", "0.2.7")}
     built = {key(r): r for r in part.rows}
     assert set(have) == set(built)
-    newest = {k for k, v in shipped.seen.items() if k[0] == "vllm" and max(v, key=_version_key) == "0.2.7"}
+    newest = {k for k, v in shipped.seen.items() if k[0] == "vllm" and max(v, key=version_key) == "0.2.7"}
     for k in built:
         if ("vllm", *k) in newest:
             assert have[k]["n"] == built[k]["n"]

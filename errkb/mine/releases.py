@@ -179,16 +179,13 @@ def _wanted(library: Library):
 
 
 def read_release(archive: Path, library: Library, version: str, commit: str | None = None) -> Part:
-    """The sites of one release archive (or of a folder holding its members, as the
-    reproducibility fixture does), read member by member."""
+    """The sites of one release archive (a wheel, an sdist, or a tarball of its members as
+    the reproducibility fixture is), read member by member."""
     if commit is None:
         commit = commit_of(archive, library.name, version)
     part = Part(library.name, version, commit)
     skipped: list[tuple[str, str]] = []
-    if archive.is_dir():
-        members = _folder_members(archive, _wanted(library), skipped)
-    else:
-        members = archive_members(archive, _wanted(library), skipped)
+    members = archive_members(archive, _wanted(library), skipped)
     seen: set[tuple] = set()
     try:
         for name, data in members:
@@ -237,19 +234,6 @@ def _add(part: Part, seen: set[tuple], pattern: str, file: str, line: int, funct
 
 def _row_key(row: dict) -> tuple:
     return (row["p"], row["f"], row["fn"], row["k"], row["e"] or "", row["c"] or "")
-
-
-def _folder_members(folder: Path, wanted, skipped: list[tuple[str, str]]):
-    from errkb.mine.sources import MAX_MEMBER_BYTES
-
-    for p in sorted(folder.rglob("*")):
-        rel = p.relative_to(folder).as_posix()
-        if not p.is_file() or not wanted(rel):
-            continue
-        if p.stat().st_size > MAX_MEMBER_BYTES:
-            skipped.append((rel, f"member over {MAX_MEMBER_BYTES} bytes"))
-            continue
-        yield rel, p.read_bytes()
 
 
 def commit_of(archive: Path, library: str, version: str) -> str | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from errkb.mine.releases import Part, ReleaseError, cache_dir, fetch, parse_spec, read_release
-from errkb.mine.site_index import SiteIndexData, _version_key
+from errkb.mine.site_index import SiteIndexData, version_key
 
 
 def default_index_path() -> Path:
@@ -58,7 +58,7 @@ def read_lock(path: Path) -> list[str]:
 def write_lock(path: Path, specs: list[str]) -> None:
     def key(spec: str):
         library, version = parse_spec(spec)
-        return (library.name, _version_key(version))
+        return (library.name, version_key(version))
 
     unique = sorted({s.strip() for s in specs}, key=key)
     path.write_text("".join(s + "\n" for s in unique))

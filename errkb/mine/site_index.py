@@ -30,11 +30,11 @@ FORMAT = "errkb-sites/1"
 _KEY = ("p", "f", "fn", "k", "e", "c")
 
 
-class IndexError_(ValueError):
+class SiteIndexFileError(ValueError):
     """A site index file that cannot be read (names the file, line and reason)."""
 
 
-def _version_key(v: str):
+def version_key(v: str):
     try:
         return (0, Version(v), v)
     except InvalidVersion:
@@ -57,11 +57,11 @@ class SiteIndexData:
         if part.version in versions:
             self.remove(lib, part.version)
         versions[part.version] = part.commit
-        order = sorted(versions, key=_version_key)
+        order = sorted(versions, key=version_key)
         for row in part.rows:
             key = (lib, *(row[k] or "" for k in _KEY))
             have = self.seen.setdefault(key, set())
-            newest_before = max(have, key=_version_key) if have else None
+            newest_before = max(have, key=version_key) if have else None
             have.add(part.version)
             # The line (and so the commit) of the newest release that has the site.
             if newest_before is None or order.index(part.version) > order.index(newest_before):
@@ -85,10 +85,10 @@ class SiteIndexData:
     def dumps(self) -> bytes:
         header = {"format": FORMAT, "libraries": {
             lib: {"repo": LIBRARIES[lib].repo if lib in LIBRARIES else None,
-                  "releases": [[v, versions[v]] for v in sorted(versions, key=_version_key)]}
+                  "releases": [[v, versions[v]] for v in sorted(versions, key=version_key)]}
             for lib, versions in sorted(self.releases.items())}}
         lines = [json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False)]
-        order = {lib: sorted(vs, key=_version_key) for lib, vs in self.releases.items()}
+        order = {lib: sorted(vs, key=version_key) for lib, vs in self.releases.items()}
         for key in sorted(self.rows):
             row = dict(self.rows[key])
             row["r"] = _ranges(order[key[0]], self.seen[key])
@@ -126,21 +126,21 @@ class SiteIndexData:
 
 
 def read_lines(path: Path) -> tuple[dict, list[dict]]:
-    """(header, rows) of an index file; IndexError_ naming the file and line when broken."""
+    """(header, rows) of an index file; SiteIndexFileError naming the file and line when broken."""
     try:
         with gzip.open(path, "rt", encoding="utf-8") as f:
             text = f.read()
     except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise IndexError_(f"{path}: not a gzip'd site index ({e})") from None
+        raise SiteIndexFileError(f"{path}: not a gzip'd site index ({e})") from None
     lines = text.splitlines()
     out: list[dict] = []
     for n, line in enumerate(lines, 1):
         try:
             out.append(json.loads(line))
         except ValueError as e:
-            raise IndexError_(f"{path}:{n}: not JSON ({e})") from None
+            raise SiteIndexFileError(f"{path}:{n}: not JSON ({e})") from None
     if not out or out[0].get("format") != FORMAT:
-        raise IndexError_(f"{path}:1: not an {FORMAT} header")
+        raise SiteIndexFileError(f"{path}:1: not an {FORMAT} header")
     return out[0], out[1:]
 
 
