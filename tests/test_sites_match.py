@@ -109,3 +109,11 @@ def test_shipped_index_loads_and_answers():
     assert len(index) > 1000
     (m, *_) = index.match("ValueError: max_tokens must be at least 1, got 0.")
     assert any(s.file == "vllm/sampling_params.py" for s in m.sites)
+
+
+def test_unwritable_cache_is_one_clear_error(tmp_path):
+    index = _index(tmp_path)  # noqa: F841 - writes the index file
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    with pytest.raises(SiteIndexError, match="cannot write the site cache"):
+        SiteIndex.load(tmp_path / "sites" / "sites.jsonl.gz", cache=blocker / "cache")

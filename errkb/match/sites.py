@@ -257,7 +257,11 @@ class SiteIndex:
         names = [stem.with_name(stem.name + ext) for ext in (".head", ".anchors", ".aidx", ".rows", ".ridx")]
         if not all(p.exists() for p in names):
             print("errkb: preparing the known-site index (once after install or update)...", file=sys.stderr)
-            _build_cache(path, stem)
+            try:
+                _build_cache(path, stem)
+            except OSError as e:
+                raise SiteIndexError(f"{stem.parent}: cannot write the site cache ({e.strerror or e}); "
+                                     "set ERRKB_CACHE_DIR to a writable folder") from None
         try:
             header = json.loads(names[0].read_text(encoding="utf-8"))
             return cls(_SortedLines(names[1], names[2]), _Lines(names[3], names[4]), header, cuda)
