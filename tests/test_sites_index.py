@@ -77,3 +77,11 @@ def test_fixture_part_rebuilds_what_ships():
     for k in built:
         if ("vllm", *k) in newest:
             assert have[k]["n"] == built[k]["n"]
+
+
+def test_shipped_index_is_canonical():
+    """What ships is exactly what the writer writes for its rows (compared decompressed:
+    another zlib may compress the same bytes differently)."""
+    shipped = SiteIndexData.load(SHIPPED)
+    assert gzip.decompress(shipped.dumps()) == gzip.decompress(SHIPPED.read_bytes())
+    assert set(shipped.releases) == {"vllm", "torch", "flashinfer"}
