@@ -117,3 +117,17 @@ def test_unwritable_cache_is_one_clear_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(SiteIndexError, match="cannot write the site cache"):
         SiteIndex.load(tmp_path / "sites" / "sites.jsonl.gz", cache=blocker / "cache")
+
+
+def test_multi_line_message(tmp_path):
+    data = SiteIndexData()
+    part = Part("torch", "2.5.1", None)
+    part.rows = [{"p": r"\nFound no NVIDIA driver on your system\. Please check that you\nhave an NVIDIA GPU and installed a driver",
+                  "f": "torch/cuda/__init__.py", "n": 300, "fn": "_lazy_init", "c": None, "k": "raise", "e": "AssertionError"}]
+    data.add(part)
+    path = tmp_path / "s" / "sites.jsonl.gz"
+    data.write(path)
+    index = SiteIndex.load(path, cache=tmp_path / "c")
+    text = "Traceback (most recent call last):\nRuntimeError: \nFound no NVIDIA driver on your system. Please check that you\nhave an NVIDIA GPU and installed a driver from here\n"
+    (m,) = index.match(text)
+    assert (m.line_number, m.sites[0].function) == (3, "_lazy_init")

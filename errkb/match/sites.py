@@ -311,10 +311,13 @@ class SiteIndex:
                 found.append((number, -entry["L"], i))
         for i in sorted(multiline):
             entry = self._entry(i)
-            if entry["t"] == "strong" and _chunks_match(entry["chunks"], text):
-                first = next(c for c in entry["chunks"] if c).split("\n")[0]
-                at = text.find(first) if first else 0
-                found.append((text.count("\n", 0, max(at, 0)) + 1, -entry["L"], i))
+            # A message spanning lines has no one line to cover half of; a prose one is
+            # trusted on its (30+ letters/digits, literal-start) text alone.
+            if _chunks_match(entry["chunks"], text):
+                # The line of the message's first text (a C++ message often opens with "\n").
+                first = next(c for c in entry["chunks"] if c)
+                at = max(text.find(first), 0) + len(first) - len(first.lstrip("\n"))
+                found.append((text.count("\n", 0, at) + 1, -entry["L"], i))
         found.sort()
         out = [self._site_match(number, i) for number, _, i in found]
         out.extend(self._cuda_matches(lines))
