@@ -996,4 +996,98 @@ def run(command, json_path, json_fd, use_pty, db_path):
     sys.exit(result.exit_status)
 
 
+# ---- sites: the known-site index (errkb.mine.site_build builds it, errkb.match.sites reads it)
+
+
+@cli.group("sites")
+def sites_group():
+    """The known-site index: where vLLM, PyTorch and FlashInfer raise each message."""
+
+
+def _index_option(fn):
+    return click.option("--index", "index_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                        help="Index file (default: the bundled data/sites/sites.jsonl.gz).")(fn)
+
+
+def _keep_option(fn):
+    return click.option("--keep-archives/--drop-archives", default=True, show_default=True,
+                        help="Keep downloaded wheels/sdists in the releases cache, or delete each once read.")(fn)
+
+
+def _run_site_build(specs: list[str], index_path: Path | None, fresh: bool, as_json: bool, keep: bool) -> None:
+    from errkb.mine.site_build import build, default_index_path
+
+    path = index_path or default_index_path()
+    report = build(specs, path, fresh=fresh, say=lambda line: _echo_err(f"sites: {line}"), keep_archives=keep)
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        echo(f"{path}: {report.rows} sites, {report.index_bytes} bytes; "
+             f"{len(report.parts)} release(s) read, {len(report.failed)} skipped")
+        for spec, reason in report.failed:
+            echo(f"  skipped {spec}: {reason}")
+    sys.exit(0 if not report.failed else 1)
+
+
+@sites_group.command("add")
+@click.argument("specs", nargs=-1, required=True)
+@_index_option
+@_keep_option
+@json_option
+def sites_add(specs, index_path, keep_archives, as_json):
+    """Fetch releases (LIBRARY==VERSION, e.g. vllm==0.6.3) with pip and add their sites.
+
+    Only the members that hold messages are read, in place. The release joins the
+    lock (releases.lock next to the index). Exit 1 when a release could not be read.
+    """
+    from errkb.mine.releases import ReleaseError, parse_spec
+
+    for spec in specs:
+        try:
+            parse_spec(spec)
+        except ReleaseError as e:
+            raise UsageError(str(e)) from None
+    _run_site_build(list(specs), index_path, fresh=False, as_json=as_json, keep=keep_archives)
+
+
+@sites_group.command("build")
+@click.option("--from-lock", "from_lock", is_flag=True, required=True, help="Rebuild from every release in releases.lock.")
+@_index_option
+@_keep_option
+@json_option
+def sites_build(from_lock, index_path, keep_archives, as_json):
+    """Rebuild the whole index from the releases its lock lists (the full backfill)."""
+    from errkb.mine.releases import ReleaseError
+    from errkb.mine.site_build import default_index_path, lock_path, read_lock
+
+    path = index_path or default_index_path()
+    try:
+        specs = read_lock(lock_path(path))
+    except ReleaseError as e:
+        raise UsageError(str(e)) from None
+    if not specs:
+        raise UsageError(f"{lock_path(path)}: no releases listed (add some with `errkb sites add vllm==0.6.3`)")
+    _run_site_build(specs, path, fresh=True, as_json=as_json, keep=keep_archives)
+
+
+@sites_group.command("match")
+@click.argument("text", required=False)
+@_index_option
+@json_option
+def sites_match(text, index_path, as_json):
+    """Where TEXT's message is raised (known sites only; `-` or nothing reads stdin). Exit 1 when none."""
+    from errkb.match.sites import SiteIndex
+
+    if text is None or text == "-":
+        text = sys.stdin.read()
+    matches = SiteIndex.load(index_path).match(text)
+    if as_json:
+        print_json([m.as_dict() for m in matches])
+    else:
+        for m in matches:
+            for line in m.describe():
+                echo(one_line(line))
+    sys.exit(0 if matches else 1)
+
+
 # ---- commands are added above this line (keep this marker) ----

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from errkb.mine.sources import SourceTree
+from errkb.mine.sources import BadArchive, SourceTree
 from errkb.mine.templates import (
     NoTemplate,
     Placeholder,
@@ -58,7 +58,8 @@ class RaiseSite:
     source_start: int
     source_end: int
     source_code: str
-    kind: str = "raise"  # "raise", or "warn" for warnings.warn(...) (only when asked for)
+    kind: str = "raise"  # "raise", or (only when asked for) "assert", "warn", "log", "factory"
+    condition: str | None = None  # the test of the innermost enclosing `if` ("not (x)" in its else)
 
     @property
     def templated(self) -> bool:
@@ -78,6 +79,7 @@ class Scan:
     parsed: int = 0
     sites: list[RaiseSite] = field(default_factory=list)
     unparsable: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): never read
 
     @property
     def templated(self) -> list[RaiseSite]:
@@ -93,6 +95,8 @@ class Scan:
             "files": self.files,
             "files_parsed": self.parsed,
             "files_unparsable": len(self.unparsable),
+            "skipped": len(self.skipped),
+            "skipped_reasons": dict(Counter(_reason_kind(r) for _, r in self.skipped).most_common()),
             "sites": len(self.sites),
             "templated": templated,
             "templated_share": round(templated / len(self.sites), 4) if self.sites else 0.0,
@@ -101,25 +105,56 @@ class Scan:
         }
 
 
-def sites_in_source(text: str, file: str, warnings: bool = False) -> list[RaiseSite]:
-    """Every raise site of one Python file (and ``warnings.warn`` call, if asked).
-    Raises SyntaxError/ValueError if the file does not parse."""
+# What a site can be. "raise" alone is what drafts and drift read; the known-site
+# index reads them all (a logged or asserted message is pasted as often as a raised one).
+ALL_KINDS = frozenset({"raise", "assert", "warn", "log", "factory"})
+
+
+def _reason_kind(reason: str) -> str:
+    """The reason without its particulars ("file over 2000000 bytes" stays whole; "... : detail" is cut)."""
+    return reason.split(":", 1)[0]
+
+
+def sites_in_source(text: str, file: str, warnings: bool = False, kinds: frozenset[str] | None = None) -> list[RaiseSite]:
+    """Every raise site of one Python file (and ``warnings.warn`` call, if asked; every
+    kind in ``kinds`` when given). Raises SyntaxError/ValueError if the file does not parse."""
+    if kinds is None:
+        kinds = frozenset({"raise", "warn"}) if warnings else frozenset({"raise"})
     tree = ast.parse(text, filename=file)
     lines = text.splitlines()
-    finder = _SiteFinder(file, lines, _module_constants(tree), warnings)
+    finder = _SiteFinder(file, lines, _module_constants(tree), kinds)
     finder.visit(tree)
     return finder.sites
 
 
 def scan(source: SourceTree | str | Path, include: Callable[[str, str], bool] | None = None, warnings: bool = False,
-         progress: Callable[[int], None] | None = None) -> Scan:
+         progress: Callable[[int], None] | None = None, kinds: frozenset[str] | None = None,
+         exclude_vendored: bool = False) -> Scan:
     """Scan every .py file of ``source``; ``include(file, text)`` may skip files cheaply
     before they are parsed (drift only needs files that mention a record's words).
-    ``warnings`` also collects ``warnings.warn(...)`` calls (the benchmark corpus does).
+    ``warnings`` also collects ``warnings.warn(...)`` calls (the benchmark corpus does);
+    ``kinds`` (a subset of ALL_KINDS) says exactly which sites to collect.
+    ``exclude_vendored`` leaves out vendored trees and test-internal modules.
     ``progress(files_read)`` is called after each file (a large package takes a minute)."""
     tree = source if isinstance(source, SourceTree) else SourceTree.open(source)
     result = Scan(root=str(tree.path))
+    try:
+        _scan_files(tree, result, include, warnings, progress, kinds, exclude_vendored)
+    except BadArchive as e:  # a .whl that is no zip: nothing to read, said in the summary
+        result.skipped.append((str(tree.path), str(e)))
+    result.skipped.extend(tree.skipped)
+    return result
+
+
+def _scan_files(tree: SourceTree, result: Scan, include, warnings, progress, kinds, exclude_vendored) -> None:
+    from errkb.mine.walk import excluded_reason
+
     for file, text in tree.python_files():
+        if exclude_vendored:
+            why = excluded_reason(file)
+            if why is not None:
+                result.skipped.append((file, why))
+                continue
         result.files += 1
         if progress is not None:
             progress(result.files)
@@ -127,13 +162,12 @@ def scan(source: SourceTree | str | Path, include: Callable[[str, str], bool] | 
             continue
         result.parsed += 1
         try:
-            result.sites.extend(sites_in_source(text, file, warnings))
+            result.sites.extend(sites_in_source(text, file, warnings, kinds))
         except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
             # Python 2 files, templates with .py names, NUL bytes: count them, move on.
             line = getattr(e, "lineno", None)
             where = f" (line {line})" if line else ""
             result.unparsable.append((file, f"{type(e).__name__}{where}: {getattr(e, 'msg', None) or e}"))
-    return result
 
 
 def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
@@ -194,9 +228,12 @@ _BODY_FIELDS = ("body", "orelse", "finalbody")
 
 
 class _SiteFinder:
-    def __init__(self, file: str, lines: list[str], constants: dict[str, ast.expr], warnings: bool = False):
+    def __init__(self, file: str, lines: list[str], constants: dict[str, ast.expr], kinds: frozenset[str]):
         self.file = file
-        self.warnings = warnings
+        self.kinds = kinds
+        self.warnings = "warn" in kinds
+        # Innermost enclosing `if` test, as source text ("not (...)" inside its else).
+        self.conditions: list[str | None] = [None]
         self.lines = lines
         self.constants = constants
         self.scope: list[str] = []
@@ -219,12 +256,33 @@ class _SiteFinder:
                 self.scope.pop()
                 continue
             if isinstance(stmt, ast.Raise):
-                if stmt.exc is not None:  # a bare `raise` re-raises; it creates no new message
+                if stmt.exc is not None and "raise" in self.kinds:  # a bare `raise` re-raises: no new message
                     self._add_site(stmt, lambda stmt=stmt: _exception_and_message(stmt.exc), "raise")
                 continue
-            if self.warnings and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _is_warnings_warn(stmt.value):
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
                 call = stmt.value
-                self._add_site(call, lambda call=call: _warning_and_message(call), "warn")
+                if self.warnings and _is_warnings_warn(call):
+                    self._add_site(call, lambda call=call: _warning_and_message(call), "warn")
+                    continue
+                if "log" in self.kinds and _is_logger_call(call):
+                    self._add_site(call, lambda call=call: _log_level_and_message(call), "log")
+                    continue
+            if isinstance(stmt, ast.Assert) and stmt.msg is not None and "assert" in self.kinds:
+                self._add_site(stmt, lambda stmt=stmt: ("AssertionError", stmt.msg), "assert",
+                               condition=_negated(stmt.test))
+                continue
+            if (isinstance(stmt, ast.Return) and "factory" in self.kinds and isinstance(stmt.value, ast.Call)
+                    and _names_exception_class(stmt.value.func)):
+                value = stmt.value
+                self._add_site(stmt, lambda value=value: _exception_and_message(value), "factory")
+                continue
+            if isinstance(stmt, ast.If):
+                test = _source_of(stmt.test)
+                self.conditions.append(test)
+                self._statements(stmt.body)
+                self.conditions[-1] = None if test is None or _is_elif(stmt) else _negated(stmt.test)
+                self._statements(stmt.orelse)
+                self.conditions.pop()
                 continue
             for name in _BODY_FIELDS:
                 inner = getattr(stmt, name, None)
@@ -244,7 +302,7 @@ class _SiteFinder:
             self._locals_cache[key] = _local_strings(func)
         return self._locals_cache[key].get(name)
 
-    def _add_site(self, node: ast.stmt | ast.expr, class_and_message, site_kind: str) -> None:
+    def _add_site(self, node: ast.stmt | ast.expr, class_and_message, site_kind: str, condition: str | None = None) -> None:
         error_class, template, kind, reason = None, None, None, None
         self._raise_line = node.lineno
         try:
@@ -273,6 +331,7 @@ class _SiteFinder:
                 source_end=end,
                 source_code="\n".join(self.lines[start - 1 : end]),
                 kind=site_kind,
+                condition=condition or self.conditions[-1],
             )
         )
 
@@ -444,3 +503,82 @@ def _exception_and_message(exc: ast.expr) -> tuple[str, ast.expr]:
     raise NoTemplate("no message argument")
 
 
+
+
+# ---------------------------------------------------------------- the other kinds of site
+
+# A condition longer than this is cut: it is shown on one line next to the site.
+_CONDITION_CHARS = 160
+
+
+def _source_of(node: ast.expr) -> str | None:
+    try:
+        text = " ".join(ast.unparse(node).split())
+    except Exception:  # ast.unparse has gaps on odd nodes; a condition is only a hint
+        return None
+    return text if len(text) <= _CONDITION_CHARS else text[: _CONDITION_CHARS - 3] + "..."
+
+
+def _negated_text(test: str) -> str:
+    return f"not ({test})"
+
+
+_INVERSE = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt,
+            ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+
+
+def _negated(test: ast.expr) -> str | None:
+    """The condition under which ``test`` is false (an ``assert`` fails, an ``else`` runs):
+    ``x is None`` for ``x is not None``, else ``not (test)``."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _source_of(test.operand)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _INVERSE:
+        return _source_of(ast.Compare(left=test.left, ops=[_INVERSE[type(test.ops[0])]()], comparators=test.comparators))
+    text = _source_of(test)
+    return None if text is None else _negated_text(text)
+
+
+def _is_elif(stmt: ast.If) -> bool:
+    """An ``elif`` chain: the else branch is another ``if``, whose own test says more than "not (...)"."""
+    return len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], ast.If)
+
+
+# Levels a user sees by default (info and debug are left out: they are not errors).
+_LOG_LEVELS = {"warning": "WARNING", "warn": "WARNING", "error": "ERROR", "exception": "ERROR", "critical": "CRITICAL",
+               "fatal": "CRITICAL", "warning_once": "WARNING", "error_once": "ERROR", "warning_rank0": "WARNING"}
+
+
+def _is_logger_call(call: ast.Call) -> bool:
+    """``logger.warning(...)``, ``self._logger.error(...)``, ``logging.exception(...)``, vLLM's ``warning_once``."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr in _LOG_LEVELS):
+        return False
+    owner = func.value
+    name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+    name = name.lower().lstrip("_")
+    return name in ("logging", "log", "logger", "_logger") or name.endswith("logger") or name.endswith("_log")
+
+
+def _log_level_and_message(call: ast.Call) -> tuple[str, ast.expr]:
+    """``logger.warning("... %s ...", x)``: the message is the format string with its
+    arguments templated in, as logging itself does (``%`` formatting)."""
+    level = _LOG_LEVELS[call.func.attr]  # type: ignore[union-attr]
+    if not call.args:
+        for keyword in call.keywords:
+            if keyword.arg == "msg":
+                return level, keyword.value
+        raise NoTemplate("no message argument")
+    first, rest = call.args[0], call.args[1:]
+    if isinstance(first, ast.Starred) or any(isinstance(a, ast.Starred) for a in rest):
+        raise NoTemplate("message is *args")
+    if not rest:
+        return level, first
+    # logging applies a lone mapping as named arguments, else the tuple of all arguments.
+    right: ast.expr = rest[0] if len(rest) == 1 and isinstance(rest[0], ast.Dict) else ast.Tuple(elts=list(rest), ctx=ast.Load())
+    return level, ast.copy_location(ast.BinOp(left=first, op=ast.Mod(), right=right), first)
+
+
+def _names_exception_class(func: ast.expr) -> bool:
+    """``return ValueError(...)``: a factory whose caller raises what it returns."""
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    return name[:1].isupper() and name.endswith(("Error", "Exception"))

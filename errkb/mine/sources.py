@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from errkb.mine.walk import walk_files
+
 # ---------------------------------------------------------------- where the source comes from
 
 
@@ -44,7 +46,16 @@ class Provenance:
 
 _GITHUB_REPO = re.compile(r"https?://(?:www\.)?github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?(?:[/#?].*)?$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
-_SKIP_DIRS = {"__pycache__", ".git", ".hg", ".tox", ".nox", ".venv", "venv", "node_modules", ".mypy_cache", ".pytest_cache"}
+
+# An archive member over this size, declared or actual, is not read (a zip bomb, or
+# generated data): counted with the reason instead.
+MAX_MEMBER_BYTES = 2_000_000
+# A whole archive whose message-holding members decompress to more than this is cut short.
+MAX_ARCHIVE_BYTES = 400_000_000
+
+
+class BadArchive(ValueError):
+    """An archive that is not what its name says (not a zip, a broken tar)."""
 
 
 class SourceTree:
@@ -55,6 +66,9 @@ class SourceTree:
         self.path = path
         self.root = root  # folder file paths are relative to (None for archives)
         self.archive = archive
+        # (path, reason) of each file or folder left unread: ignored, a venv, too deep,
+        # too big, a zip bomb's member. Filled while python_files() runs.
+        self.skipped: list[tuple[str, str]] = []
 
     @classmethod
     def open(cls, path: str | Path) -> SourceTree:
@@ -84,11 +98,10 @@ class SourceTree:
         if self.path.is_file():
             files = [self.path]
         else:
-            files = sorted(
-                p
-                for p in self.path.rglob("*.py")
-                if p.is_file() and not (set(p.relative_to(self.path).parts[:-1]) & _SKIP_DIRS)
-            )
+            # Never into git-ignored folders or venvs (a checkout's .errkb-cache holds
+            # gigabytes of other packages), and without recursion (hostile depth).
+            files, skipped = walk_files(self.path)
+            self.skipped = skipped
         return [(p.relative_to(self.root).as_posix() if self.root else p.name, p) for p in files]
 
     def file_names(self) -> set[str]:
@@ -101,19 +114,8 @@ class SourceTree:
         return {rel for rel, _ in self._archive_files()}
 
     def _archive_files(self) -> Iterator[tuple[str, str]]:
-        if self.path.name.endswith((".tar.gz", ".tgz")):
-            with tarfile.open(self.path) as tar:
-                members = sorted((m for m in tar.getmembers() if m.isfile() and m.name.endswith(".py")), key=lambda m: m.name)
-                for m in members:
-                    # sdists wrap everything in "<name>-<version>/"; the repo layout is below it.
-                    rel = PurePosixPath(*PurePosixPath(m.name).parts[1:]).as_posix()
-                    handle = tar.extractfile(m)
-                    if handle is not None and rel:
-                        yield rel, _decode(handle.read())
-            return
-        with zipfile.ZipFile(self.path) as zf:
-            for name in sorted(n for n in zf.namelist() if n.endswith(".py")):
-                yield name, _decode(zf.read(name))
+        for rel, data in archive_members(self.path, lambda name: name.endswith(".py"), self.skipped):
+            yield rel, _decode(data)
 
     def read_text(self, rel: str) -> str | None:
         """One file's text by its relative path (None if absent)."""
@@ -143,6 +145,69 @@ class SourceTree:
         if self.root is not None and (self.root / ".git").exists():
             return _git_provenance(self.root)
         return _installed_provenance(self.path)
+
+
+def archive_members(path: Path, wanted: Callable[[str], bool], skipped: list[tuple[str, str]]) -> Iterator[tuple[str, bytes]]:
+    """(relative name, bytes) of each member of a wheel/zip or sdist tarball that
+    ``wanted(name)`` accepts, sorted by name, read in place (nothing else is extracted).
+    A member over MAX_MEMBER_BYTES (declared, or found while reading: a zip bomb lies
+    about its size) is appended to ``skipped`` with the reason. Raises BadArchive when
+    the file is not the archive its name says."""
+    total = 0
+    if path.name.endswith((".tar.gz", ".tgz", ".tar")):
+        try:
+            tar = tarfile.open(path)
+        except (tarfile.TarError, OSError, EOFError) as e:
+            raise BadArchive(f"{path}: not a readable tar archive ({e})") from None
+        with tar:
+            try:
+                members = sorted((m for m in tar.getmembers() if m.isfile()), key=lambda m: m.name)
+            except (tarfile.TarError, OSError, EOFError) as e:
+                raise BadArchive(f"{path}: broken tar archive ({e})") from None
+            for m in members:
+                # sdists wrap everything in "<name>-<version>/"; the repo layout is below it.
+                rel = PurePosixPath(*PurePosixPath(m.name).parts[1:]).as_posix() if "/" in m.name else ""
+                if not rel or not wanted(rel):
+                    continue
+                if m.size > MAX_MEMBER_BYTES:
+                    skipped.append((rel, f"member over {MAX_MEMBER_BYTES} bytes"))
+                    continue
+                handle = tar.extractfile(m)
+                if handle is None:
+                    continue
+                data = handle.read(MAX_MEMBER_BYTES + 1)
+                total += len(data)
+                if total > MAX_ARCHIVE_BYTES:
+                    skipped.append((str(path), f"archive over {MAX_ARCHIVE_BYTES} bytes of members: rest not read"))
+                    return
+                yield rel, data
+        return
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise BadArchive(f"{path}: not a zip archive, so not a wheel ({e})") from None
+    with zf:
+        for info in sorted(zf.infolist(), key=lambda i: i.filename):
+            name = info.filename
+            if name.endswith("/") or not wanted(name):
+                continue
+            if info.file_size > MAX_MEMBER_BYTES:
+                skipped.append((name, f"member over {MAX_MEMBER_BYTES} bytes"))
+                continue
+            try:
+                with zf.open(info) as handle:
+                    data = handle.read(MAX_MEMBER_BYTES + 1)
+            except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, RuntimeError) as e:
+                skipped.append((name, f"unreadable member: {e}"))
+                continue
+            if len(data) > MAX_MEMBER_BYTES:
+                skipped.append((name, f"member over {MAX_MEMBER_BYTES} bytes (declared {info.file_size})"))
+                continue
+            total += len(data)
+            if total > MAX_ARCHIVE_BYTES:
+                skipped.append((str(path), f"archive over {MAX_ARCHIVE_BYTES} bytes of members: rest not read"))
+                return
+            yield name, data
 
 
 def _decode(data: bytes) -> str:

@@ -13,6 +13,8 @@ import re
 import string
 from dataclasses import dataclass
 
+from errkb.match.chunks import chunks_match as _chunks_match
+
 # Exactly the characters the dataset backslash-escapes in messagePattern. Python's
 # re.escape also escapes spaces, quotes, '-', '#', '&' and '~', which the dataset
 # keeps as they are (see the seed and bench-corpus/patterns.jsonl.gz).
@@ -169,26 +171,6 @@ class Template:
         # Now parts start and end with a wildcard: leftmost placement of the middle
         # chunks leaves the most room for the rest.
         return _chunks_match([p if isinstance(p, str) else None for p in parts], text)
-
-
-def _chunks_match(chunks: list[str | None], text: str) -> bool:
-    pos = 0
-    gap = 0  # characters a preceding wildcard still has to consume
-    started = False
-    for chunk in chunks:
-        if chunk is None:
-            gap += 1
-            continue
-        at = text.find(chunk, pos + gap) if started else text.find(chunk, gap)
-        if at < 0:
-            return False
-        # A leading wildcard needs `gap` characters anywhere before the first chunk.
-        pos = at + len(chunk)
-        gap = 0
-        started = True
-    if not started:
-        return len(text) >= gap
-    return len(text) - pos >= gap
 
 
 def escape_literal(text: str) -> str:

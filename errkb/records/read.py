@@ -144,7 +144,7 @@ def canonical_json(record: dict) -> str:
 
 # errkb's own files kept next to a dataset's records (proof runs, findings on records kept
 # as ingested): folders of these names right under a walked folder hold no records.
-SIDECAR_DIRS = ("proofs", "findings", "variants")
+SIDECAR_DIRS = ("proofs", "findings", "variants", "sites")
 
 
 def _walk(paths: Iterable[str | os.PathLike]) -> Iterator[tuple[Path, str | None]]:

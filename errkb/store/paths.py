@@ -42,7 +42,7 @@ def resolve_db_path(path: str | os.PathLike | None) -> tuple[Path, bool]:
 
 # errkb.records.read.SIDECAR_DIRS (tests/test_store_paths.py keeps them equal): folders
 # of errkb's own files next to the bundled records, not records.
-_SIDECAR_DIRS = ("proofs", "findings", "variants")
+_SIDECAR_DIRS = ("proofs", "findings", "variants", "sites")
 
 
 def bundled_store_fresh(db_path: Path) -> bool:

@@ -1,0 +1,137 @@
+"""The known-site tier: cold CLI cost and the trust rule's false matches.
+
+    python -m bench.bench_sites cold [--runs 7]
+        Wall time of a fresh interpreter that loads the shipped index and answers one
+        site-tier match (the site cache already built), against `python -c pass`.
+    python -m bench.bench_sites foreign WHEEL...
+        Mine the wheels of other libraries (transformers, numpy, ...) as the index's miner
+        does, render each message with plausible values, and count how many a served
+        site pattern matches (false matches: another library's message pinned to a
+        vLLM/PyTorch/FlashInfer site), with and without the trust rule. Also the share of
+        the index's own messages that still match (the rule's cost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+_PASTE = "ValueError: max_tokens must be at least 1, got 0."
+_ONE_CALL = ("import sys; from errkb.match.sites import SiteIndex; "
+             f"m = SiteIndex.load().match({_PASTE!r}); sys.exit(0 if m else 1)")
+
+
+def _wall(cmd: list[str], runs: int) -> tuple[list[float], list[float]]:
+    """Wall and CPU (user + system) seconds of each run: on a shared machine the CPU time
+    is the figure that says what the call costs, the wall time what it took today."""
+    import resource
+
+    walls, cpus = [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        subprocess.run(cmd, check=False, capture_output=True)
+        walls.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return walls, cpus
+
+
+def cold(runs: int) -> None:
+    subprocess.run([sys.executable, "-c", _ONE_CALL], check=False)  # builds the cache once, if needed
+    base, base_cpu = _wall([sys.executable, "-c", "pass"], runs)
+    site, site_cpu = _wall([sys.executable, "-c", _ONE_CALL], runs)
+    ok = subprocess.run([sys.executable, "-c", _ONE_CALL], check=False).returncode == 0
+    print(f"python -c pass: wall median {statistics.median(base) * 1000:.0f} ms, "
+          f"CPU median {statistics.median(base_cpu) * 1000:.0f} ms")
+    print(f"load index + one site match: wall median {statistics.median(site) * 1000:.0f} ms "
+          f"(min {min(site) * 1000:.0f}, max {max(site) * 1000:.0f}), CPU median {statistics.median(site_cpu) * 1000:.0f} ms "
+          f"(min {min(site_cpu) * 1000:.0f}); matched: {ok}")
+
+
+def _messages(wheel: Path) -> list[str]:
+    from errkb.mine.releases import Library, read_release
+
+    part = read_release(wheel, Library("foreign", wheel.name.split("-")[0], "", ()), "0")
+    out = []
+    from errkb.match.sites import chunks_of
+
+    for row in part.rows:
+        try:
+            chunks = chunks_of(row["p"])
+        except ValueError:
+            continue
+        # the same plausible value for every placeholder the miner's renderer would give
+        out.append("".join(c if c is not None else "3" for c in chunks))
+    return out
+
+
+def _literal(message: str, pattern: str) -> str:
+    """The literal text of ``pattern`` when the foreign message was rendered from the same
+    template (placeholders became "3"), else "": compares wordings, not values."""
+    from errkb.match.sites import chunks_of
+
+    chunks = chunks_of(pattern)
+    rendered = "".join(c if c is not None else "3" for c in chunks)
+    return "".join(c for c in chunks if c) if rendered == message else ""
+
+
+def foreign(wheels: list[Path]) -> None:
+    from errkb.match.sites import SiteIndex, chunks_of, trust
+    from errkb.mine.templates import _chunks_match
+
+    index = SiteIndex.load()
+    for wheel in wheels:
+        messages = _messages(wheel)
+        served = same = 0
+        for m in messages:
+            hits = [x for x in index.match(m) if x.meaning is None]
+            if not hits:
+                continue
+            # The very wording (code copied between libraries: vLLM's copies of transformers'
+            # models, torch._numpy's of numpy) is a shared message, not a false match.
+            if any("".join(c for c in chunks_of(x.pattern) if c) == _literal(m, x.pattern) for x in hits):
+                same += 1
+            else:
+                served += 1
+        print(f"{wheel.name}: {len(messages)} messages; a served site pattern matches {served + same}: "
+              f"{same} the same wording (shared code), {served} another message "
+              f"(false: {served / max(1, len(messages)):.2%})")
+    # Without the rule: every index pattern, on a sample (all patterns x all messages is slow).
+    from errkb.match.sites import default_path
+    from errkb.mine.site_index import read_lines
+
+    _, rows = read_lines(default_path())
+    patterns = sorted({r["p"] for r in rows})
+    every = [chunks_of(p) for p in patterns]
+    sample = [m for w in wheels for m in _messages(w)][::20]
+    loose = sum(1 for m in sample if any(_chunks_match(c, m) for c in every))
+    print(f"without the trust rule (every pattern, 1 in 20 foreign messages): {loose}/{len(sample)} "
+          f"({loose / max(1, len(sample)):.2%})")
+    own = [r for r in rows][::25]
+    kept = sum(1 for r in own if trust(r["p"])[0] is not None)
+    found = sum(1 for r in own if index.match("".join(c if c is not None else "3" for c in chunks_of(r["p"]))))
+    print(f"index's own messages (1 in 25): trusted {kept}/{len(own)} ({kept / max(1, len(own)):.1%}), "
+          f"matched when pasted alone {found}/{len(own)} ({found / max(1, len(own)):.1%})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    c = sub.add_parser("cold")
+    c.add_argument("--runs", type=int, default=7)
+    f = sub.add_parser("foreign")
+    f.add_argument("wheels", nargs="+", type=Path)
+    args = parser.parse_args()
+    if args.what == "cold":
+        cold(args.runs)
+    else:
+        foreign(args.wheels)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,507 @@
+"""The known-site tier's reader: where vLLM, PyTorch and FlashInfer raise a message, from
+the slim index that ships in ``data/sites/`` (built by ``errkb sites``), and the small
+curated table of CUDA runtime error strings.
+
+A site pattern is literal text and ``(.+?)`` wildcards only (the miner builds nothing
+else), so a match is found the way :meth:`errkb.mine.templates.Template.matches` finds
+one: leftmost placement of each literal chunk, linear in the line. Which patterns are
+tried on a line is decided by an anchor token per pattern (its rarest whole word), so
+one call costs the text's length plus the candidates whose anchor the text holds.
+
+**The trust rule.** A mined pattern is served only when it is specific enough that
+another library's message will not match it: at least ``MIN_LITERAL_ALNUM`` literal
+letters/digits, and either a *rare token* (an identifier-like word: ``max_tokens``,
+``SupportsPP``, ``fp8``, ``torch.cuda``) or literal text covering at least half the
+line it matched (then at least ``MIN_PROSE_ALNUM`` letters/digits, and not beginning
+with a wildcard). Patterns that match one of Python's own messages are never served.
+The rule's measure on foreign messages is in docs/mining.md.
+
+The shipped file is gzip'd JSON lines (reproducible bytes, see errkb.mine.site_index);
+the first call that needs it writes a matching cache under errkb's cache folder (a
+second or two, once, with a line on stderr), later calls read only the cache's small
+part and the rows of the patterns that matched.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import re
+import sys
+import zlib
+from array import array
+from collections import Counter
+from pathlib import Path
+
+from errkb.match.chunks import chunks_match as _chunks_match
+from errkb.match.chunks import chunks_of
+
+MIN_LITERAL_ALNUM = 20
+# Without a rare token a pattern is prose ("(.+?) must be a positive integer" is scipy's
+# message as much as vLLM's): it needs more literal text, and a literal subject (not a
+# leading wildcard), besides covering half the line. Measured on numpy/scipy/transformers.
+MIN_PROSE_ALNUM = 30
+_CACHE_FORMAT = "sites-cache-v3"  # in the cache files' names: bump when the layout or the trust rule changes
+# On one line, at most this many candidate patterns are verified (most specific first):
+# the bound that keeps a hostile line of anchor words linear.
+MAX_CANDIDATES_PER_LINE = 256
+
+_WORD = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+class SiteIndexError(ValueError):
+    """The shipped index or its cache cannot be read (names the file and reason)."""
+
+
+# ---------------------------------------------------------------- the trust rule
+
+
+def _whole_words(chunk: str, first: bool, last: bool) -> list[str]:
+    """Words of a literal chunk that a match holds whole: a word touching a wildcard may be
+    part of a longer word (``{name}_size`` gives ``hidden_size``), so it is left out; one
+    at the pattern's own start or end is kept (a message's first word follows ``Error: ``)."""
+    words = []
+    for m in _WORD.finditer(chunk):
+        if (m.start() == 0 and not first) or (m.end() == len(chunk) and not last):
+            continue
+        words.append(m.group())
+    return words
+
+
+def _words_of(chunks: list[str | None]) -> list[str]:
+    words: list[str] = []
+    for n, c in enumerate(chunks):
+        if c is not None:
+            words.extend(_whole_words(c, n == 0, n == len(chunks) - 1))
+    return words
+
+
+def is_rare_token(word: str, _known: dict[str, bool] = {}) -> bool:  # noqa: B006 - a memo, on purpose
+    """An identifier-like word no prose uses: snake_case, CamelCase, a letter-digit mix, a dotted name."""
+    known = _known.get(word)
+    if known is None:
+        known = _known[word] = _is_rare_token(word)
+    return known
+
+
+def _is_rare_token(word: str) -> bool:
+    if len(word) < 4 and not (len(word) >= 3 and any(c.isdigit() for c in word) and any(c.isalpha() for c in word)):
+        return False
+    if "_" in word.strip("_") or "." in word:
+        return True
+    if any(c.isdigit() for c in word) and any(c.isalpha() for c in word):
+        return True
+    return any(c.isupper() for c in word[1:]) and any(c.islower() for c in word)
+
+
+# Python's own messages, which a library re-raises in its own words as often as not
+# (``raise AttributeError(f"module {name!r} has no attribute {attr!r}")``): a site pattern
+# that matches one of these says nothing about where the error came from.
+_PYTHON_MESSAGES = (
+    "module 'x' has no attribute 'y'", "'x' object has no attribute 'y'", "Module x has no attribute y",
+    "x object has no attribute y", "'x' object is not callable", "'x' object is not subscriptable",
+    "'x' object is not iterable", "x() takes 2 positional arguments but 3 were given",
+    "x() got an unexpected keyword argument 'y'", "x() missing 1 required positional argument: 'y'",
+    "No module named 'x'", "list index out of range", "unsupported operand type(s) for +: 'x' and 'y'",
+    "can't multiply sequence by non-int of type 'x'", "invalid literal for int() with base 10: 'x'",
+    "maximum recursion depth exceeded", "division by zero", "not enough values to unpack (expected 2, got 1)",
+    "too many values to unpack (expected 2)", "cannot import name 'x' from 'y'",
+    "Expected x but got y", "Unsupported x: y", "Unknown x: y", "Invalid x: y", "x is not supported",
+    "x must be a y", "x is not implemented", "x not implemented for y",
+)
+
+_PYTHON_JOINED = "\n".join(_PYTHON_MESSAGES)  # one C-speed search rules out most patterns
+
+
+def trust(pattern: str, chunks: list[str | None] | None = None) -> tuple[str | None, str | None, int]:
+    """(level, anchor, literal length): level "strong" (served on any line), "half" (served
+    only where its literal text covers half the line) or None (never served)."""
+    try:
+        chunks = chunks if chunks is not None else chunks_of(pattern)
+    except ValueError:
+        return None, None, 0
+    longest = max((c for c in chunks if c is not None), key=len, default="")
+    if longest in _PYTHON_JOINED and any(_chunks_match(chunks, m) for m in _PYTHON_MESSAGES):
+        return None, None, 0
+    literals = [c for c in chunks if c is not None]
+    literal = "".join(literals)
+    if sum(ch.isalnum() for ch in literal) < MIN_LITERAL_ALNUM:
+        return None, None, len(literal)
+    words = _words_of(chunks)
+    if not words:
+        return None, None, len(literal)
+    rare = [w for w in words if is_rare_token(w)]
+    anchor = max(rare or words, key=len)
+    if rare:
+        return "strong", anchor, len(literal)
+    if sum(ch.isalnum() for ch in literal) < MIN_PROSE_ALNUM or chunks[0] is None:
+        return None, None, len(literal)
+    return "half", anchor, len(literal)
+
+
+# ---------------------------------------------------------------- results
+
+
+class _Plain:
+    """A small value class without dataclasses (whose import, through inspect, costs a
+    CLI call more than the whole site lookup)."""
+
+    __slots__ = ()
+
+    def __init__(self, *values):
+        for name, value in zip(self.__slots__, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __eq__(self, other):
+        return type(other) is type(self) and all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    def __hash__(self):
+        return hash(tuple(getattr(self, n) for n in self.__slots__))
+
+    def __repr__(self):
+        return f"{type(self).__name__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__) + ")"
+
+
+class Site(_Plain):
+    """One place a message is raised, with the releases it was seen in: library, file,
+    line, function, condition, kind (raise, assert, warn, log, factory, C++), error_class,
+    releases ("0.2.7-0.4.0,0.5.1": runs of the scanned releases), release (the newest seen:
+    file, line and commit are its), commit, repo."""
+
+    __slots__ = ("library", "file", "line", "function", "condition", "kind", "error_class", "releases", "release",
+                 "commit", "repo")
+
+    def source_url(self) -> str | None:
+        """The line on GitHub at the release's commit (None when the commit is not known)."""
+        if not (self.repo and self.commit and len(self.commit) == 40):
+            return None
+        return f"https://github.com/{self.repo}/blob/{self.commit}/{self.file}#L{self.line}"
+
+    def describe(self) -> str:
+        where = f"{self.file}:{self.line}" + (f" in {self.function}" if self.function and self.function != "<module>" else "")
+        when = f" when {self.condition}" if self.condition else ""
+        verb = {"log": "logged", "warn": "warned", "assert": "asserted", "factory": "built"}.get(self.kind, "raised")
+        return f"{verb} at {where}{when}; seen in {self.library} {self.releases}"
+
+    def as_dict(self) -> dict:
+        return {"library": self.library, "file": self.file, "line": self.line, "function": self.function,
+                "condition": self.condition, "kind": self.kind, "errorClass": self.error_class,
+                "releases": self.releases, "release": self.release, "commit": self.commit,
+                "url": self.source_url()}
+
+
+class SiteMatch(_Plain):
+    """A message of the text that known sites raise: pattern, line_number (1-based line of
+    the text where it matched; the first line of a multi-line one), trust ("strong" or
+    "half", see the trust rule; "cuda" for the CUDA table), sites (every site that raises
+    it), meaning (the CUDA table's explanation, else None). Never a fix."""
+
+    __slots__ = ("pattern", "line_number", "trust", "sites", "meaning")
+
+    def __init__(self, pattern: str, line_number: int, trust: str, sites: tuple[Site, ...], meaning: str | None = None):
+        super().__init__(pattern, line_number, trust, sites, meaning)
+
+    def as_dict(self) -> dict:
+        return {"tier": "site", "pattern": self.pattern, "line": self.line_number, "trust": self.trust,
+                "meaning": self.meaning, "sites": [s.as_dict() for s in self.sites]}
+
+    def describe(self) -> list[str]:
+        if self.meaning is not None:
+            return [f"CUDA runtime error (line {self.line_number}): {self.meaning}"]
+        lines = [f"known site (line {self.line_number}), no fix: {self.pattern}"]
+        for s in self.sites:
+            lines.append("  " + s.describe())
+            url = s.source_url()
+            if url:
+                lines.append("    " + url)
+        return lines
+
+
+# ---------------------------------------------------------------- the index
+
+
+def default_path() -> Path:
+    from errkb.resources import data_dir
+
+    return data_dir() / "sites" / "sites.jsonl.gz"
+
+
+class SiteIndex:
+    """The trusted patterns of a site index, matched in linear time. ``load`` opens the
+    cache (an anchor table and a rows file, each with an offsets array) without reading
+    it: a lookup is a binary search, and only candidate patterns' rows are parsed."""
+
+    def __init__(self, anchors: _SortedLines | None, rows: _Lines | None, header: dict, cuda: list[dict]):
+        self._anchors = anchors
+        self._rows_file = rows
+        self.header = header
+        self.cuda = cuda
+        self._entries: dict[int, dict] = {}
+
+    # -- loading
+
+    @classmethod
+    def load(cls, path: Path | None = None, cache: Path | None = None) -> SiteIndex:
+        path = Path(path) if path is not None else default_path()
+        cuda = load_cuda_table(default_path().parent / "cuda_errors.json")  # curated: always the bundled table
+        if not path.exists():
+            return cls(None, None, {"libraries": {}}, cuda)
+        st = path.stat()
+        # The cache is named by what it was built from; a rebuilt or updated index gets a new one.
+        key = f"{zlib.crc32(str(path.resolve()).encode()):08x}-{st.st_size}-{st.st_mtime_ns}"
+        stem = (cache if cache is not None else _cache_folder()) / f"{_CACHE_FORMAT}-{key}"
+        names = [stem.with_name(stem.name + ext) for ext in (".head", ".anchors", ".aidx", ".rows", ".ridx")]
+        if not all(p.exists() for p in names):
+            print("errkb: preparing the known-site index (once after install or update)...", file=sys.stderr)
+            try:
+                _build_cache(path, stem)
+            except OSError as e:
+                raise SiteIndexError(f"{stem.parent}: cannot write the site cache ({e.strerror or e}); "
+                                     "set ERRKB_CACHE_DIR to a writable folder") from None
+        try:
+            header = json.loads(names[0].read_text(encoding="utf-8"))
+            return cls(_SortedLines(names[1], names[2]), _Lines(names[3], names[4]), header, cuda)
+        except (OSError, ValueError) as e:
+            raise SiteIndexError(f"{stem}.*: unreadable site cache ({e}); delete it to rebuild") from None
+
+    def __len__(self) -> int:
+        return len(self._rows_file) if self._rows_file is not None else 0
+
+    def preload(self) -> SiteIndex:
+        """Read the whole anchor table into memory (tens of ms): for a stream of many
+        lines (enrich), where a dict lookup per word beats a binary search per word."""
+        if self._anchors is not None:
+            self._anchors.preload()
+        return self
+
+    # -- matching
+
+    def match(self, text: str) -> list[SiteMatch]:
+        """Every trusted site pattern (and CUDA runtime error) found in ``text``, by line."""
+        found: list[tuple[int, int, int]] = []  # (line number, -literal length, pattern id)
+        lines = text.split("\n")
+        multiline: set[int] = set()
+        looked: dict[str, tuple[int, ...]] = {}
+        for number, line in enumerate(lines, 1):
+            if not line or self._anchors is None:
+                continue
+            candidates: set[int] = set()
+            for m in _WORD.finditer(line):
+                word = m.group()
+                # a dotted run also holds its plain words ("torch.cuda" holds "cuda")
+                for piece in (word, *word.split(".")) if "." in word else (word,):
+                    ids = looked.get(piece)
+                    if ids is None:
+                        ids = looked[piece] = self._anchors.get(piece)
+                    candidates.update(ids)
+            entries = sorted(((self._entry(i), i) for i in candidates), key=lambda e: (-e[0]["L"], e[1]))
+            for entry, i in entries[:MAX_CANDIDATES_PER_LINE]:
+                chunks = entry["chunks"]
+                if entry["multiline"]:
+                    multiline.add(i)
+                    continue
+                if not _chunks_match(chunks, line):
+                    continue
+                if entry["t"] == "half" and entry["L"] * 2 < len(line.strip()):
+                    continue
+                found.append((number, -entry["L"], i))
+        for i in sorted(multiline):
+            entry = self._entry(i)
+            # A message spanning lines has no one line to cover half of; a prose one is
+            # trusted on its (30+ letters/digits, literal-start) text alone.
+            if _chunks_match(entry["chunks"], text):
+                # The line of the message's first text (a C++ message often opens with "\n").
+                first = next(c for c in entry["chunks"] if c)
+                at = max(text.find(first), 0) + len(first) - len(first.lstrip("\n"))
+                found.append((text.count("\n", 0, at) + 1, -entry["L"], i))
+        found.sort()
+        out = [self._site_match(number, i) for number, _, i in found]
+        out.extend(self._cuda_matches(lines))
+        out.sort(key=lambda m: m.line_number)
+        return out
+
+    def _entry(self, i: int) -> dict:
+        entry = self._entries.get(i)
+        if entry is None:
+            entry = json.loads(self._rows_file.line(i))  # type: ignore[union-attr]
+            entry["chunks"] = chunks_of(entry["p"])
+            entry["multiline"] = any(c is not None and "\n" in c for c in entry["chunks"])
+            self._entries[i] = entry
+        return entry
+
+    def _site_match(self, number: int, i: int) -> SiteMatch:
+        entry = self._entry(i)
+        libraries = self.header.get("libraries", {})
+        sites = []
+        for row in entry["rows"]:
+            info = libraries.get(row["l"], {})
+            releases = info.get("releases", [])
+            newest = _newest(row["r"], releases)
+            commit = dict((v, c) for v, c in releases).get(newest)
+            sites.append(Site(row["l"], row["f"], row["n"], row["fn"], row.get("c"), row["k"], row.get("e"),
+                              row["r"], newest, commit, info.get("repo")))
+        # Newest release first: where the message is raised today leads.
+        rank = {lib: {v: n for n, (v, _) in enumerate(info.get("releases", []))} for lib, info in libraries.items()}
+        sites.sort(key=lambda s: (-rank.get(s.library, {}).get(s.release, -1), s.library, s.file, s.line))
+        return SiteMatch(entry["p"], number, entry["t"], tuple(sites))
+
+    def _cuda_matches(self, lines: list[str]) -> list[SiteMatch]:
+        out = []
+        for number, line in enumerate(lines, 1):
+            if "CUDA" not in line and "cuda" not in line:
+                continue
+            for entry in self.cuda:
+                if entry["message"] in line:
+                    out.append(SiteMatch(entry["message"], number, "cuda", (), entry["meaning"]))
+        return out
+
+
+class _Lines:
+    """A file of lines found by number through an offsets array (4-byte unsigned ints)."""
+
+    def __init__(self, path: Path, index_path: Path):
+        self.offsets = array("I")
+        self.offsets.frombytes(index_path.read_bytes())
+        # The map keeps its own descriptor: no file is left open (an unclosed file's
+        # ResourceWarning can fire in the middle of another import).
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def line(self, i: int) -> bytes:
+        start = self.offsets[i]
+        end = self._map.find(b"\n", start)
+        return self._map[start : end if end >= 0 else len(self._map)]
+
+
+class _SortedLines(_Lines):
+    """``word\tid,id`` lines sorted by word (UTF-8 bytes): a lookup is a binary search,
+    or a dict lookup once preloaded."""
+
+    _all: dict[str, tuple[int, ...]] | None = None
+
+    def preload(self) -> None:
+        if self._all is None:
+            table = {}
+            for line in bytes(self._map).decode("utf-8").splitlines():
+                word, _, ids = line.partition("\t")
+                table[word] = tuple(int(x) for x in ids.split(","))
+            self._all = table
+
+    def get(self, word: str) -> tuple[int, ...]:
+        if self._all is not None:
+            return self._all.get(word, ())
+        key = word.encode("utf-8")
+        lo, hi = 0, len(self.offsets)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            line = self.line(mid)
+            tab = line.find(b"\t")
+            here = line[:tab]
+            if here < key:
+                lo = mid + 1
+            elif here > key:
+                hi = mid
+            else:
+                return tuple(int(x) for x in line[tab + 1 :].split(b","))
+        return ()
+
+
+def _newest(ranges: str, releases: list[list]) -> str:
+    last = ranges.rsplit(",", 1)[-1]
+    return last.rsplit("-", 1)[-1] if last else (releases[-1][0] if releases else "")
+
+
+def load_cuda_table(path: Path) -> list[dict]:
+    """The curated CUDA runtime error strings (message, meaning, code)."""
+    if not path.exists():
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise SiteIndexError(f"{path}: not JSON ({e})") from None
+    entries = data.get("errors") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise SiteIndexError(f"{path}: expected {{\"errors\": [...]}}")
+    for n, e in enumerate(entries):
+        if not (isinstance(e, dict) and isinstance(e.get("message"), str) and isinstance(e.get("meaning"), str)):
+            raise SiteIndexError(f"{path}: errors[{n}]: needs a string message and meaning")
+    return entries
+
+
+# ---------------------------------------------------------------- the cache
+
+
+def _cache_folder() -> Path:
+    from errkb.resources import cache_root
+
+    return cache_root() / "sites"
+
+
+def _build_cache(index_path: Path, stem: Path) -> None:
+    """Group the index's rows by pattern, keep the trusted patterns, and write the cache:
+    ``.head`` (the index header), ``.rows`` (one JSON line per pattern: pattern, trust level,
+    literal length, its rows), ``.anchors`` (``word\tids`` sorted by word) and the offsets
+    arrays ``.ridx``/``.aidx``."""
+    import gzip
+
+    try:
+        with gzip.open(index_path, "rt", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        header = json.loads(lines[0])
+        rows = [json.loads(line) for line in lines[1:] if line]
+    except (OSError, EOFError, ValueError, IndexError) as e:
+        raise SiteIndexError(f"{index_path}: not a readable site index ({e})") from None
+    by_pattern: dict[str, list[dict]] = {}
+    for row in rows:
+        by_pattern.setdefault(row["p"], []).append(row)
+    kept: list[tuple[str, str, int, set[str]]] = []
+    df: Counter = Counter()
+    for pattern in sorted(by_pattern):
+        try:
+            chunks = chunks_of(pattern)
+        except ValueError:
+            continue
+        level, _, length = trust(pattern, chunks)
+        if level is None:
+            continue
+        words = set(_words_of(chunks))
+        kept.append((pattern, level, length, words))
+        df.update(words)
+    # The anchor is the pattern's rarest whole word in the index (fewest patterns hold it),
+    # among its rare tokens when it has any: candidates per line stay few.
+    anchors: dict[str, list[int]] = {}
+    for i, (_, level, _, words) in enumerate(kept):
+        pool = [w for w in words if is_rare_token(w)] if level == "strong" else list(words)
+        # A short or numeric word ("n", "512") is in every other log line: never the anchor
+        # while the pattern has a longer one.
+        pool = [w for w in pool if len(w) >= 4 and not w.isdigit()] or pool
+        anchors.setdefault(min(pool, key=lambda w: (df[w], -len(w), w)), []).append(i)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    tmp = f".{os.getpid()}.tmp"
+    out: dict[str, bytes] = {".head": json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")}
+    body, offsets = bytearray(), array("I")
+    for pattern, level, length, _ in kept:
+        offsets.append(len(body))
+        group = sorted(by_pattern[pattern], key=lambda r: (r["l"], r["f"], r["n"]))
+        body += json.dumps({"p": pattern, "t": level, "L": length, "rows": group}, separators=(",", ":"),
+                           ensure_ascii=False).encode("utf-8") + b"\n"
+    out[".rows"], out[".ridx"] = bytes(body), offsets.tobytes()
+    body, offsets = bytearray(), array("I")
+    for word in sorted(anchors, key=lambda w: w.encode("utf-8")):
+        offsets.append(len(body))
+        body += word.encode("utf-8") + b"\t" + ",".join(map(str, anchors[word])).encode() + b"\n"
+    out[".anchors"], out[".aidx"] = bytes(body), offsets.tobytes()
+    # .head last: a reader that finds every file finds whole ones.
+    for ext in (".rows", ".ridx", ".anchors", ".aidx", ".head"):
+        target = stem.with_name(stem.name + ext)
+        part = target.with_name(target.name + tmp)
+        part.write_bytes(out[ext])
+        os.replace(part, target)

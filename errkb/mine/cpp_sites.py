@@ -1,0 +1,241 @@
+"""The messages C++ and CUDA sources raise: ``TORCH_CHECK(cond, "msg", x, ...)`` and its
+family, ``FLASHINFER_CHECK``/``FLASHINFER_ERROR``, ``AT_ERROR``, ``throw std::..._error(...)``
+(with ``+`` concatenations), and messages built on an ``std::ostringstream`` (``oss << "a" << x;``
+then ``FLASHINFER_ERROR(oss.str())``).
+
+There is no C++ parser here: a bounded, linear scan finds each macro or ``throw``, its
+balanced argument list (string and character literals and comments respected) and the
+string literals in it. What the scan cannot follow (an unbalanced list, a raw string,
+a message with no literal text) is counted with the reason, never guessed. The enclosing
+function is a heuristic (the last unindented line that opens a definition), named so.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from errkb.mine.templates import NoTemplate, Placeholder, Template, check_encodable
+
+# Checks whose first argument is the condition, the rest the message's pieces.
+_CHECKS = ("TORCH_CHECK", "TORCH_CHECK_VALUE", "TORCH_CHECK_TYPE", "TORCH_CHECK_INDEX", "TORCH_CHECK_NOT_IMPLEMENTED",
+           "TORCH_CHECK_LINALG", "TORCH_INTERNAL_ASSERT", "FLASHINFER_CHECK", "STD_TORCH_CHECK")
+# Errors whose every argument is a piece of the message.
+_ERRORS = ("FLASHINFER_ERROR", "AT_ERROR", "TORCH_WARN", "TORCH_WARN_ONCE")
+_CLASS = {"TORCH_CHECK_VALUE": "ValueError", "TORCH_CHECK_TYPE": "TypeError", "TORCH_CHECK_INDEX": "IndexError",
+          "TORCH_CHECK_NOT_IMPLEMENTED": "NotImplementedError", "TORCH_CHECK_LINALG": "LinAlgError",
+          "TORCH_WARN": "UserWarning", "TORCH_WARN_ONCE": "UserWarning"}
+_SITE = re.compile(r"\b(" + "|".join(sorted(_CHECKS + _ERRORS, key=len, reverse=True)) + r")\s*\(|"
+                   r"\bthrow\s+(?:std::)?([A-Za-z_]\w*(?:_error|Error|_argument|_range|Exception))\s*\(")
+# An argument list longer than this is not a message a person wrote.
+_MAX_ARGS_CHARS = 6000
+_MIN_LITERAL_ALNUM = 4
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "0": "\0", "a": "\a", "b": "\b",
+            "f": "\f", "v": "\v", "?": "?"}
+_DEFINITION = re.compile(r"^(?!(?:if|for|while|switch|return|else|do|case|template|namespace|class|struct)\b)"
+                         r"[A-Za-z_][\w:<>,\*&\s]*?\b([A-Za-z_]\w*(?:::~?[A-Za-z_]\w*)*)\s*\(")
+_STREAM = re.compile(r"^\s*([A-Za-z_]\w*)\.str\(\)\s*$")
+
+
+@dataclass
+class CppSite:
+    file: str
+    line: int
+    function: str  # heuristic; "" when no definition line was found above
+    error_class: str
+    template: Template | None
+    condition: str | None
+    reason: str | None  # why there is no template
+    kind: str = "C++"
+
+
+def cpp_sites(text: str, file: str) -> Iterator[CppSite]:
+    """Every check, error macro and ``throw`` of one C++/CUDA source, templated where possible."""
+    line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    definitions = _definitions(text, line_starts)
+    def_lines = [d[0] for d in definitions]
+    for m in _SITE.finditer(text):
+        if _in_comment_or_define(text, m.start()):
+            continue
+        line = bisect.bisect_right(line_starts, m.start())
+        at = bisect.bisect_right(def_lines, line) - 1
+        function = definitions[at][1] if at >= 0 else ""
+        macro, thrown = m.group(1), m.group(2)
+        error_class = thrown or _CLASS.get(macro or "", "RuntimeError")
+        condition, template, reason = None, None, None
+        try:
+            args = _arguments(text, m.end())
+            if macro in _CHECKS:
+                if not args:
+                    raise NoTemplate("check without a condition")
+                condition = "not (" + " ".join(args[0].split()) + ")"
+                pieces = args[1:]
+            elif macro:
+                pieces = args
+            else:
+                if len(args) != 1:
+                    raise NoTemplate("exception built from several arguments")
+                pieces = _split_top(args[0], "+")
+            if len(pieces) == 1:
+                stream = _STREAM.match(pieces[0])
+                if stream:
+                    pieces = _stream_pieces(text[max(0, m.start() - 4000) : m.start()], stream.group(1))
+            template = _template(pieces)
+        except NoTemplate as e:
+            reason = str(e)
+        yield CppSite(file, line, function, error_class, template, condition, reason)
+
+
+def _in_comment_or_define(text: str, pos: int) -> bool:
+    """A hit inside a ``//`` comment or a ``#define`` of the macro itself."""
+    start = text.rfind("\n", 0, pos) + 1
+    head = text[start:pos].lstrip()
+    return head.startswith(("//", "*", "/*", "#define", "#  define"))
+
+
+def _definitions(text: str, line_starts: list[int]) -> list[tuple[int, str]]:
+    """(line, name) of each unindented line that looks like a function definition."""
+    out = []
+    for i, start in enumerate(line_starts):
+        if start >= len(text) or text[start] in " \t\n#/}{*":
+            continue
+        end = text.find("\n", start)
+        head = text[start : end if end >= 0 else len(text)]
+        if head.rstrip().endswith(";") or len(head) > 300:
+            continue
+        m = _DEFINITION.match(head)
+        if m:
+            out.append((i + 1, m.group(1)))
+    return out
+
+
+def _arguments(text: str, pos: int) -> list[str]:
+    """The top-level, comma-separated arguments of the call whose "(" ends just before ``pos``."""
+    args, depth, start, i = [], 0, pos, pos
+    end = min(len(text), pos + _MAX_ARGS_CHARS)
+    while i < end:
+        ch = text[i]
+        if ch == '"':
+            if i > 0 and text[i - 1] == "R":
+                raise NoTemplate("raw string literal")
+            i = _end_of_literal(text, i, '"', end)
+            continue
+        if ch == "'":
+            i = _end_of_literal(text, i, "'", end)
+            continue
+        if ch == "/" and text.startswith("//", i):
+            nl = text.find("\n", i)
+            i = end if nl < 0 else nl
+            continue
+        if ch == "/" and text.startswith("/*", i):
+            close = text.find("*/", i + 2, end)
+            if close < 0:
+                raise NoTemplate("unterminated comment in the arguments")
+            i = close + 2
+            continue
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                if ch != ")":
+                    raise NoTemplate("unbalanced brackets in the arguments")
+                args.append(text[start:i])
+                return [a.strip() for a in args if a.strip()]
+            depth -= 1
+        elif ch == "," and depth == 0:
+            args.append(text[start:i])
+            start = i + 1
+        i += 1
+    raise NoTemplate(f"argument list not closed within {_MAX_ARGS_CHARS} characters")
+
+
+def _end_of_literal(text: str, i: int, quote: str, end: int) -> int:
+    j = i + 1
+    while j < end:
+        if text[j] == "\\":
+            j += 2
+            continue
+        if text[j] == quote:
+            return j + 1
+        if text[j] == "\n":
+            raise NoTemplate("string literal runs past its line")
+        j += 1
+    raise NoTemplate("unterminated string literal")
+
+
+def _split_top(expr: str, op: str) -> list[str]:
+    """``a + "b" + c`` split on top-level ``op`` (outside brackets and literals)."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(expr):
+        ch = expr[i]
+        if ch in "\"'":
+            i = _end_of_literal(expr, i, ch, len(expr))
+            continue
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0 and expr.startswith(op, i) and not (op == "+" and expr.startswith("++", i)):
+            parts.append(expr[start:i])
+            i += len(op)
+            start = i
+            continue
+        i += 1
+    parts.append(expr[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _stream_pieces(before: str, name: str) -> list[str]:
+    """The pieces streamed into ``name`` (``name << "a" << x;``) since it was declared."""
+    decl = list(re.finditer(r"\b(?:std::)?(?:ostringstream|stringstream)\s+" + re.escape(name) + r"\b", before))
+    if not decl:
+        raise NoTemplate("message is a stream not declared nearby")
+    body = before[decl[-1].end() :]
+    pieces: list[str] = []
+    for statement in re.finditer(r"\b" + re.escape(name) + r"\s*<<(.*?);", body, re.S):
+        pieces.extend(_split_top(statement.group(1), "<<"))
+    if not pieces:
+        raise NoTemplate("message stream has nothing streamed into it")
+    return pieces
+
+
+def _template(pieces: list[str]) -> Template:
+    parts: list[str | Placeholder] = []
+    for piece in pieces:
+        literal = _string_literal(piece)
+        if literal is not None:
+            parts.append(literal)
+        else:
+            parts.append(Placeholder(" ".join(piece.split())[:80]))
+    template = Template.of(parts)
+    if sum(ch.isalnum() for ch in template.literal) < _MIN_LITERAL_ALNUM:
+        raise NoTemplate("message has no literal text" if not template.literal.strip()
+                         else "message literal too short to identify the error")
+    check_encodable(template)
+    return template
+
+
+def _string_literal(piece: str) -> str | None:
+    """The text of ``"a" "b"`` (adjacent literals, escapes decoded), else None."""
+    piece = piece.strip()
+    if not piece.startswith('"'):
+        return None
+    out, i = [], 0
+    while i < len(piece):
+        if piece[i].isspace():
+            i += 1
+            continue
+        if piece[i] != '"':
+            return None
+        j = i + 1
+        while j < len(piece) and piece[j] != '"':
+            if piece[j] == "\\" and j + 1 < len(piece):
+                out.append(_ESCAPES.get(piece[j + 1], piece[j + 1]))
+                j += 2
+                continue
+            out.append(piece[j])
+            j += 1
+        i = j + 1
+    return "".join(out)

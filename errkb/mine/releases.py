@@ -1,0 +1,253 @@
+"""Released wheels and sdists of the libraries the known-site index covers: fetched with
+``pip download --no-deps`` (PyPI only, into a cache outside any checkout) and read in
+place, only the members that hold messages (``.py``; for FlashInfer also the C++/CUDA
+sources under its include/csrc), into the sites of one release (a *part*).
+
+Nothing is extracted, imported or run. An archive that is not one, a zip bomb's member,
+a huge, deep or unparsable file and C++ the scan cannot follow are counted with their
+reason in the part's summary; the read never stops on them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from errkb.mine.cpp_sites import cpp_sites
+from errkb.mine.raise_sites import ALL_KINDS, sites_in_source
+from errkb.mine.sources import BadArchive, _archive_provenance, _decode, archive_members
+from errkb.mine.walk import excluded_reason
+
+_CPP_SUFFIXES = (".h", ".cuh", ".cu", ".cpp", ".hpp", ".cc")
+
+
+@dataclass(frozen=True)
+class Library:
+    name: str  # the library's name in the index ("vllm")
+    distribution: str  # its name on PyPI ("flashinfer-python")
+    repo: str  # owner/name on GitHub
+    pip_args: tuple[str, ...]  # how to ask pip for a small archive whose messages are the library's
+    cpp: bool = False  # read C++/CUDA members under include/ and csrc/ too
+    # Python versions whose wheel to ask for, in turn (old releases stop before new Pythons,
+    # new ones drop old Pythons).
+    pythons: tuple[str, ...] = ("3.11", "3.10", "3.12", "3.13", "3.9")
+
+
+# torch: the macOS arm64 wheel is the smallest, and its Python files are every
+# platform's. vLLM: the Linux wheel (its sdist needs torch to prepare metadata).
+LIBRARIES = {
+    "vllm": Library("vllm", "vllm", "vllm-project/vllm",
+                    # pip does not widen one --platform to older manylinux tags: name each.
+                    ("--only-binary=:all:", "--platform", "manylinux_2_35_x86_64", "--platform", "manylinux_2_31_x86_64",
+                     "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64",
+                     "--platform", "manylinux1_x86_64")),
+    "torch": Library("torch", "torch", "pytorch/pytorch",
+                     ("--only-binary=:all:", "--platform", "macosx_11_0_arm64", "--platform", "macosx_12_0_arm64",
+                      "--platform", "macosx_13_0_arm64", "--platform", "macosx_14_0_arm64"),
+                     pythons=("3.10", "3.11", "3.12", "3.13", "3.14")),
+    "flashinfer": Library("flashinfer", "flashinfer-python", "flashinfer-ai/flashinfer", ("--only-binary=:all:",),
+                          cpp=True),
+}
+_SPEC = re.compile(r"^([A-Za-z0-9_.-]+)==([A-Za-z0-9_.+!-]+)$")
+# vLLM versions of dev wheels carry the commit: 0.6.4.dev12+g1a2b3c4.
+_VERSION_COMMIT = re.compile(r"\+g([0-9a-f]{7,40})\b")
+
+
+class ReleaseError(ValueError):
+    """A release that cannot be fetched or read at all (one line, names it)."""
+
+
+def parse_spec(spec: str) -> tuple[Library, str]:
+    """``vllm==0.6.3`` -> (the library, "0.6.3")."""
+    m = _SPEC.match(spec.strip())
+    if not m:
+        raise ReleaseError(f"{spec!r}: expected LIBRARY==VERSION, e.g. vllm==0.6.3")
+    name = m.group(1).lower()
+    for library in LIBRARIES.values():
+        if name in (library.name, library.distribution):
+            return library, m.group(2)
+    raise ReleaseError(f"{spec!r}: unknown library {name!r} (known: {', '.join(sorted(LIBRARIES))})")
+
+
+def cache_dir() -> Path:
+    """Where archives are downloaded: ``$ERRKB_RELEASES_DIR``, else errkb's cache's ``releases/``."""
+    base = os.environ.get("ERRKB_RELEASES_DIR")
+    if base:
+        return Path(base).expanduser().absolute()
+    from errkb.resources import cache_root
+
+    return cache_root() / "releases"
+
+
+def tag_commits(library: str) -> dict[str, str]:
+    """version -> commit from the committed tag-to-commit map (data/sites/tags.json)."""
+    from errkb.resources import data_dir
+
+    try:
+        data = json.loads((data_dir() / "sites" / "tags.json").read_text())
+    except (OSError, ValueError, FileNotFoundError):
+        return {}
+    return data.get(library, {})
+
+
+def fetch(library: Library, version: str, into: Path | None = None) -> Path:
+    """The release's archive, from the cache or downloaded by pip (``--no-deps``)."""
+    into = into or cache_dir()
+    into.mkdir(parents=True, exist_ok=True)
+    found = _cached(into, library, version)
+    if found is not None:
+        return found
+    base = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check",
+            "-d", str(into)]
+    target = f"{library.distribution}=={version}"
+    run = None
+    for python in library.pythons:
+        run = subprocess.run([*base, *library.pip_args, "--python-version", python, target],
+                             capture_output=True, text=True, timeout=900, check=False)
+        found = _cached(into, library, version)
+        if found is not None:
+            return found
+    if found is None:
+        # No wheel for that platform (old FlashInfer ships an sdist only): its sdist.
+        run = subprocess.run([*base, "--no-binary=:all:", "--no-build-isolation", target],
+                             capture_output=True, text=True, timeout=900, check=False)
+        found = _cached(into, library, version)
+    if found is None:
+        lines = (run.stderr or run.stdout).strip().splitlines() if run is not None else []
+        said = [line.strip() for line in lines if "error" in line.lower() and "hint" not in line.lower()] or lines or ["no output"]
+        raise ReleaseError(f"{library.distribution}=={version}: pip download found no wheel or sdist it could fetch ({said[-1][:200]})")
+    return found
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _cached(folder: Path, library: Library, version: str) -> Path | None:
+    """The wheel or sdist of exactly this release in ``folder`` (0.6.3 is not 0.6.3.post1)."""
+    want = (_norm(library.distribution), _norm(version))
+    for p in sorted(folder.iterdir()):
+        name = p.name
+        if name.endswith(".whl"):
+            fields = name[:-4].split("-")
+            got = (_norm(fields[0]), _norm(fields[1])) if len(fields) >= 5 else None
+        elif name.endswith((".tar.gz", ".zip")):
+            stem = name[: -len(".tar.gz")] if name.endswith(".tar.gz") else name[:-4]
+            dist, _, ver = stem.rpartition("-")
+            got = (_norm(dist), _norm(ver))
+        else:
+            continue
+        if got == want:
+            return p
+    return None
+
+
+@dataclass
+class Part:
+    """The sites of one release, and what was left unread and why."""
+
+    library: str
+    version: str
+    commit: str | None
+    rows: list[dict] = field(default_factory=list)
+    files: int = 0
+    skipped: Counter = field(default_factory=Counter)  # reason -> count
+    untemplated: Counter = field(default_factory=Counter)
+
+    def summary(self) -> dict:
+        return {"library": self.library, "version": self.version, "commit": self.commit, "files": self.files,
+                "sites": len(self.rows), "untemplated": sum(self.untemplated.values()),
+                "skipped": sum(self.skipped.values()), "skipped_reasons": dict(sorted(self.skipped.items()))}
+
+
+def _wanted(library: Library):
+    def wanted(name: str) -> bool:
+        if name.endswith(".py"):
+            return True
+        if library.cpp and name.endswith(_CPP_SUFFIXES):
+            parts = name.split("/")
+            return "include" in parts or "csrc" in parts
+        return False
+    return wanted
+
+
+def read_release(archive: Path, library: Library, version: str, commit: str | None = None) -> Part:
+    """The sites of one release archive (a wheel, an sdist, or a tarball of its members as
+    the reproducibility fixture is), read member by member."""
+    if commit is None:
+        commit = commit_of(archive, library.name, version)
+    part = Part(library.name, version, commit)
+    skipped: list[tuple[str, str]] = []
+    members = archive_members(archive, _wanted(library), skipped)
+    seen: set[tuple] = set()
+    try:
+        for name, data in members:
+            why = excluded_reason(name)
+            if why is not None:
+                part.skipped[why.split(" (")[0]] += 1
+                continue
+            part.files += 1
+            _read_member(part, name, _decode(data), seen)
+    except BadArchive as e:
+        raise ReleaseError(str(e)) from None
+    for _, reason in skipped:
+        part.skipped[reason.split(" (")[0]] += 1
+    part.rows.sort(key=_row_key)
+    return part
+
+
+def _read_member(part: Part, name: str, text: str, seen: set[tuple]) -> None:
+    if name.endswith(".py"):
+        try:
+            sites = sites_in_source(text, name, kinds=ALL_KINDS)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+            part.skipped[f"unparsable Python ({type(e).__name__})"] += 1
+            return
+        for s in sites:
+            if s.template is None:
+                part.untemplated[s.reason] += 1
+                continue
+            _add(part, seen, s.template.pattern(), name, s.line, s.function, s.condition, s.kind, s.error_class)
+        return
+    for c in cpp_sites(text, name):
+        if c.template is None:
+            part.untemplated[f"C++: {c.reason}"] += 1
+            continue
+        _add(part, seen, c.template.pattern(), name, c.line, c.function, c.condition, c.kind, c.error_class)
+
+
+def _add(part: Part, seen: set[tuple], pattern: str, file: str, line: int, function: str, condition: str | None,
+         kind: str, error_class: str | None) -> None:
+    key = (pattern, file, function, kind, error_class or "", condition or "")
+    if key in seen:  # the same message raised twice in one function under one condition: one site
+        return
+    seen.add(key)
+    part.rows.append({"p": pattern, "f": file, "n": line, "fn": function, "c": condition, "k": kind, "e": error_class})
+
+
+def _row_key(row: dict) -> tuple:
+    return (row["p"], row["f"], row["fn"], row["k"], row["e"] or "", row["c"] or "")
+
+
+def commit_of(archive: Path, library: str, version: str) -> str | None:
+    """The release's commit: the archive's own record of it (a full sha in its version
+    module), else a short hash in the version (vLLM dev wheels), else the committed
+    tag-to-commit map (data/sites/tags.json), else None."""
+    m = _VERSION_COMMIT.search(version)
+    if archive.is_file() and archive.suffix == ".whl":
+        try:
+            prov = _archive_provenance(archive)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+            prov = None  # not a zip: read_release says so, with the file's name
+        if prov is not None and prov.sha:
+            return prov.sha
+    if m:
+        return m.group(1)
+    return tag_commits(library).get(version)

@@ -1,0 +1,105 @@
+"""``errkb sites add`` / ``errkb sites build --from-lock``: fetch releases, read their
+parts, merge them into the shipped index, and keep the lock (the list of releases the
+index was built from: ``data/sites/releases.lock``, one ``library==version`` a line).
+
+The full backfill is this command run over the lock; CI rebuilds one release's part
+from a committed fixture instead (tests/test_sites_index.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from errkb.mine.releases import Part, ReleaseError, cache_dir, fetch, parse_spec, read_release
+from errkb.mine.site_index import SiteIndexData, version_key
+
+
+def default_index_path() -> Path:
+    from errkb.resources import data_dir
+
+    return data_dir() / "sites" / "sites.jsonl.gz"
+
+
+def lock_path(index_path: Path) -> Path:
+    return index_path.with_name("releases.lock")
+
+
+@dataclass
+class BuildReport:
+    parts: list[dict] = field(default_factory=list)  # each release's part summary, with seconds
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (spec, reason)
+    index_bytes: int = 0
+    rows: int = 0
+
+    def as_dict(self) -> dict:
+        return {"releases": self.parts, "failed": [{"release": s, "reason": r} for s, r in self.failed],
+                "index_bytes": self.index_bytes, "sites": self.rows}
+
+
+def read_lock(path: Path) -> list[str]:
+    if not path.exists():
+        return []
+    specs = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        try:
+            parse_spec(line)
+        except ReleaseError as e:
+            raise ReleaseError(f"{path}:{n}: {e}") from None
+        specs.append(line)
+    return specs
+
+
+def write_lock(path: Path, specs: list[str]) -> None:
+    def key(spec: str):
+        library, version = parse_spec(spec)
+        return (library.name, version_key(version))
+
+    unique = sorted({s.strip() for s in specs}, key=key)
+    path.write_text("".join(s + "\n" for s in unique))
+
+
+def build(specs: list[str], index_path: Path, fresh: bool = False, releases_dir: Path | None = None,
+          say: Callable[[str], None] = lambda _: None, keep_archives: bool = True) -> BuildReport:
+    """Add each release of ``specs`` to the index at ``index_path`` (rebuilt from nothing
+    when ``fresh``); a release that cannot be fetched or read is reported, not fatal.
+    ``keep_archives=False`` deletes each archive this call downloaded once it is read (a
+    vLLM wheel is 200-400 MB; a backfill of every release would fill a disk)."""
+    index = SiteIndexData() if fresh else SiteIndexData.load(index_path)
+    report = BuildReport()
+    done: list[str] = []
+    for spec in specs:
+        started = time.monotonic()
+        try:
+            library, version = parse_spec(spec)
+            say(f"{spec}: fetching")
+            folder = releases_dir or cache_dir()
+            had = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+            archive = fetch(library, version, folder)
+            say(f"{spec}: reading {archive.name}")
+            try:
+                part: Part = read_release(archive, library, version)
+            finally:
+                if not keep_archives and archive.name not in had:
+                    archive.unlink(missing_ok=True)
+        except (ReleaseError, OSError) as e:
+            report.failed.append((spec, str(e)))
+            say(f"{spec}: skipped ({e})")
+            continue
+        index.add(part)
+        done.append(spec)
+        summary = part.summary()
+        summary["seconds"] = round(time.monotonic() - started, 1)
+        report.parts.append(summary)
+        say(f"{spec}: {summary['sites']} sites from {summary['files']} files in {summary['seconds']} s"
+            + (f"; {summary['skipped']} skipped" if summary["skipped"] else ""))
+    report.index_bytes = index.write(index_path)
+    report.rows = len(index.rows)
+    lock = lock_path(index_path)
+    write_lock(lock, ([] if fresh else read_lock(lock)) + done)
+    return report

@@ -1,0 +1,90 @@
+"""The miner reads every kind of site a user meets, with its function and condition:
+raise, assert with a message, warnings.warn, logger calls (%-args templated) and
+exception factories; C++ checks (TORCH_CHECK, FLASHINFER_CHECK/ERROR, throw, oss chains)."""
+
+from __future__ import annotations
+
+from errkb.mine.cpp_sites import cpp_sites
+from errkb.mine.raise_sites import ALL_KINDS, sites_in_source
+
+SOURCE = '''
+import logging
+import warnings
+logger = logging.getLogger(__name__)
+
+class SamplingParams:
+    def _verify_args(self):
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}.")
+        if self.n is None:
+            pass
+        else:
+            logger.warning("n is %d, best_of is %s", self.n, self.best_of)
+        assert self.x == 3, "x must be three"
+        assert not self.y, "y must be unset"
+        assert self.z  # no message: not a site
+
+def make(kind):
+    if kind:
+        return ValueError("unknown kind %s" % kind)
+    warnings.warn("deprecated thing here", DeprecationWarning)
+    logger.info("info lines are not errors")
+    logger.error("bad %(what)s happened", {"what": kind})
+'''
+
+
+def _by_kind(kinds=ALL_KINDS):
+    return {(s.kind, s.template.pattern() if s.template else s.reason): s for s in sites_in_source(SOURCE, "a.py", kinds=kinds)}
+
+
+def test_every_kind_with_function_and_condition():
+    sites = _by_kind()
+    raise_ = sites[("raise", r"max_tokens must be at least 1, got (.+?)\.")]
+    assert raise_.function == "SamplingParams._verify_args"
+    assert raise_.condition == "self.max_tokens is not None and self.max_tokens < 1"
+    log = sites[("log", "n is (.+?), best_of is (.+?)")]
+    assert (log.error_class, log.condition) == ("WARNING", "self.n is not None")  # the else of `if self.n is None`
+    assert sites[("assert", "x must be three")].condition == "self.x != 3"
+    assert sites[("assert", "y must be unset")].condition == "self.y"
+    factory = sites[("factory", "unknown kind (.+?)")]
+    assert (factory.function, factory.error_class, factory.condition) == ("make", "ValueError", "kind")
+    assert sites[("warn", "deprecated thing here")].error_class == "DeprecationWarning"
+    assert sites[("log", "bad (.+?) happened")].error_class == "ERROR"
+    assert not any("info lines" in (k[1] or "") for k in sites)
+    assert sum(1 for k in sites if k[0] == "assert") == 2
+
+
+def test_default_kinds_are_unchanged():
+    # drafts and drift read raises only: their output must not change.
+    assert {k[0] for k in _by_kind(frozenset({"raise"}))} == {"raise"}
+    assert {s.kind for s in sites_in_source(SOURCE, "a.py")} == {"raise"}
+    assert {s.kind for s in sites_in_source(SOURCE, "a.py", warnings=True)} == {"raise", "warn"}
+
+
+CPP = r'''
+namespace flashinfer {
+void run_kernel(at::Tensor q, int64_t dim) {
+  TORCH_CHECK(q.dim() == 3, "q must be a 3D tensor, got ", q.dim(), "D");
+  FLASHINFER_CHECK(dim % 8 == 0, "head_dim must be a multiple of 8");
+  if (dim > 256) {
+    std::ostringstream err_msg;
+    err_msg << "Unsupported head_dim: " << dim;
+    FLASHINFER_ERROR(err_msg.str());
+  }
+  throw std::invalid_argument("bad layout " + std::to_string(dim) + " for kernel");
+  // TORCH_CHECK(false, "commented out check");
+  TORCH_CHECK(x, "never closed"
+'''
+
+
+def test_cpp_checks_errors_throws_and_streams():
+    sites = list(cpp_sites(CPP, "csrc/k.cu"))
+    patterns = {s.template.pattern(): s for s in sites if s.template}
+    check = patterns["q must be a 3D tensor, got (.+?)D"]
+    assert (check.line, check.function, check.condition) == (4, "run_kernel", "not (q.dim() == 3)")
+    assert "head_dim must be a multiple of 8" in patterns
+    assert "Unsupported head_dim: (.+?)" in patterns
+    assert patterns["bad layout (.+?) for kernel"].error_class == "invalid_argument"
+    assert not any("commented out" in p for p in patterns)
+    # C++ it cannot follow is a reason, never a guess or a crash.
+    assert [s.reason for s in sites if s.template is None] == ["argument list not closed within 6000 characters"]

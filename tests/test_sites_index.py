@@ -1,0 +1,87 @@
+"""The slim site index: release ranges, reproducible bytes, merging parts, and the CI
+check that one release's part, rebuilt from a committed fixture, equals what ships."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from errkb.mine.releases import LIBRARIES, Part, read_release
+from errkb.mine.site_index import SiteIndexData, _expand, _ranges, read_lines, version_key
+from errkb.resources import data_dir
+
+FIXTURE = Path(__file__).parent / "fixtures" / "sites" / "vllm-0.2.7-py.tar.gz"
+SHIPPED = data_dir() / "sites" / "sites.jsonl.gz"
+
+
+def _row(p, f="vllm/a.py", n=1):
+    return {"p": p, "f": f, "n": n, "fn": "f", "c": None, "k": "raise", "e": "ValueError"}
+
+
+def _part(version, rows, commit=None):
+    part = Part("vllm", version, commit)
+    part.rows = rows
+    return part
+
+
+def test_ranges_round_trip():
+    order = ["0.1", "0.2", "0.3", "0.4", "0.10"]
+    assert _ranges(order, {"0.1", "0.2", "0.4", "0.10"}) == "0.1-0.2,0.4-0.10"
+    assert _expand(order, "0.1-0.2,0.4-0.10") == {"0.1", "0.2", "0.4", "0.10"}
+    assert _ranges(order, {"0.3"}) == "0.3"
+
+
+def test_merge_keeps_newest_line_and_ranges_in_version_order(tmp_path):
+    index = SiteIndexData()
+    index.add(_part("0.10.0", [_row("gone after 0.9 never", n=5), _row("always here message", n=30)], "c" * 40))
+    index.add(_part("0.9.0", [_row("gone after 0.9 never", n=4), _row("always here message", n=20)]))
+    index.add(_part("0.2.0", [_row("always here message", n=10)]))
+    path = tmp_path / "sites.jsonl.gz"
+    index.write(path)
+    header, rows = read_lines(path)
+    assert [v for v, _ in header["libraries"]["vllm"]["releases"]] == ["0.2.0", "0.9.0", "0.10.0"]
+    by = {r["p"]: r for r in rows}
+    assert by["always here message"]["r"] == "0.2.0-0.10.0" and by["always here message"]["n"] == 30
+    assert by["gone after 0.9 never"]["r"] == "0.9.0-0.10.0"
+    # loading and re-adding a release replaces its part
+    again = SiteIndexData.load(path)
+    again.add(_part("0.9.0", [_row("always here message", n=20)]))
+    assert {r["p"]: r["r"] for r in json.loads("[" + ",".join(gzip.decompress(again.dumps()).decode().splitlines()[1:]) + "]")} == {
+        "always here message": "0.2.0-0.10.0", "gone after 0.9 never": "0.10.0"}
+
+
+def test_same_parts_same_bytes():
+    def build(order):
+        index = SiteIndexData()
+        for v in order:
+            index.add(_part(v, [_row(f"message of release {v} here"), _row("shared message text")]))
+        return index.dumps()
+
+    assert build(["0.1", "0.2", "0.3"]) == build(["0.3", "0.1", "0.2"])
+
+
+def test_fixture_part_rebuilds_what_ships():
+    """CI's reproducibility check, offline: vLLM 0.2.7's message-holding members are
+    committed (tests/fixtures/sites/, 117 KB); its part must equal the shipped index's
+    rows for 0.2.7 (lines compared where 0.2.7 is a row's newest release)."""
+    part = read_release(FIXTURE, LIBRARIES["vllm"], "0.2.7")
+    assert len(part.rows) > 100
+    shipped = SiteIndexData.load(SHIPPED)
+    assert "0.2.7" in shipped.releases.get("vllm", {}), f"{SHIPPED} must hold vllm 0.2.7 (its fixture is committed)"
+    key = lambda r: (r["p"], r["f"], r["fn"], r["k"], r["e"] or "", r["c"] or "")  # noqa: E731
+    have = {key(r): r for r in shipped.release_rows("vllm", "0.2.7")}
+    built = {key(r): r for r in part.rows}
+    assert set(have) == set(built)
+    newest = {k for k, v in shipped.seen.items() if k[0] == "vllm" and max(v, key=version_key) == "0.2.7"}
+    for k in built:
+        if ("vllm", *k) in newest:
+            assert have[k]["n"] == built[k]["n"]
+
+
+def test_shipped_index_is_canonical():
+    """What ships is exactly what the writer writes for its rows (compared decompressed:
+    another zlib may compress the same bytes differently)."""
+    shipped = SiteIndexData.load(SHIPPED)
+    assert gzip.decompress(shipped.dumps()) == gzip.decompress(SHIPPED.read_bytes())
+    assert set(shipped.releases) == {"vllm", "torch", "flashinfer"}

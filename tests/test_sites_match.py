@@ -1,0 +1,133 @@
+"""The site tier's reader: trusted patterns only, linear matching, every site of a
+message listed, releases and commit links, the CUDA runtime table, a clear error on a
+broken index."""
+
+from __future__ import annotations
+
+import gzip
+import time
+
+import pytest
+
+from errkb.match.sites import SiteIndex, SiteIndexError, chunks_of, trust
+from errkb.mine.releases import Part
+from errkb.mine.site_index import SiteIndexData
+from errkb.mine.templates import Template
+
+MAX_TOKENS = r"max_tokens must be at least 1, got (.+?)\."
+
+
+def _index(tmp_path):
+    data = SiteIndexData()
+    rows_old = [
+        {"p": MAX_TOKENS, "f": "vllm/sampling_params.py", "n": 200, "fn": "SamplingParams._verify_args",
+         "c": "self.max_tokens < 1", "k": "raise", "e": "ValueError"},
+    ]
+    rows_new = rows_old[:1] + [
+        {"p": MAX_TOKENS, "f": "vllm/entrypoints/openai/protocol.py", "n": 50, "fn": "Request.check", "c": None,
+         "k": "raise", "e": "ValueError"},
+        {"p": "Invalid value (.+?)", "f": "vllm/x.py", "n": 3, "fn": "f", "c": None, "k": "raise", "e": "ValueError"},
+        {"p": "The model configuration is not supported by this particular backend of the engine", "f": "vllm/y.py",
+         "n": 9, "fn": "g", "c": None, "k": "log", "e": "WARNING"},
+    ]
+    for version, rows, commit in (("0.2.7", rows_old, None), ("0.6.3", rows_new, "a" * 40)):
+        part = Part("vllm", version, commit)
+        part.rows = [dict(r) for r in rows]
+        data.add(part)
+    path = tmp_path / "sites" / "sites.jsonl.gz"
+    data.write(path)
+    return SiteIndex.load(path, cache=tmp_path / "cache")
+
+
+def test_match_lists_every_site_with_releases_and_link(tmp_path):
+    index = _index(tmp_path)
+    matches = index.match("Traceback ...\nValueError: max_tokens must be at least 1, got 0.\n")
+    assert len(matches) == 1
+    m = matches[0]
+    assert (m.line_number, m.trust, m.pattern) == (2, "strong", MAX_TOKENS)
+    sites = {s.file: s for s in m.sites}
+    assert set(sites) == {"vllm/sampling_params.py", "vllm/entrypoints/openai/protocol.py"}
+    s = sites["vllm/sampling_params.py"]
+    assert s.releases == "0.2.7-0.6.3" and s.release == "0.6.3" and s.commit == "a" * 40
+    assert s.describe() == ("raised at vllm/sampling_params.py:200 in SamplingParams._verify_args when "
+                            "self.max_tokens < 1; seen in vllm 0.2.7-0.6.3")
+    assert s.source_url() == f"https://github.com/vllm-project/vllm/blob/{'a' * 40}/vllm/sampling_params.py#L200"
+    assert m.as_dict()["tier"] == "site"
+
+
+def test_trust_rule():
+    assert trust(MAX_TOKENS)[0] == "strong"  # max_tokens is a rare token
+    assert trust("Invalid value (.+?)")[0] is None  # under 20 literal letters/digits
+    assert trust("The model configuration is not supported by this particular backend")[0] == "half"
+    # prose without a rare token: scipy raises "deg must be a positive integer" too
+    assert trust("(.+?) must be a positive integer")[0] is None  # a leading wildcard
+    assert trust("array must be at least 2-d or more")[0] is None  # under 30 letters/digits
+    assert trust("module (.+?) has no attribute (.+?)")[0] is None  # Python's own message
+    assert trust("(.+?)" + "a" * 30 + "(.+?)")[0] is None  # no whole word to anchor on
+
+
+def test_half_rule_needs_half_the_line(tmp_path):
+    index = _index(tmp_path)
+    line = "WARNING The model configuration is not supported by this particular backend of the engine"
+    assert [m.trust for m in index.match(line)] == ["half"]
+    long_line = line + " " + "and some unrelated text follows here " * 4
+    assert index.match(long_line) == []
+    assert index.match("ValueError: Invalid value 3") == []  # untrusted: never served
+
+
+def test_chunks_of_round_trips_the_miners_patterns():
+    t = Template.of(["a.b (c) [d]\n\t", Template.of([]).parts and "" or "x", "\x01 end"])
+    assert "".join(c for c in chunks_of(t.pattern()) if c) == t.literal
+    with pytest.raises(ValueError):
+        chunks_of("a.*b")
+
+
+def test_cuda_table(tmp_path):
+    index = _index(tmp_path)
+    (m,) = index.match("RuntimeError: CUDA error: device-side assert triggered\nCUDA kernel errors might be ...")
+    assert m.trust == "cuda" and "index out of range" in m.meaning
+    assert index.match("device-side assert triggered") == []  # only on a line naming CUDA
+
+
+def test_linear_on_a_hostile_line(tmp_path):
+    index = _index(tmp_path)
+    line = "max_tokens must be " * 20000
+    started = time.perf_counter()
+    assert index.match(line) == []
+    assert time.perf_counter() - started < 2.0
+
+
+def test_broken_index_is_one_clear_error(tmp_path):
+    path = tmp_path / "sites.jsonl.gz"
+    path.write_bytes(gzip.compress(b"not json\n"))
+    with pytest.raises(SiteIndexError, match="sites.jsonl.gz: not a readable site index"):
+        SiteIndex.load(path, cache=tmp_path / "cache")
+
+
+def test_shipped_index_loads_and_answers():
+    index = SiteIndex.load()
+    assert len(index) > 1000
+    (m, *_) = index.match("ValueError: max_tokens must be at least 1, got 0.")
+    assert any(s.file == "vllm/sampling_params.py" for s in m.sites)
+
+
+def test_unwritable_cache_is_one_clear_error(tmp_path):
+    index = _index(tmp_path)  # noqa: F841 - writes the index file
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    with pytest.raises(SiteIndexError, match="cannot write the site cache"):
+        SiteIndex.load(tmp_path / "sites" / "sites.jsonl.gz", cache=blocker / "cache")
+
+
+def test_multi_line_message(tmp_path):
+    data = SiteIndexData()
+    part = Part("torch", "2.5.1", None)
+    part.rows = [{"p": r"\nFound no NVIDIA driver on your system\. Please check that you\nhave an NVIDIA GPU and installed a driver",
+                  "f": "torch/cuda/__init__.py", "n": 300, "fn": "_lazy_init", "c": None, "k": "raise", "e": "AssertionError"}]
+    data.add(part)
+    path = tmp_path / "s" / "sites.jsonl.gz"
+    data.write(path)
+    index = SiteIndex.load(path, cache=tmp_path / "c")
+    text = "Traceback (most recent call last):\nRuntimeError: \nFound no NVIDIA driver on your system. Please check that you\nhave an NVIDIA GPU and installed a driver from here\n"
+    (m,) = index.match(text)
+    assert (m.line_number, m.sites[0].function) == (3, "_lazy_init")
