@@ -440,7 +440,7 @@ def load_cuda_table(path: Path) -> list[dict]:
 
 
 def _cache_folder() -> Path:
-    from errkb.resources import cache_root
+    from errkb.cache import cache_root
 
     return cache_root() / "sites"
 
@@ -484,8 +484,9 @@ def _build_cache(index_path: Path, stem: Path) -> None:
         # while the pattern has a longer one.
         pool = [w for w in pool if len(w) >= 4 and not w.isdigit()] or pool
         anchors.setdefault(min(pool, key=lambda w: (df[w], -len(w), w)), []).append(i)
+    from errkb.cache import write_atomic
+
     stem.parent.mkdir(parents=True, exist_ok=True)
-    tmp = f".{os.getpid()}.tmp"
     out: dict[str, bytes] = {".head": json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")}
     body, offsets = bytearray(), array("I")
     for pattern, level, length, _ in kept:
@@ -501,7 +502,4 @@ def _build_cache(index_path: Path, stem: Path) -> None:
     out[".anchors"], out[".aidx"] = bytes(body), offsets.tobytes()
     # .head last: a reader that finds every file finds whole ones.
     for ext in (".rows", ".ridx", ".anchors", ".aidx", ".head"):
-        target = stem.with_name(stem.name + ext)
-        part = target.with_name(target.name + tmp)
-        part.write_bytes(out[ext])
-        os.replace(part, target)
+        write_atomic(stem.with_name(stem.name + ext), out[ext])  # errkb.cache: the one atomic write

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from errkb.mine.cpp_sites import cpp_sites
 from errkb.mine.raise_sites import ALL_KINDS, sites_in_source
-from errkb.mine.sources import BadArchive, _archive_provenance, _decode, archive_members
+from errkb.mine.sources import BadArchive, archive_members, archive_provenance, decode_source
 from errkb.mine.walk import excluded_reason
 
 _CPP_SUFFIXES = (".h", ".cuh", ".cu", ".cpp", ".hpp", ".cc")
@@ -194,7 +194,7 @@ def read_release(archive: Path, library: Library, version: str, commit: str | No
                 part.skipped[why.split(" (")[0]] += 1
                 continue
             part.files += 1
-            _read_member(part, name, _decode(data), seen)
+            _read_member(part, name, decode_source(data), seen)
     except BadArchive as e:
         raise ReleaseError(str(e)) from None
     for _, reason in skipped:
@@ -243,7 +243,7 @@ def commit_of(archive: Path, library: str, version: str) -> str | None:
     m = _VERSION_COMMIT.search(version)
     if archive.is_file() and archive.suffix == ".whl":
         try:
-            prov = _archive_provenance(archive)
+            prov = archive_provenance(archive)
         except (OSError, ValueError, KeyError, zipfile.BadZipFile):
             prov = None  # not a zip: read_release says so, with the file's name
         if prov is not None and prov.sha:

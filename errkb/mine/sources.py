@@ -92,7 +92,7 @@ class SourceTree:
             yield from self._archive_files()
             return
         for rel, p in self._paths():
-            yield rel, _decode(p.read_bytes())
+            yield rel, decode_source(p.read_bytes())
 
     def _paths(self) -> list[tuple[str, Path]]:
         if self.path.is_file():
@@ -115,7 +115,7 @@ class SourceTree:
 
     def _archive_files(self) -> Iterator[tuple[str, str]]:
         for rel, data in archive_members(self.path, lambda name: name.endswith(".py"), self.skipped):
-            yield rel, _decode(data)
+            yield rel, decode_source(data)
 
     def read_text(self, rel: str) -> str | None:
         """One file's text by its relative path (None if absent)."""
@@ -123,7 +123,7 @@ class SourceTree:
             if self.path.suffix in (".whl", ".zip"):
                 with zipfile.ZipFile(self.path) as zf:
                     try:
-                        return _decode(zf.read(rel))
+                        return decode_source(zf.read(rel))
                     except KeyError:
                         return None
             for name, text in self._archive_files():
@@ -137,11 +137,11 @@ class SourceTree:
         if not rel or os.path.isabs(norm) or norm == ".." or norm.startswith("../"):
             return None
         p = base / norm
-        return _decode(p.read_bytes()) if p.is_file() else None
+        return decode_source(p.read_bytes()) if p.is_file() else None
 
     def provenance(self) -> Provenance:
         if self.archive:
-            return _archive_provenance(self.path)
+            return archive_provenance(self.path)
         if self.root is not None and (self.root / ".git").exists():
             return _git_provenance(self.root)
         return _installed_provenance(self.path)
@@ -210,7 +210,7 @@ def archive_members(path: Path, wanted: Callable[[str], bool], skipped: list[tup
             yield name, data
 
 
-def _decode(data: bytes) -> str:
+def decode_source(data: bytes) -> str:
     # PEP 263 coding cookies are rare in real packages; ast honours them from bytes,
     # but we need text for the source window, so read through io with the cookie.
     try:
@@ -391,7 +391,7 @@ def _with_version_module_commit(prov: Provenance, tops: list[str], read: Callabl
     return prov
 
 
-def _archive_provenance(path: Path) -> Provenance:
+def archive_provenance(path: Path) -> Provenance:
     if path.suffix in (".whl", ".zip"):
         with zipfile.ZipFile(path) as zf:
             names = zf.namelist()
