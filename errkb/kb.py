@@ -326,6 +326,16 @@ class KnowledgeBase:
                 found.setdefault(record_id, m.text)
         return list(found.items())
 
+    def sites(self):
+        """The known-site tier (errkb.match.sites.SiteIndex): where vLLM, PyTorch and FlashInfer
+        raise a message, in which releases; never a fix. Loaded on first use."""
+        from errkb.match.sites import SiteIndex
+
+        index = self.__dict__.get("_sites")
+        if index is None:
+            index = self.__dict__["_sites"] = SiteIndex.load()
+        return index
+
     def near(self, texts: str | list[str], **options) -> list[NearMatch]:
         """Records close to texts that no pattern matched, each with ``.record`` set."""
         found = self.similar().near(texts, **options)

@@ -89,13 +89,14 @@ def test_json_shape(sibling_db, seed_record):
     assert r.exit_code == 0
     data = json.loads(r.output)
     assert set(data) == {"format", "mode", "lines", "matched", "matches", "nearMatches", "skipped", "notes", "search",
-                         "datasetHash"}
+                         "sites", "datasetHash"}
     assert data["search"] is None  # keyword search only when nothing matched nor came close
+    assert data["sites"] == []  # the known-site tier only for what no record matched
     assert (data["format"], data["mode"], data["lines"], data["matched"], data["nearMatches"]) == (1, "text", 1, True, [])
     best, other = data["matches"]
-    assert set(best) == {"id", "slug", "repo", "errorClass", "severity", "score", "span", "message", "engine",
+    assert set(best) == {"id", "tier", "slug", "repo", "errorClass", "severity", "score", "span", "message", "engine",
                          "bounded", "variant", "occurrences", "truncated", "proof", "record"}
-    assert best["truncated"] is False
+    assert best["truncated"] is False and best["tier"] == "curated"
     assert best["id"] == SEED_ID and best["repo"] == "vllm-project/vllm" and best["occurrences"] is None
     assert best["record"] == seed_record  # the full record, exactly as ingested
     start, end = best["span"]

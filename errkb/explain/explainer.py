@@ -171,6 +171,8 @@ class Found(Plain):
     def as_dict(self) -> dict:
         return {
             "id": self.record_id,
+            # which tier answered: a curated record, or another release's wording of one
+            "tier": "variant" if self.variant else "curated",
             "slug": self.slug,
             "repo": self.repo,
             "errorClass": self.error_class,
@@ -189,10 +191,11 @@ class Found(Plain):
 
 
 class Explanation(Plain):
-    _fields = ("mode", "found", "near", "lines", "skipped", "notes", "dataset_hash", "search", "search_words")
+    _fields = ("mode", "found", "near", "lines", "skipped", "notes", "dataset_hash", "search", "search_words", "sites")
 
     def __init__(self, mode: str, found: list[Found], near: list, lines: int, skipped: list[dict], notes: list[str],
-                 dataset_hash: str, search: list | None = None, search_words: list[str] | None = None) -> None:
+                 dataset_hash: str, search: list | None = None, search_words: list[str] | None = None,
+                 sites: list | None = None) -> None:
         self.mode = mode  # "text" | "log"
         self.found = found
         self.near = near  # list[errkb.match.near.NearMatch], with .record attached
@@ -204,6 +207,9 @@ class Explanation(Plain):
         # paste's words (errkb.match.search.SearchHit), and those words
         self.search = [] if search is None else search
         self.search_words = [] if search_words is None else search_words
+        # the known-site tier (errkb.match.sites.SiteMatch) for messages no record matched:
+        # where a library raises them, never a fix
+        self.sites = [] if sites is None else sites
 
     @property
     def matched(self) -> bool:
@@ -217,6 +223,7 @@ class Explanation(Plain):
             "lines": self.lines,
             "matched": self.matched,
             "matches": [f.as_dict() for f in self.found],
+            "sites": [m.as_dict() for m in self.sites],
             "nearMatches": [dict(n.as_dict(), record=n.record) for n in self.near],
             "skipped": [{"id": s.get("id"), "reason": s.get("reason")} for s in self.skipped],
             "notes": self.notes,
@@ -313,12 +320,28 @@ def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanat
         found = [_truncated(kb, record_id, message) for record_id, message in kb.truncated(messages)]
         if not found:
             near = _near(kb, [m.text for m in messages])
+    sites = _sites(kb, [text]) if not found else []
     words: list[str] = []
     hits: list = []
-    if not found and not near and len(text.split()) <= SEARCH_WORDS:
+    if not found and not near and not sites and len(text.split()) <= SEARCH_WORDS:
         # a short paste (a few words, a title): its words say what it is about
         words, hits = _search(kb, messages)
-    return Explanation("text", found, near, len(lines), kb.skipped, [], kb.dataset_hash, hits, words)
+    return Explanation("text", found, near, len(lines), kb.skipped, [], kb.dataset_hash, hits, words, sites)
+
+
+def _sites(kb: KnowledgeBase, texts: list[str]) -> list:
+    """Known sites of texts no record matched (errkb.match.sites), one per pattern, in order."""
+    from errkb.match.sites import SiteIndexError
+
+    try:
+        index = kb.sites()
+        out: dict[str, object] = {}
+        for text in texts:
+            for m in index.match(text):
+                out.setdefault(m.pattern, m)
+        return list(out.values())
+    except SiteIndexError:
+        return []  # the tier is an addition: an unreadable index leaves the curated answer whole
 
 
 def _truncated(kb: KnowledgeBase, record_id: str, message: str) -> Found:
@@ -390,7 +413,8 @@ def _explain_log(kb: KnowledgeBase, lines: Iterator, all_matches: bool) -> Expla
         if found:
             matched = {f.record_id for f in found}
             near = [n for n in near if n.record_id not in matched][:NEAR_BESIDE_MATCHES]
-    return Explanation("log", found, near, last_line, kb.skipped, [], kb.dataset_hash)
+    sites = _sites(kb, list(unmatched)) if unmatched else []
+    return Explanation("log", found, near, last_line, kb.skipped, [], kb.dataset_hash, sites=sites)
 
 
 def _keep_unmatched(message, unmatched: dict[str, list[str]]) -> None:

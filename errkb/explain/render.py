@@ -49,6 +49,8 @@ def render_text(explanation, show_all: bool = False, color: bool = False, width:
     else:
         kind = f"log ({explanation.lines:d} lines)" if explanation.mode == "log" else "text"
         page.prose(f"No known error matches this {kind}.", 0)
+        if getattr(explanation, "sites", None):
+            _known_sites(page, explanation.sites, "Where it is raised (a known site: errkb has no fix for it):")
         if explanation.near:
             page.blank()
             page.prose("Similar, not exact (the message may have changed between versions):", 0, style="heading")
@@ -56,6 +58,29 @@ def render_text(explanation, show_all: bool = False, color: bool = False, width:
         elif getattr(explanation, "search", None):
             _search_hits(page, explanation)
     return page.text()
+
+
+def _known_sites(page: _Page, sites: list, heading: str) -> None:
+    """The known-site tier (errkb.match.sites.SiteMatch): every site raising each message."""
+    page.blank()
+    page.prose(heading, 0, style="heading")
+    for m in sites:
+        if m.meaning is not None:
+            page.prose(f"CUDA runtime error: {m.meaning}", 2, 4)
+            continue
+        page.prose(_template(m.pattern), 2, 4, style="title")
+        for site in m.sites:
+            page.prose(site.describe(), 4, 6)
+            url = site.source_url()
+            if url:
+                page.prose(url, 6, style="dim")
+
+
+def _template(pattern: str) -> str:
+    """A site pattern as people read a message template: its text, "…" for each value."""
+    from errkb.match.chunks import chunks_of
+
+    return "".join("…" if c is None else c for c in chunks_of(pattern))
 
 
 def _search_hits(page: _Page, explanation) -> None:
@@ -131,6 +156,8 @@ def _log_summary(page: _Page, explanation, shown: list, others: int) -> None:
         page.prose("Also in this log, similar to known errors but not exact (the message may have changed between versions):",
                    0, style="heading")
         _near_matches(page, explanation.near)
+    if getattr(explanation, "sites", None):
+        _known_sites(page, explanation.sites, "Also in this log, raised at known sites (where, not a fix):")
 
 
 def _text_matches(page: _Page, shown: list, others: int) -> None:

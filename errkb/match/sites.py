@@ -176,10 +176,15 @@ class Site(_Plain):
                  "commit", "repo")
 
     def source_url(self) -> str | None:
-        """The line on GitHub at the release's commit (None when the commit is not known)."""
-        if not (self.repo and self.commit and len(self.commit) == 40):
+        """The line on GitHub at the release's commit, else at its tag (None without either)."""
+        if not self.repo:
             return None
-        return f"https://github.com/{self.repo}/blob/{self.commit}/{self.file}#L{self.line}"
+        if self.commit and len(self.commit) == 40:
+            return f"https://github.com/{self.repo}/blob/{self.commit}/{self.file}#L{self.line}"
+        if self.release and re.fullmatch(r"\d+(?:\.\d+)*(?:\.post\d+)?", self.release):
+            # no commit recorded: the release's tag (vLLM, PyTorch and FlashInfer tag releases vX.Y.Z)
+            return f"https://github.com/{self.repo}/blob/v{self.release}/{self.file}#L{self.line}"
+        return None
 
     def describe(self) -> str:
         where = f"{self.file}:{self.line}" + (f" in {self.function}" if self.function and self.function != "<module>" else "")
