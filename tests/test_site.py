@@ -374,3 +374,26 @@ def test_committed_site_is_the_build_of_the_bundled_data(tmp_path):
     result = subprocess.run([sys.executable, "-m", "errkb", "site", "build", "--check"], cwd=repo, env=env,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr + "\nrebuild with: errkb site build"
+
+
+def test_a_build_into_a_folder_another_build_holds_waits_for_it(tmp_path, seed_db):
+    """Two `errkb site build`s into one folder crashed with an internal error (each removed
+    or renamed the other's temporary files); a build now waits while another holds the
+    folder, then succeeds."""
+    import fcntl
+    import time
+
+    out = tmp_path / "site"
+    env = {**os.environ, "ERRKB_CACHE_DIR": str(tmp_path / "cache")}
+    cmd = [sys.executable, "-m", "errkb", "site", "build", "--db", str(seed_db), "--out", str(out)]
+    assert subprocess.run(cmd, env=env, capture_output=True, timeout=300).returncode == 0
+    with open(out / ".errkb-site") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as a build in progress holds it
+        second = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        assert second.poll() is None, second.communicate()  # waiting, not writing
+    out_text, err = second.communicate(timeout=300)
+    assert second.returncode == 0, out_text + err
+    check = subprocess.run(cmd + ["--check"], env=env, capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert not list(out.rglob("*.tmp"))

@@ -234,7 +234,8 @@ def _near_matches(page: _Page, near: list) -> None:
     for n in near:
         r = n.record or {}
         page.blank()
-        page.prose(f"{n.similarity:.2f}  {n.error_class or 'Error'}  {n.repo}  ({', '.join(map(str, n.closeness))})", 2, 8)
+        # shown from the score --json gives (4 places), so the two never disagree in the 2nd
+        page.prose(f"{round(n.similarity, 4):.2f}  {n.error_class or 'Error'}  {n.repo}  ({', '.join(map(str, n.closeness))})", 2, 8)
         page.prose(n.slug, 8)
         differences = n.differences
         if differences:

@@ -4,6 +4,8 @@ into a folder that is not an errkb site."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +96,34 @@ def write_site(report: BuildReport, files: Iterable[tuple[str, bytes]]) -> Build
     out = report.out
     _guard_out(out)
     out.mkdir(parents=True, exist_ok=True)
+    with _building(out):
+        return _write_files(report, out, files)
+
+
+@contextlib.contextmanager
+def _building(out: Path):
+    """One build at a time in a folder: a second ``errkb site build`` into it waits for the
+    first (both then succeed, the second finding little to write) instead of the two
+    writing each other's temporary files. The lock is taken on the site's marker file,
+    which every build keeps in place."""
+    import fcntl
+
+    marker = out / MARKER
+    try:
+        with open(marker, "x", encoding="utf-8") as f:  # a new site: the marker first
+            f.write(MARKER_TEXT)
+    except FileExistsError:
+        pass
+    _refuse_links_above(out, marker)
+    fd = os.open(marker, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _write_files(report: BuildReport, out: Path, files: Iterable[tuple[str, bytes]]) -> BuildReport:
     before = _existing_files(out)
     seen: set[str] = set()
     for rel, content in files:
@@ -109,7 +139,7 @@ def write_site(report: BuildReport, files: Iterable[tuple[str, bytes]]) -> Build
         _refuse_links_above(out, target)
         if target.is_symlink():
             target.unlink()
-        tmp = target.with_name(target.name + ".tmp")
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
         if tmp.is_symlink() or tmp.exists():
             tmp.unlink()  # a planted link there would be written through
         with open(tmp, "xb") as f:  # O_EXCL: never through a link

@@ -995,7 +995,7 @@
             li.setAttribute("data-similarity", String(n.similarity));
             li.setAttribute("data-closeness", n.closeness.join(", "));
             li.appendChild(recordLink(n.item.r));
-            li.appendChild(element("span", "meta", " " + n.item.repo + " · similarity " + n.similarity.toFixed(2) + " [" + n.closeness.join(", ") + "]"));
+            li.appendChild(element("span", "meta", " " + n.item.repo + " · similarity " + (Math.round(n.similarity * 1e4) / 1e4).toFixed(2) + " [" + n.closeness.join(", ") + "]"));
             list.appendChild(li);
           });
           answer.appendChild(list);
