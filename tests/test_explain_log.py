@@ -325,3 +325,30 @@ def test_an_unrelated_error_beside_a_match_gets_no_near_match(data_db):
     code, data, _ = explain_json(data_db, args=[log])
     assert code == 0 and [m["id"] for m in data["matches"]] == ["94bf72f3aeb21542"]
     assert data["nearMatches"] == []
+
+
+def test_a_gzip_log_is_read_as_what_it_holds_and_a_cut_one_is_one_line(tmp_path, seed_db):
+    """`explain --file app.log.1.gz` said the input looks binary; a rotated log is read as
+    its text, and a gzip cut short is one line naming the file (exit 2)."""
+    import gzip
+    import subprocess
+    import sys
+
+    from tests.support import REPO, SEED_ID, SEED_MESSAGE
+
+    log = ("INFO starting\n" * 50 + f"ValueError: {SEED_MESSAGE}\n").encode()
+    whole = tmp_path / "app.log.1.gz"
+    whole.write_bytes(gzip.compress(log))
+    run = [sys.executable, "-m", "errkb", "explain", "--db", str(seed_db), "--json", "--file"]
+    done = subprocess.run(run + [str(whole)], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    data = json.loads(done.stdout)
+    assert [m["id"] for m in data["matches"]] == [SEED_ID] and data["lines"] == 51 and data["notes"] == []
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(gzip.compress(log)[:40])
+    failed = subprocess.run(run + [str(cut)], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert failed.returncode == 2
+    assert failed.stderr.splitlines() == [f"Error: {cut}: not a complete gzip stream "
+                                          "(Compressed file ended before the end-of-stream marker was reached)"]

@@ -57,13 +57,17 @@ def explain_command(text, file_path, show_all, db_path, as_json, *, echo, large_
         if file_path is not None:
             with open(file_path, "rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
+                # a rotated log (app.log.1.gz) is read as what it holds, streamed
+                gzipped = fh.read(2) == b"\x1f\x8b"
+                fh.seek(0)
                 if size < large_log_bytes:
-                    result = explain_source(db_path, fh, all_matches=show_all)
+                    result = explain_source(db_path, _gunzipped(fh, where) if gzipped else fh, all_matches=show_all)
                 else:
                     from errkb.progress import Progress, ReadProgress
 
                     with Progress("explain: log read", size, "bytes") as progress:
-                        result = explain_source(db_path, ReadProgress(fh, progress), all_matches=show_all)
+                        read = ReadProgress(fh, progress)
+                        result = explain_source(db_path, _gunzipped(read, where) if gzipped else read, all_matches=show_all)
         elif text in (None, "-"):
             if sys.stdin is None:  # started with stdin closed (`<&-`)
                 raise ExplainUsageError("stdin: cannot read: stdin is closed")
@@ -96,3 +100,39 @@ def explain_command(text, file_path, show_all, db_path, as_json, *, echo, large_
         if len(result.skipped) > 5:
             echo_err(f"warning: {len(result.skipped) - 5} more records skipped")
     sys.exit(0 if result.matched else 1)
+
+
+class _Gunzipped:
+    """A gzip file read as its text, a damaged or cut stream one usage error naming the file."""
+
+    def __init__(self, raw, where: str) -> None:
+        import gzip
+
+        self._gz = gzip.GzipFile(fileobj=raw, mode="rb")
+        self._where = where
+
+    def _guard(self, call, *args):
+        import gzip
+        import zlib
+
+        try:
+            return call(*args)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+            raise ExplainUsageError(f"{self._where}: not a complete gzip stream ({e or 'cut short'})") from None
+
+    def read(self, n: int = -1) -> bytes:
+        return self._guard(self._gz.read, n)
+
+    def read1(self, n: int = -1) -> bytes:
+        return self._guard(self._gz.read1, n)
+
+    def readline(self, n: int = -1) -> bytes:
+        return self._guard(self._gz.readline, n)
+
+    def __iter__(self):
+        while line := self.readline():
+            yield line
+
+
+def _gunzipped(raw, where: str) -> _Gunzipped:
+    return _Gunzipped(raw, where)
