@@ -24,6 +24,18 @@ HEADER = """# CLI reference
 
 Every command takes `--help`. What the commands are for is in the other pages of
 the [README](../README.md) and docs/; this page is their `--help`, verbatim.
+
+`python -m errkb ...` is the same program as `errkb ...` (for a venv whose `bin/` is not
+on PATH). Shell completion of commands and options comes from click: add one line to
+your shell's start-up file,
+
+```sh
+eval "$(_ERRKB_COMPLETE=bash_source errkb)"                       # ~/.bashrc
+eval "$(_ERRKB_COMPLETE=zsh_source errkb)"                        # ~/.zshrc
+_ERRKB_COMPLETE=fish_source errkb > ~/.config/fish/completions/errkb.fish
+```
+
+There is no man page: `errkb COMMAND --help` and this page are the reference.
 """
 
 
