@@ -805,9 +805,19 @@ def site_group():
 @db_option
 @json_option
 def site_build(out, check, base_url, workers, db_path, as_json):
-    """Build the site from the store into OUT (deterministic: a rebuild is byte-identical)."""
+    """Build the site from the store into OUT (deterministic: a rebuild is byte-identical).
+
+    In an errkb checkout the default OUT, site/, is the committed site (the build of the
+    bundled data/ alone): it is rewritten only when named (`--out site`).
+    """
+    from click.core import ParameterSource
+
     from errkb.site.build import build_site, check_site
 
+    named = click.get_current_context().get_parameter_source("out") == ParameterSource.COMMANDLINE
+    if not check and not named and _committed_site(out):
+        raise UsageError(f"{out}: this is errkb's committed site (the build of the bundled data/ alone); "
+                         "write yours elsewhere with --out DIR, or rebuild the committed one with --out site")
     with open_store(db_path, read_only=True) as store:
         if check:
             report = check_site(store, out, base_url=base_url, workers=workers)
@@ -823,10 +833,18 @@ def site_build(out, check, base_url, workers, db_path, as_json):
             for kind in ("stale", "missing", "extra"):
                 for rel in getattr(report, kind):
                     echo(f"{kind}: {out / rel}")
-            _echo_err(f"{out}: {'up to date' if report.fresh else 'stale; rebuild with `errkb site build`'} ({report.files} files)")
+            _echo_err(f"{out}: {'up to date' if report.fresh else 'stale; rebuild with `errkb site build --out ' + str(out) + '`'} ({report.files} files)")
         sys.exit(0 if report.fresh else 1)
     if not as_json:
         echo(f"{out}: {report.pages} files ({report.records} fix pages), {len(report.written)} written, {len(report.removed)} removed")
+
+
+def _committed_site(out: Path) -> bool:
+    """Whether ``out`` is the site/ folder git tracks in the errkb checkout this errkb runs from."""
+    from errkb.resources import data_dir
+
+    root = data_dir().parent
+    return data_dir().name == "data" and (root / ".git").exists() and out.resolve() == (root / "site").resolve()
 
 
 def _build_with_progress(build_site, store, out, base_url, workers):

@@ -373,7 +373,7 @@ def test_committed_site_is_the_build_of_the_bundled_data(tmp_path):
     env = {**os.environ, "ERRKB_CACHE_DIR": str(tmp_path / "cache")}
     result = subprocess.run([sys.executable, "-m", "errkb", "site", "build", "--check"], cwd=repo, env=env,
                             capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr + "\nrebuild with: errkb site build"
+    assert result.returncode == 0, result.stdout + result.stderr + "\nrebuild with: errkb site build --out site"
 
 
 def test_a_build_into_a_folder_another_build_holds_waits_for_it(tmp_path, seed_db):
@@ -397,3 +397,16 @@ def test_a_build_into_a_folder_another_build_holds_waits_for_it(tmp_path, seed_d
     check = subprocess.run(cmd + ["--check"], env=env, capture_output=True, text=True, timeout=300)
     assert check.returncode == 0, check.stdout + check.stderr
     assert not list(out.rglob("*.tmp"))
+
+
+def test_a_plain_build_in_a_checkout_never_rewrites_the_committed_site(tmp_path):
+    repo = Path(__file__).resolve().parents[1]
+    before = {p: p.read_bytes() for p in (repo / "site").rglob("*") if p.is_file()}
+    env = {**os.environ, "ERRKB_CACHE_DIR": str(tmp_path / "cache")}
+    result = subprocess.run([sys.executable, "-m", "errkb", "site", "build"], cwd=repo, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == ["Error: site: this is errkb's committed site (the build of the bundled data/ "
+                                          "alone); write yours elsewhere with --out DIR, or rebuild the committed one "
+                                          "with --out site"]
+    assert {p: p.read_bytes() for p in (repo / "site").rglob("*") if p.is_file()} == before
