@@ -833,7 +833,8 @@ def site_build(out, check, base_url, workers, db_path, as_json):
             for kind in ("stale", "missing", "extra"):
                 for rel in getattr(report, kind):
                     echo(f"{kind}: {out / rel}")
-            _echo_err(f"{out}: {'up to date' if report.fresh else 'stale; rebuild with `errkb site build --out ' + str(out) + '`'} ({report.files} files)")
+            state = "up to date" if report.fresh else f"stale; rebuild with `errkb site build --out {out}`"
+            _echo_err(f"{out}: {state} ({report.files} files)")
         sys.exit(0 if report.fresh else 1)
     if not as_json:
         echo(f"{out}: {report.pages} files ({report.records} fix pages), {len(report.written)} written, {len(report.removed)} removed")
