@@ -244,13 +244,24 @@ def check_committed(records: dict[str, dict], folder: Path | None = None,
                     note: Callable[[str], None] | None = None) -> list[tuple[str, str]]:
     """Every committed CPU-tier proof checked: first its binding to the record (nothing run),
     then, for each still bound, re-run; (record id, why) for each that no longer holds."""
+    import time
+
     broken = check_bindings(records, folder)
     unbound = {rid for rid, _ in broken}
-    for rid, proof in _committed_cpu(folder).items():
+    committed = _committed_cpu(folder)
+    for k, (rid, proof) in enumerate(committed.items(), 1):
         if rid in unbound:
             continue  # re-running a proof of other content says nothing about this record
         record = records[rid]
+        # a line per proof, on a terminal or not: a CI log otherwise shows minutes of silence
+        if note:
+            release = proof.get("library") or {}
+            named = f"{release.get('name', '?')} {release.get('version', '?')}" if isinstance(release, dict) else str(release)
+            note(f"{k}/{len(committed)} {rid}: re-running on {named}")
+        started = time.monotonic()
         again = prove_record(record, "cpu-real", progress, note)
+        if note:
+            note(f"{k}/{len(committed)} {rid}: {again.status} in {time.monotonic() - started:.0f} s")
         if again.status == "skipped" and again.reason.startswith(NEEDS_PYTHON):
             if note:  # the release has no wheel for this interpreter: not re-run, and said so
                 note(f"{rid}: not re-run here, {again.reason}")
