@@ -59,7 +59,10 @@ class Progress:
     def set_total(self, total: int) -> None:
         if self.total is None and total and self.terminal and self._bar is None:
             self.total = total
-            self._bar = click.progressbar(length=total, label=self.label, file=self.stream, show_pos=True)
+            # a byte count is shown as a share (and MiB when the bar is done), not 9 digits
+            in_bytes = self.unit == "bytes"
+            self._bar = click.progressbar(length=total, label=self.label, file=self.stream, show_pos=not in_bytes,
+                                          show_percent=True if in_bytes else None)
             self._bar.__enter__()
             self._bar.update(self.done)
         else:
@@ -88,6 +91,9 @@ class Progress:
                 self._line(f"{self.label}: {self._count()} ({now - self._started:.0f} s)")
 
     def _count(self) -> str:
+        if self.unit == "bytes" and max(self.done, self.total or 0) >= 1 << 20:  # people read big sizes in MiB
+            mib = 1 << 20
+            return f"{self.done / mib:,.0f}" + (f"/{self.total / mib:,.0f}" if self.total else "") + " MiB"
         count = f"{self.done:,}" + (f"/{self.total:,}" if self.total else "")
         return count + (f" {self.unit}" if self.unit else "")
 

@@ -97,3 +97,14 @@ def test_explain_over_a_big_log_reports_bytes_read_on_stderr_only(seed_db, tmp_p
     assert json.loads(result.stdout)["lines"] == 201
     size = log.stat().st_size
     assert result.stderr.startswith(f"explain: log read: done, {size:,}/{size:,} bytes in ")
+
+
+def test_a_big_byte_count_is_shown_in_mib(monkeypatch):
+    """A 3 GiB log's progress read 3,221,225,472 bytes: sizes of a MiB or more are shown in MiB."""
+    import io
+
+    monkeypatch.setattr(progress_module, "AFTER_S", 0.0)
+    out = io.StringIO()
+    with progress_module.Progress("explain: log read", 3 << 30, "bytes", stream=out) as p:
+        p.set(3 << 30)
+    assert out.getvalue().startswith("explain: log read: done, 3,072/3,072 MiB in ")
