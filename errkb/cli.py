@@ -539,6 +539,8 @@ def mine_command(path, package, repo, sha, path_prefix, out, as_json):
             _echo_err(f"  {count:6d}  refused by {reason}")
         for file, reason in result.scan.unparsable[:10]:
             _echo_err(f"  unparsable: {file}: {reason}")
+        for reason, count in summary.get("skipped_reasons", {}).items():
+            _echo_err(f"  {count:6d}  not read: {reason}")
     sys.exit(0 if result.records else 1)
 
 
