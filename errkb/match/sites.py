@@ -261,7 +261,10 @@ class SiteIndex:
         stem = (cache if cache is not None else _cache_folder()) / f"{_CACHE_FORMAT}-{key}"
         names = [stem.with_name(stem.name + ext) for ext in (".head", ".anchors", ".aidx", ".rows", ".ridx")]
         if not all(p.exists() for p in names):
-            print("errkb: preparing the known-site index (once after install or update)...", file=sys.stderr)
+            # a few seconds, once: said on a terminal only (a pipe's reader gets no chatter,
+            # and a script's stderr stays what it was)
+            if sys.stderr is not None and sys.stderr.isatty():
+                print("errkb: preparing the known-site index (once after install or update)...", file=sys.stderr)
             try:
                 _build_cache(path, stem)
             except OSError as e:
