@@ -18,7 +18,7 @@ The rule's measure on foreign messages is in docs/mining.md.
 
 The shipped file is gzip'd JSON lines (reproducible bytes, see errkb.mine.site_index);
 the first call that needs it writes a matching cache under errkb's cache folder (a
-second or two, once, with a line on stderr), later calls read only the cache's small
+second or two, once, said on a terminal's stderr), later calls read only the cache's small
 part and the rows of the patterns that matched.
 """
 
