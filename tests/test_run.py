@@ -142,3 +142,36 @@ def test_a_reader_that_goes_away_does_not_stop_the_command(seed_db):
                           shell=True, executable="/bin/bash", capture_output=True, timeout=120, cwd=REPO)
     assert head.stdout.decode().splitlines() == ["line 0", "status=4"]
     assert time.monotonic() - started < 120
+
+
+def test_a_sigint_sent_to_errkb_alone_reaches_the_command(seed_db):
+    # `timeout -s INT`, `kill -INT PID`: not a terminal's Ctrl-C, which the command would get itself
+    script = textwrap.dedent("""
+        import signal, sys, time
+        def stop(signum, frame):
+            print("got", signal.Signals(signum).name, flush=True)
+            sys.exit(7)
+        signal.signal(signal.SIGINT, stop)
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-m", "errkb", "run", "--db", str(seed_db), "--", sys.executable, "-c", script],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, start_new_session=True)
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        proc.send_signal(signal.SIGINT)
+        assert proc.stdout.readline() == b"got SIGINT\n"
+        assert proc.wait(timeout=30) == 7
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def test_input_that_is_not_a_terminal_goes_to_the_command_as_is_not_echoed(seed_db):
+    # on a pty, piped input went through the pty and came back as "output" (echo)
+    cmd = [sys.executable, "-m", "errkb", "run", "--pty", "--db", str(seed_db), "--", sys.executable, "-c",
+           "import sys; data = sys.stdin.read(); print('read', len(data), 'tty', sys.stdin.isatty())"]
+    result = subprocess.run(cmd, input=b"ValueError: not the command's error\n", capture_output=True, timeout=120, cwd=REPO)
+    assert result.returncode == 0
+    assert result.stdout == b"read 36 tty False\r\n"  # the pty's line ending: stdout is the pty
+    assert b"not the command's error" not in result.stdout + result.stderr

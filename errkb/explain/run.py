@@ -120,7 +120,8 @@ def run(argv: Sequence[str], open_kb: Callable[[], object], use_pty: bool | None
     """Run ``argv`` with its output passed through; return its status and the explanation."""
     argv = list(argv)
     if use_pty is None:
-        use_pty = os.isatty(sys.stdout.fileno())
+        stdout = _fileno(sys.stdout)
+        use_pty = stdout is not None and os.isatty(stdout)
     explainer = _Explainer(open_kb)
     explainer.start()
     try:
@@ -173,11 +174,16 @@ def _run_pipes(argv: list[str], explainer: _Explainer) -> tuple[int, int]:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signum)
 
-    # The command shares errkb's process group, so a terminal's Ctrl-C reaches it already.
-    forwarded = [s for s in FORWARDED if s != signal.SIGINT]
+    def send_interrupt(signum: int) -> None:
+        # The command shares errkb's process group: a terminal's Ctrl-C reached it already
+        # when that group is the terminal's foreground; a SIGINT sent to errkb alone did not.
+        if not _terminal_foreground():
+            send(signum)
+
     routes = {proc.stdout.fileno(): sys.stdout.fileno(), proc.stderr.fileno(): sys.stderr.fileno()}
     size = 0
-    with _forwarding(send, forwarded), _ignoring(signal.SIGINT):
+    forwarded = [s for s in FORWARDED if s != signal.SIGINT]
+    with _forwarding(send, forwarded), _forwarding(send_interrupt, [signal.SIGINT]):
         status = None
         while routes:
             ready, _, _ = _select(list(routes), DRAIN_QUIET_S if status is not None else 0.2)
@@ -185,6 +191,8 @@ def _run_pipes(argv: list[str], explainer: _Explainer) -> tuple[int, int]:
                 break  # the command is gone and whoever still holds its pipes is quiet
             for fd in ready:
                 data = _read(fd)
+                if data is None:
+                    continue
                 if not data:
                     del routes[fd]
                     continue
@@ -200,8 +208,19 @@ def _run_pipes(argv: list[str], explainer: _Explainer) -> tuple[int, int]:
     return (128 - status if status < 0 else status), size
 
 
-def _ignoring(signum: int):
-    return installed({signum: signal.SIG_IGN})
+def _terminal_foreground() -> bool:
+    """Whether errkb's process group is the foreground of its controlling terminal (then a
+    Ctrl-C there signalled the whole group, the command included)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return False
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _select(fds: list[int], timeout: float) -> tuple[list, list, list]:
@@ -212,9 +231,12 @@ def _select(fds: list[int], timeout: float) -> tuple[list, list, list]:
             continue
 
 
-def _read(fd: int) -> bytes:
+def _read(fd: int) -> bytes | None:
+    """Up to a chunk from ``fd``: b"" at its end, None when a non-blocking one has nothing."""
     try:
         return os.read(fd, _CHUNK)
+    except BlockingIOError:
+        return None
     except OSError as e:
         if e.errno == errno.EIO:  # a pty whose last writer closed it: end of output
             return b""
@@ -222,10 +244,16 @@ def _read(fd: int) -> bytes:
 
 
 def _run_pty(argv: list[str], explainer: _Explainer) -> tuple[int, int]:
+    import fcntl
     import pty
     import termios
     import tty
 
+    stdin = _fileno(sys.stdin)
+    stdin_tty = stdin is not None and os.isatty(stdin)
+    # Input that is not a terminal (a file, a pipe) goes to the command as it is, not
+    # through the pty: the pty would echo it into the output (and the explanation).
+    kept_stdin = os.dup(stdin) if stdin is not None and not stdin_tty else None
     # Report a failed exec through a pipe that closes on a successful one.
     exec_error_r, exec_error_w = os.pipe()
     os.set_inheritable(exec_error_w, False)
@@ -233,76 +261,114 @@ def _run_pty(argv: list[str], explainer: _Explainer) -> tuple[int, int]:
     if pid == 0:  # the child: exec the command on the pty, or say why not
         os.close(exec_error_r)
         try:
+            if kept_stdin is not None:
+                os.dup2(kept_stdin, 0)
             os.execvp(argv[0], argv)
         except OSError as e:
             os.write(exec_error_w, f"{e.errno}:{e.strerror}".encode())
         os._exit(127)
-    os.close(exec_error_w)
-    failure = b""
-    while chunk := os.read(exec_error_r, 4096):
-        failure += chunk
-    os.close(exec_error_r)
-    if failure:
-        os.waitpid(pid, 0)
-        os.close(master)
-        number, _, reason = failure.decode(errors="replace").partition(":")
-        raise _not_runnable(argv, OSError(int(number), reason))
-
-    stdin = sys.stdin.fileno()
-    stdin_tty = os.isatty(stdin)
-
-    def copy_window_size(*_args) -> None:
-        with contextlib.suppress(OSError):
-            import fcntl
-
-            size = fcntl.ioctl(sys.stdout.fileno(), termios.TIOCGWINSZ, b"\0" * 8)
-            fcntl.ioctl(master, termios.TIOCSWINSZ, size)
-
-    def send(signum: int) -> None:
-        # The command leads its own session on the pty: signal its whole process group.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signum)
-
-    copy_window_size()
-    saved_mode = termios.tcgetattr(stdin) if stdin_tty else None
-    previous_winch = install({signal.SIGWINCH: copy_window_size})
-    size = 0
+    if kept_stdin is not None:
+        os.close(kept_stdin)
+    saved_mode = None
+    previous_winch = None
     status = None
-    inputs = [master] + ([stdin] if _readable(stdin) else [])
+    size = 0
     try:
+        os.close(exec_error_w)
+        failure = b""
+        while chunk := os.read(exec_error_r, 4096):
+            failure += chunk
+        os.close(exec_error_r)
+        if failure:
+            number, _, reason = failure.decode(errors="replace").partition(":")
+            raise _not_runnable(argv, OSError(int(number), reason))
+
+        def copy_window_size(*_args) -> None:
+            with contextlib.suppress(OSError, TypeError):
+                size = fcntl.ioctl(_fileno(sys.stdout), termios.TIOCGWINSZ, b"\0" * 8)
+                fcntl.ioctl(master, termios.TIOCSWINSZ, size)
+
+        def send(signum: int) -> None:
+            # The command leads its own session on the pty: signal its whole process group.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signum)
+
+        copy_window_size()
+        # Never block on the command's terminal: keys typed while it reads nothing wait
+        # here (the pty's input buffer is a few KiB), while its output keeps flowing.
+        os.set_blocking(master, False)
+        pending = bytearray()
+        saved_mode = termios.tcgetattr(stdin) if stdin_tty else None
+        previous_winch = install({signal.SIGWINCH: copy_window_size})
+        inputs = [master] + ([stdin] if stdin_tty else [])
         if stdin_tty:
             tty.setraw(stdin)  # keys (Ctrl-C included) go to the command's terminal
+        stdout = _fileno(sys.stdout)
         with _forwarding(send, FORWARDED):
             while True:
-                ready, _, _ = _select(inputs, DRAIN_QUIET_S if status is not None else 0.2)
-                if not ready and status is not None:
+                ready, writable = _select_rw(inputs, [master] if pending else [], DRAIN_QUIET_S if status is not None else 0.2)
+                if not ready and not writable and status is not None:
                     break
                 if master in ready:
                     data = _read(master)
-                    if not data:
+                    if data is None:
+                        pass  # nothing after all (non-blocking)
+                    elif not data:
                         break
-                    size += len(data)
-                    _write_all(sys.stdout.fileno(), data)
-                    explainer.feed(data)
-                if stdin in ready:
+                    else:
+                        size += len(data)
+                        if stdout is not None:
+                            _write_all(stdout, data)
+                        explainer.feed(data)
+                if stdin_tty and stdin in ready:
                     data = os.read(stdin, _CHUNK)
                     if data:
-                        _write_all(master, data)
-                    else:  # our input ended: end the command's, as a terminal's Ctrl-D does
+                        pending += data
+                    else:
                         inputs.remove(stdin)
-                        _write_all(master, termios.tcgetattr(master)[6][termios.VEOF])
+                if pending and master in writable:
+                    with contextlib.suppress(BlockingIOError):
+                        del pending[:os.write(master, pending)]
                 if status is None:
                     done, wait_status = os.waitpid(pid, os.WNOHANG)
                     if done:
                         status = _exit_status(wait_status)
+    except BaseException:
+        if status is None:  # never leave the command running behind errkb
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            status = -1
+        raise
     finally:
         if saved_mode is not None:
             termios.tcsetattr(stdin, termios.TCSAFLUSH, saved_mode)
-        restore(previous_winch)
+        if previous_winch is not None:
+            restore(previous_winch)
         os.close(master)
     if status is None:
         status = _exit_status(os.waitpid(pid, 0)[1])
     return status, size
+
+
+def _fileno(stream) -> int | None:
+    """A stream's file descriptor, None where it has none (replaced, closed, captured)."""
+    import io
+
+    try:
+        return stream.fileno() if stream is not None else None
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        return None
+
+
+def _select_rw(reads: list[int], writes: list[int], timeout: float) -> tuple[list, list]:
+    while True:
+        try:
+            ready, writable, _ = select.select(reads, writes, [], timeout)
+            return ready, writable
+        except InterruptedError:
+            continue
 
 
 def _readable(fd: int) -> bool:
