@@ -166,6 +166,8 @@ class KnowledgeBase:
         self.matcher = matcher
         self._records = records
         self._similar: SimilarIndex | None = None
+        self._prefix = None  # errkb.match.prefix.PrefixIndex, read on the first paste cut short
+        self._sites = None  # errkb.match.sites.SiteIndex, loaded on the first text no record matches
         self._search: SearchIndex | None = None
         matcher.serve_records_from(self.get)
 
@@ -317,9 +319,9 @@ class KnowledgeBase:
         (``errkb.text.normalize.Message``) truly begins, its class agreeing (errkb.match.prefix)."""
         from errkb.match.prefix import PrefixIndex
 
-        prefix = self.__dict__.get("_prefix")
-        if prefix is None:
-            prefix = self.__dict__["_prefix"] = self._index("prefix.idx", PrefixIndex)
+        if self._prefix is None:
+            self._prefix = self._index("prefix.idx", PrefixIndex)
+        prefix = self._prefix
         found: dict[str, str] = {}
         for m in messages:
             for record_id in prefix.find(m.text, m.error_class):
@@ -331,10 +333,9 @@ class KnowledgeBase:
         raise a message, in which releases; never a fix. Loaded on first use."""
         from errkb.match.sites import SiteIndex
 
-        index = self.__dict__.get("_sites")
-        if index is None:
-            index = self.__dict__["_sites"] = SiteIndex.load()
-        return index
+        if self._sites is None:
+            self._sites = SiteIndex.load()
+        return self._sites
 
     def near(self, texts: str | list[str], **options) -> list[NearMatch]:
         """Records close to texts that no pattern matched, each with ``.record`` set."""

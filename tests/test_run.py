@@ -74,26 +74,32 @@ def test_without_a_terminal_the_command_sees_pipes(seed_db):
     assert result.returncode == 0
 
 
-def test_a_signal_sent_to_errkb_reaches_the_command(seed_db):
-    script = textwrap.dedent("""
+def _signal_reaches_the_command(db, sig: int, **popen) -> None:
+    """Start `errkb run` on a command that exits 7 when ``sig`` arrives; send ``sig`` to errkb."""
+    name = signal.Signals(sig).name
+    script = textwrap.dedent(f"""
         import signal, sys, time
         def stop(signum, frame):
             print("got", signal.Signals(signum).name, flush=True)
             sys.exit(7)
-        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.{name}, stop)
         print("ready", flush=True)
         time.sleep(60)
     """)
-    proc = subprocess.Popen([sys.executable, "-m", "errkb", "run", "--db", str(seed_db), "--", sys.executable, "-c", script],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    proc = subprocess.Popen([sys.executable, "-m", "errkb", "run", "--db", str(db), "--", sys.executable, "-c", script],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, **popen)
     try:
         assert proc.stdout.readline() == b"ready\n"
-        proc.send_signal(signal.SIGTERM)
-        assert proc.stdout.readline() == b"got SIGTERM\n"
+        proc.send_signal(sig)
+        assert proc.stdout.readline() == f"got {name}\n".encode()
         assert proc.wait(timeout=30) == 7
     finally:
         proc.kill()
         proc.communicate()
+
+
+def test_a_signal_sent_to_errkb_reaches_the_command(seed_db):
+    _signal_reaches_the_command(seed_db, signal.SIGTERM)
 
 
 def test_a_command_killed_by_a_signal_exits_128_plus_the_signal(seed_db):
@@ -146,25 +152,7 @@ def test_a_reader_that_goes_away_does_not_stop_the_command(seed_db):
 
 def test_a_sigint_sent_to_errkb_alone_reaches_the_command(seed_db):
     # `timeout -s INT`, `kill -INT PID`: not a terminal's Ctrl-C, which the command would get itself
-    script = textwrap.dedent("""
-        import signal, sys, time
-        def stop(signum, frame):
-            print("got", signal.Signals(signum).name, flush=True)
-            sys.exit(7)
-        signal.signal(signal.SIGINT, stop)
-        print("ready", flush=True)
-        time.sleep(60)
-    """)
-    proc = subprocess.Popen([sys.executable, "-m", "errkb", "run", "--db", str(seed_db), "--", sys.executable, "-c", script],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, start_new_session=True)
-    try:
-        assert proc.stdout.readline() == b"ready\n"
-        proc.send_signal(signal.SIGINT)
-        assert proc.stdout.readline() == b"got SIGINT\n"
-        assert proc.wait(timeout=30) == 7
-    finally:
-        proc.kill()
-        proc.communicate()
+    _signal_reaches_the_command(seed_db, signal.SIGINT, start_new_session=True)
 
 
 def test_input_that_is_not_a_terminal_goes_to_the_command_as_is_not_echoed(seed_db):
