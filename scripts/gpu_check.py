@@ -23,6 +23,7 @@ torch, so they run (and are tested) on CPU too.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -345,11 +346,12 @@ def check_reproducer_nccl(timeout_per_run: float = 75.0) -> dict:
 # -- the report -----------------------------------------------------------------------------
 
 
-def check_gpu_proofs() -> dict:
+def check_gpu_proofs(write_dir: Path | None = None) -> dict:
     """(c) The GPU-tier single-process reproducers (CUDA OOM, CUDA in a forked child), judged
-    like the CPU proofs: raised before, gone after, validation rejects before and accepts after."""
+    like the CPU proofs: raised before, gone after, validation rejects before and accepts after.
+    A proven one is written to ``write_dir`` (data/proofs/<id>.json's form) when given."""
     from errkb.resources import data_dir
-    from errkb.verify.proofs import prove_record
+    from errkb.verify.proofs import prove_record, write_proof
     from errkb.verify.reproducers import REGISTRY
 
     records = {}
@@ -360,7 +362,10 @@ def check_gpu_proofs() -> dict:
     proofs = {}
     for rep in REGISTRY:
         if rep.tier == "gpu" and rep.protocol == "single" and rep.record_id in records:
-            proofs[rep.record_id] = prove_record(records[rep.record_id], "gpu").to_dict()
+            proof = prove_record(records[rep.record_id], "gpu")
+            proofs[rep.record_id] = proof.to_dict()
+            if write_dir is not None and proof.status == "proven":
+                write_proof(proof, write_dir)
     statuses = sorted({p["status"] for p in proofs.values()})
     if statuses == ["proven"]:
         outcome = "pass"
@@ -399,15 +404,18 @@ def main(argv=None) -> int:
     parser.add_argument("--only", choices=["fused-op", "fused-op-interpreted", "fused-op-compile", "reproducer", "proofs"], default=None,
                         help="one check; fused-op-interpreted runs the kernel in Triton's CPU interpreter and "
                              "fused-op-compile compiles it for sm_90 (neither needs a GPU)")
+    parser.add_argument("--proofs-out", type=Path, default=None,
+                        help="write each proven GPU proof here (data/proofs/<id>.json's form) to commit it")
     args = parser.parse_args(argv)
+    proofs_check = functools.partial(check_gpu_proofs, args.proofs_out)
     checks = {"fused-allreduce-rmsnorm-fp8": check_fused_op, "fused-workspace-nccl": check_reproducer_nccl,
-              "gpu-proofs": check_gpu_proofs}
+              "gpu-proofs": proofs_check}
     if args.only == "fused-op":
         checks.pop("fused-workspace-nccl")
     elif args.only == "reproducer":
         checks.pop("fused-allreduce-rmsnorm-fp8")
     elif args.only == "proofs":
-        checks = {"gpu-proofs": check_gpu_proofs}
+        checks = {"gpu-proofs": proofs_check}
     elif args.only == "fused-op-interpreted":
         # Before anything imports triton: it reads the setting once.
         os.environ["TRITON_INTERPRET"] = "1"

@@ -45,12 +45,15 @@ def _versions() -> dict:
 
 
 def _exception(e: BaseException) -> dict:
-    frames = traceback.extract_tb(e.__traceback__)
+    frames = [{"file": f.filename, "line": f.lineno, "function": f.name} for f in traceback.extract_tb(e.__traceback__)]
+    # A case whose program raises in a child process (which only prints it) re-raises the
+    # child's error carrying the child's own frames: the raise site is judged on those.
+    child_frames = getattr(e, "errkb_frames", None)
     return {
         "raised": True,
         "exception_class": type(e).__name__,
         "exception_message": str(e),
-        "frames": [{"file": f.filename, "line": f.lineno, "function": f.name} for f in frames][-12:],
+        "frames": (child_frames if isinstance(child_frames, list) and child_frames else frames)[-12:],
         "traceback": traceback.format_exc()[-4000:],
     }
 
