@@ -13,6 +13,12 @@ situation on any GPU: 4096 MiB does not fit, 2048 MiB does. The filler lives in 
 (setup runs before the trigger and before the validation), as the message's "this process has
 ... memory in use" says. Nothing here passes on its own: the trigger makes the real CUDA caching
 allocator raise, and the validation reads the real free memory.
+
+The record's pattern ends with its release's documentation link
+(``pytorch.org/docs/stable/notes/cuda.html#environment-variables``); later PyTorch releases link
+``docs.pytorch.org/...#optimizing-memory-usage-with-pytorch-cuda-alloc-conf``, so there the proof
+fails on the message, truthfully. A record's id derives from its pattern, so that wording is a
+variant or a new record, not an edit of this one.
 """
 
 FREE_MIB = 3072
