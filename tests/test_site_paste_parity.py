@@ -294,3 +294,38 @@ def test_paste_box_agrees_with_explain_on_known_sites(built, index_page):
     print("site parity:", f"{len(texts) - len(disagree)}/{len(texts)}", dict(kinds))
     assert disagree == []
     assert kinds["site"] >= len(texts) // 2, kinds
+
+
+def test_known_site_text_is_inserted_as_text(tmp_path, browser, monkeypatch):
+    """Index text is untrusted: a pattern, file, function and condition holding markup show
+    as text in the paste answer and never become elements or run."""
+    import gzip
+
+    import errkb.match.sites as sites_module
+
+    header = {"format": "errkb-sites/1",
+              "libraries": {"vllm": {"releases": [["0.9.0", None]], "repo": "vllm-project/vllm"}}}
+    row = {"p": "<img src=x onerror=window\\.__pwned=1> must_be_set for (.+?) now", "l": "vllm",
+           "f": "vllm/<script>window.__pwned=2</script>.py", "n": 7, "fn": "f\"><svg onload=window.__pwned=3>",
+           "c": "x < 1 && <b>bold</b>", "k": "raise", "e": "ValueError", "r": "0.9.0"}
+    index = tmp_path / "data" / "sites" / "sites.jsonl.gz"
+    index.parent.mkdir(parents=True)
+    index.write_bytes(gzip.compress((json.dumps(header) + "\n" + json.dumps(row) + "\n").encode()))
+    monkeypatch.setattr(sites_module, "default_path", lambda: index)
+    with Store.open(tmp_path / "store.duckdb") as store:
+        assert store.ingest([data_dir()]).rejected == 0
+        build_site(store, tmp_path / "site")
+    browser.get((tmp_path / "site" / "index.html").as_uri())
+    WebDriverWait(browser, 20).until(lambda d: "so far" not in d.find_element(By.ID, "count").text)
+    text = "ValueError: <img src=x onerror=window.__pwned=1> must_be_set for abc now"
+    got = site_outcome(browser, text)
+    assert got["kind"] == "site" and len(got["sites"]) == 1
+    site = got["sites"][0]["sites"][0]
+    assert site["file"] == row["f"] and site["function"] == row["fn"] and site["condition"] == row["c"]
+    assert site["url"] == f"https://github.com/vllm-project/vllm/blob/v0.9.0/{row['f']}#L7"
+    answer = site_answer(browser)
+    assert answer["markup"] == 0
+    assert browser.execute_script("return document.querySelectorAll('#paste-answer svg, #paste-answer b').length") == 0
+    assert "<img src=x onerror=window.__pwned=1> must_be_set for … now" in answer["text"]
+    assert "when x < 1 && <b>bold</b>" in answer["text"]
+    assert browser.execute_script("return window.__pwned === undefined")
