@@ -410,3 +410,33 @@ def test_a_plain_build_in_a_checkout_never_rewrites_the_committed_site(tmp_path)
                                           "alone); write yours elsewhere with --out DIR, or rebuild the committed one "
                                           "with --out site"]
     assert {p: p.read_bytes() for p in (repo / "site").rglob("*") if p.is_file()} == before
+
+
+def test_site_ships_every_served_site_pattern_once_in_its_anchors_shard():
+    """The known-site data (errkb.site.sites) holds exactly the patterns the CLI's tier
+    serves, each in the shard its anchor word hashes to, with every site of it in
+    explain's order; the head names the shards by content hash."""
+    from errkb.match.sites import served_patterns, sites_of
+    from errkb.site.sites import SITE_SHARDS, site_files, word_shard
+
+    header, served = served_patterns()
+    head_path, files = site_files()
+    scripts = dict(files)
+    head = json.loads(re.search(rb"errkbSitesHead\((.*)\);\n$", scripts[head_path], re.S).group(1))
+    assert len(head["shards"]) == SITE_SHARDS and set(head["shards"]) | {head_path} == set(scripts)
+    seen = {}
+    for k, path in enumerate(head["shards"]):
+        assert path.startswith(f"sites/{k}-")
+        bucket = json.loads(re.search(rb"errkbSitesShard\(%d,(.*)\);\n$" % k, scripts[path], re.S).group(1))
+        for anchor, entries in bucket.items():
+            assert word_shard(anchor) == k
+            for e in entries:
+                seen[e[0]] = (anchor, e)
+    assert len(seen) == len(served) == head["patterns"]
+    libs = [lib[0] for lib in head["libraries"]]
+    for s in served[::97]:
+        anchor, (number, pattern, strong, length, rows) = seen[s.number]
+        assert (anchor, pattern, strong, length) == (s.anchor, s.pattern, int(s.level == "strong"), s.length)
+        want = sites_of(s.rows, header["libraries"])
+        assert [(libs[r[0]], head["files"][r[1]], r[2], r[3], r[4], head["kinds"][r[5]], r[7]) for r in rows] == [
+            (x.library, x.file, x.line, x.function, x.condition, x.kind, x.releases) for x in want]

@@ -88,11 +88,15 @@ def cli_outcome(db: Path, text: str) -> dict:
             project = m["repo"].rsplit("/", 1)[-1]
             return {"kind": "variant", "id": m["id"], "label": f"{v['relation'] or 'other'} wording ({project} {span}) of {m['slug']}"}
         return {"kind": "match", "id": m["id"]}
+    # the known-site tier (errkb.match.sites): where a library raises it, beside or without near matches
+    sites = data["sites"]
     if data["nearMatches"]:
         n = data["nearMatches"][0]
         return {"kind": "near", "id": n["id"], "closeness": ", ".join(n["closeness"]), "similarity": n["similarity"],
-                "all": [x["id"] for x in data["nearMatches"]]}
-    return {"kind": "none"}
+                "all": [x["id"] for x in data["nearMatches"]], "sites": sites}
+    if sites:
+        return {"kind": "site", "sites": sites}
+    return {"kind": "none", "sites": []}
 
 
 PASTE_JS = """
@@ -114,6 +118,12 @@ if (kind === 'near') {
   out.similarity = Math.round(Number(items[0].getAttribute('data-similarity')) * 1e4) / 1e4;
   out.all = items.map(li => li.getAttribute('data-id'));
 }
+if (kind === 'near' || kind === 'site' || kind === 'none') {
+  out.sites = Array.from(a.querySelectorAll('li.site-match')).map(li => ({
+    tier: 'site', pattern: li.getAttribute('data-pattern'), line: Number(li.getAttribute('data-line')),
+    trust: li.getAttribute('data-trust'), meaning: li.hasAttribute('data-meaning') ? li.getAttribute('data-meaning') : null,
+    sites: Array.from(li.querySelectorAll('li.site')).map(s => JSON.parse(s.getAttribute('data-site')))}));
+}
 out.shown = !a.hidden;
 out.text = a.textContent;
 return out;
@@ -122,8 +132,14 @@ return out;
 
 def site_outcome(driver, text: str) -> dict:
     driver.execute_script(PASTE_JS, text)
-    # the search runs 120 ms after typing; the answer is redrawn with it
-    WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "paste-answer").get_attribute("data-q") == str(len(text)))
+    # the search runs 120 ms after typing; the answer is redrawn with it, and again as the
+    # known-site data it asked for arrives
+    def answered(d):
+        a = d.find_element(By.ID, "paste-answer")
+        return (a.get_attribute("data-q") == str(len(text)) and a.get_attribute("data-kind") != "loading"
+                and a.get_attribute("data-sites") != "loading")
+
+    WebDriverWait(driver, 10).until(answered)
     out = driver.execute_script(READ_JS)
     assert out["shown"] == (out["kind"] != "none"), out
     out.pop("shown")
@@ -176,3 +192,140 @@ def test_near_answer_escapes_record_text_and_links_the_fix_page(built, index_pag
     assert href.startswith(site.as_uri()) and Path(href.removeprefix("file://")).is_file()
     assert index_page.execute_script("return document.querySelectorAll('#paste-answer script, #paste-answer img').length") == 0
     assert "Similar, not exact" in index_page.find_element(By.ID, "paste-answer").text
+
+
+# ---- the known-site tier: a paste no record matches but a known site does (errkb.match.sites)
+
+# Real messages of vLLM, PyTorch and CUDA that no record holds but the shipped index does.
+SITE_PASTES = [
+    "ValueError: max_tokens must be at least 1, got 0.",
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "ValueError: Model architectures ['FooForCausalLM'] failed to be inspected. Please check the logs for more details.",
+    "ValueError: temperature must be non-negative, got -1.0.",
+]
+# Another library's messages (transformers, numpy): no site is theirs.
+FOREIGN = [
+    "ValueError: The checkpoint you are trying to load has model type `foo` but Transformers does not recognize "
+    "this architecture.",
+    "ValueError: operands could not be broadcast together with shapes (2,3) (4,5)",
+]
+
+
+def sampled_site_texts(step: int = 900) -> list[str]:
+    """A text for every step-th served pattern of the shipped index (a value for each
+    wildcard, an error class before it): strong, half and multi-line patterns alike."""
+    from errkb.match.chunks import chunks_of
+    from errkb.match.sites import served_patterns
+
+    _header, served = served_patterns()
+    out = []
+    for s in served[::step]:
+        body = "".join("x_value7" if c is None else c for c in chunks_of(s.pattern))
+        out.append(body if "\n" in body else "RuntimeError: " + body)
+    return out
+
+
+def site_answer(driver) -> dict:
+    return driver.execute_script("""
+const a = document.getElementById('paste-answer');
+return {kind: a.getAttribute('data-kind'), text: a.innerText,
+        heads: Array.from(a.querySelectorAll('.answer-head')).map(h => h.textContent),
+        sites: a.querySelectorAll('li.site-match').length,
+        links: Array.from(a.querySelectorAll('a.site-source')).map(l => l.getAttribute('href')),
+        markup: a.querySelectorAll('script, img, iframe').length};""")
+
+
+def test_a_message_only_a_known_site_knows_shows_where_it_is_raised(built, index_page):
+    """vLLM's max_tokens check has no record: the paste box says where vLLM raises it, in
+    which releases, linked at the release's tag, labelled a known site and not a fix;
+    exactly what `errkb explain --json` says of it."""
+    db, _site = built
+    text = "max_tokens must be at least 1, got 0."
+    want = cli_outcome(db, text)
+    got = site_outcome(index_page, text)
+    assert want["kind"] == "site" and got == want
+    answer = site_answer(index_page)
+    assert answer["kind"] == "site" and answer["sites"] == 1 and answer["markup"] == 0
+    assert "Where it is raised (a known site: errkb has no fix for it):" in answer["heads"]
+    assert "No known error matches this text." in answer["heads"]
+    assert ("raised at vllm/sampling_params.py:696 in SamplingParams._verify_args when self.max_tokens is not None "
+            "and self.max_tokens < 1; seen in vllm 0.14.0-0.34.0") in answer["text"]
+    # the other sites that raise it (older releases) are listed too, each linked at its release
+    assert "vllm/sampling_params.py:187" in answer["text"] and "seen in vllm 0.2.0-0.2.7" in answer["text"]
+    assert "https://github.com/vllm-project/vllm/blob/v0.34.0/vllm/sampling_params.py#L696" in answer["links"]
+    assert "Matches a known error" not in answer["text"]
+
+
+def test_a_curated_message_still_answers_with_its_record_first(built, index_page):
+    """A message a curated record matches is that record; no known site is shown or loaded for it."""
+    db, _site = built
+    text = next(row["text"] for row in pastes() if row["kind"] == "exact")
+    want = cli_outcome(db, text)
+    got = site_outcome(index_page, text)
+    assert want["kind"] == "match" and got == want
+    answer = site_answer(index_page)
+    assert answer["sites"] == 0 and "Where it is raised" not in answer["text"]
+    assert answer["heads"][0].startswith("Matches")
+
+
+def test_another_librarys_message_gets_no_site(built, index_page):
+    db, _site = built
+    for text in FOREIGN:
+        want = cli_outcome(db, text)
+        got = site_outcome(index_page, text)
+        assert want["sites"] == [] and got == want, text
+        assert "Where it is raised" not in site_answer(index_page)["text"]
+
+
+def test_paste_box_agrees_with_explain_on_known_sites(built, index_page):
+    """The site tier's answer (every matched pattern, its line and trust, every site with
+    file, line, function, condition, kind, releases, commit and link, in order) equals
+    explain --json's, on real site-only messages and on texts of sampled served patterns."""
+    db, _site = built
+    texts = SITE_PASTES + sampled_site_texts()
+    disagree = []
+    kinds: Counter = Counter()
+    for text in texts:
+        want = cli_outcome(db, text)
+        got = site_outcome(index_page, text)
+        kinds[want["kind"]] += 1
+        if got != want:
+            disagree.append((text[:100], want, got))
+    print("site parity:", f"{len(texts) - len(disagree)}/{len(texts)}", dict(kinds))
+    assert disagree == []
+    assert kinds["site"] >= len(texts) // 2, kinds
+
+
+def test_known_site_text_is_inserted_as_text(tmp_path, browser, monkeypatch):
+    """Index text is untrusted: a pattern, file, function and condition holding markup show
+    as text in the paste answer and never become elements or run."""
+    import gzip
+
+    import errkb.match.sites as sites_module
+
+    header = {"format": "errkb-sites/1",
+              "libraries": {"vllm": {"releases": [["0.9.0", None]], "repo": "vllm-project/vllm"}}}
+    row = {"p": "<img src=x onerror=window\\.__pwned=1> must_be_set for (.+?) now", "l": "vllm",
+           "f": "vllm/<script>window.__pwned=2</script>.py", "n": 7, "fn": "f\"><svg onload=window.__pwned=3>",
+           "c": "x < 1 && <b>bold</b>", "k": "raise", "e": "ValueError", "r": "0.9.0"}
+    index = tmp_path / "data" / "sites" / "sites.jsonl.gz"
+    index.parent.mkdir(parents=True)
+    index.write_bytes(gzip.compress((json.dumps(header) + "\n" + json.dumps(row) + "\n").encode()))
+    monkeypatch.setattr(sites_module, "default_path", lambda: index)
+    with Store.open(tmp_path / "store.duckdb") as store:
+        assert store.ingest([data_dir()]).rejected == 0
+        build_site(store, tmp_path / "site")
+    browser.get((tmp_path / "site" / "index.html").as_uri())
+    WebDriverWait(browser, 20).until(lambda d: "so far" not in d.find_element(By.ID, "count").text)
+    text = "ValueError: <img src=x onerror=window.__pwned=1> must_be_set for abc now"
+    got = site_outcome(browser, text)
+    assert got["kind"] == "site" and len(got["sites"]) == 1
+    site = got["sites"][0]["sites"][0]
+    assert site["file"] == row["f"] and site["function"] == row["fn"] and site["condition"] == row["c"]
+    assert site["url"] == f"https://github.com/vllm-project/vllm/blob/v0.9.0/{row['f']}#L7"
+    answer = site_answer(browser)
+    assert answer["markup"] == 0
+    assert browser.execute_script("return document.querySelectorAll('#paste-answer svg, #paste-answer b').length") == 0
+    assert "<img src=x onerror=window.__pwned=1> must_be_set for … now" in answer["text"]
+    assert "when x < 1 && <b>bold</b>" in answer["text"]
+    assert browser.execute_script("return window.__pwned === undefined")

@@ -343,19 +343,7 @@ class SiteIndex:
 
     def _site_match(self, number: int, i: int) -> SiteMatch:
         entry = self._entry(i)
-        libraries = self.header.get("libraries", {})
-        sites = []
-        for row in entry["rows"]:
-            info = libraries.get(row["l"], {})
-            releases = info.get("releases", [])
-            newest = _newest(row["r"], releases)
-            commit = dict((v, c) for v, c in releases).get(newest)
-            sites.append(Site(row["l"], row["f"], row["n"], row["fn"], row.get("c"), row["k"], row.get("e"),
-                              row["r"], newest, commit, info.get("repo")))
-        # Newest release first: where the message is raised today leads.
-        rank = {lib: {v: n for n, (v, _) in enumerate(info.get("releases", []))} for lib, info in libraries.items()}
-        sites.sort(key=lambda s: (-rank.get(s.library, {}).get(s.release, -1), s.library, s.file, s.line))
-        return SiteMatch(entry["p"], number, entry["t"], tuple(sites))
+        return SiteMatch(entry["p"], number, entry["t"], sites_of(entry["rows"], self.header.get("libraries", {})))
 
     def _cuda_matches(self, lines: list[str]) -> list[SiteMatch]:
         out = []
@@ -422,6 +410,28 @@ class _SortedLines(_Lines):
         return ()
 
 
+def sites_of(rows: list[dict], libraries: dict, rank: dict | None = None) -> tuple[Site, ...]:
+    """A pattern's index rows as Sites, each at its newest release (and that release's
+    commit), newest release first: where the message is raised today leads. ``rank``
+    (release_ranks(libraries)) may be given by a caller that orders many patterns."""
+    sites = []
+    for row in rows:
+        info = libraries.get(row["l"], {})
+        releases = info.get("releases", [])
+        newest = _newest(row["r"], releases)
+        commit = dict((v, c) for v, c in releases).get(newest)
+        sites.append(Site(row["l"], row["f"], row["n"], row["fn"], row.get("c"), row["k"], row.get("e"),
+                          row["r"], newest, commit, info.get("repo")))
+    rank = rank if rank is not None else release_ranks(libraries)
+    sites.sort(key=lambda s: (-rank.get(s.library, {}).get(s.release, -1), s.library, s.file, s.line))
+    return tuple(sites)
+
+
+def release_ranks(libraries: dict) -> dict[str, dict[str, int]]:
+    """Each library's releases by age (0: the oldest scanned)."""
+    return {lib: {v: n for n, (v, _) in enumerate(info.get("releases", []))} for lib, info in libraries.items()}
+
+
 def _newest(ranges: str, releases: list[list]) -> str:
     last = ranges.rsplit(",", 1)[-1]
     return last.rsplit("-", 1)[-1] if last else (releases[-1][0] if releases else "")
@@ -453,13 +463,22 @@ def _cache_folder() -> Path:
     return cache_root() / "sites"
 
 
-def _build_cache(index_path: Path, stem: Path) -> None:
-    """Group the index's rows by pattern, keep the trusted patterns, and write the cache:
-    ``.head`` (the index header), ``.rows`` (one JSON line per pattern: pattern, trust level,
-    literal length, its rows), ``.anchors`` (``word\tids`` sorted by word) and the offsets
-    arrays ``.ridx``/``.aidx``."""
+class Served(_Plain):
+    """One trusted pattern as the tier serves it: its number (the order of the cache's rows
+    and of candidates with equal literal length), pattern, trust level ("strong" or
+    "half"), literal length, anchor word (the one a line must hold for the pattern to be
+    tried) and its index rows (sorted by library, file, line)."""
+
+    __slots__ = ("number", "pattern", "level", "length", "anchor", "rows")
+
+
+def served_patterns(index_path: Path | None = None) -> tuple[dict, list[Served]]:
+    """The index's header and every pattern the trust rule serves, in pattern order, each
+    with its anchor: what the cache holds, and what the static site ships
+    (errkb.site.sites), so both answer alike."""
     import gzip
 
+    index_path = Path(index_path) if index_path is not None else default_path()
     try:
         with gzip.open(index_path, "rt", encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -485,22 +504,35 @@ def _build_cache(index_path: Path, stem: Path) -> None:
         df.update(words)
     # The anchor is the pattern's rarest whole word in the index (fewest patterns hold it),
     # among its rare tokens when it has any: candidates per line stay few.
-    anchors: dict[str, list[int]] = {}
-    for i, (_, level, _, words) in enumerate(kept):
+    served = []
+    for i, (pattern, level, length, words) in enumerate(kept):
         pool = [w for w in words if is_rare_token(w)] if level == "strong" else list(words)
         # A short or numeric word ("n", "512") is in every other log line: never the anchor
         # while the pattern has a longer one.
         pool = [w for w in pool if len(w) >= 4 and not w.isdigit()] or pool
-        anchors.setdefault(min(pool, key=lambda w: (df[w], -len(w), w)), []).append(i)
+        anchor = min(pool, key=lambda w: (df[w], -len(w), w))
+        group = sorted(by_pattern[pattern], key=lambda r: (r["l"], r["f"], r["n"]))
+        served.append(Served(i, pattern, level, length, anchor, group))
+    return header, served
+
+
+def _build_cache(index_path: Path, stem: Path) -> None:
+    """Write the cache of the served patterns (served_patterns): ``.head`` (the index
+    header), ``.rows`` (one JSON line per pattern: pattern, trust level, literal length, its
+    rows), ``.anchors`` (``word\tids`` sorted by word) and the offsets arrays
+    ``.ridx``/``.aidx``."""
+    header, served = served_patterns(index_path)
+    anchors: dict[str, list[int]] = {}
+    for s in served:
+        anchors.setdefault(s.anchor, []).append(s.number)
     from errkb.cache import write_atomic
 
     stem.parent.mkdir(parents=True, exist_ok=True)
     out: dict[str, bytes] = {".head": json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")}
     body, offsets = bytearray(), array("I")
-    for pattern, level, length, _ in kept:
+    for s in served:
         offsets.append(len(body))
-        group = sorted(by_pattern[pattern], key=lambda r: (r["l"], r["f"], r["n"]))
-        body += json.dumps({"p": pattern, "t": level, "L": length, "rows": group}, separators=(",", ":"),
+        body += json.dumps({"p": s.pattern, "t": s.level, "L": s.length, "rows": s.rows}, separators=(",", ":"),
                            ensure_ascii=False).encode("utf-8") + b"\n"
     out[".rows"], out[".ridx"] = bytes(body), offsets.tobytes()
     body, offsets = bytearray(), array("I")

@@ -36,6 +36,7 @@ from errkb.site.code import Highlighter, language_of, split_example_fix
 from errkb.site.output import MARKER, MARKER_TEXT, BuildReport, CheckReport, compare_site, write_site
 from errkb.site.runs import run_rows
 from errkb.site.search import search_chunks
+from errkb.site.sites import site_files
 from errkb.site.snippets import snippet_filename, snippet_text
 from errkb.site.text import excerpt, script_json, visible_value
 
@@ -345,12 +346,15 @@ def _shared_slug_groups(entries: list[_Entry]) -> list[tuple[str, list[_Entry]]]
 
 
 def _render_index(env, entries: list[_Entry], tag_names, repo_names, common) -> Iterator[tuple[str, bytes]]:
-    """The search chunks, then index.html: the filters, the first INDEX_PAGE records and a
-    small manifest naming the chunks."""
+    """The search chunks, the known-site shards, then index.html: the filters, the first
+    INDEX_PAGE records and a small manifest naming the chunks and the sites' head."""
     chunks = search_chunks(entries)
     for path, content, _ in chunks:
         yield path, content
-    manifest = {"chunks": [{"src": path, "n": n} for path, _, n in chunks], "total": len(entries), "page": INDEX_PAGE,
+    # the known-site tier (errkb.site.sites): loaded by the paste box only when no record matched
+    sites_head, sites = site_files()
+    yield from sites
+    manifest = {"sites": sites_head, "chunks": [{"src": path, "n": n} for path, _, n in chunks], "total": len(entries), "page": INDEX_PAGE,
                 "max_input": MAX_TEST_INPUT, "max_line": MAX_TEST_LINE, "near": site_constants(),
                 "prefix": prefix_constants()}
     page = env.get_template("index.html").render(

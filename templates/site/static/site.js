@@ -941,6 +941,218 @@
     });
     return dedupe(out.filter(function (t) { return t.length <= data.max_line; }));
   }
+  // ---- the known-site tier (errkb.match.sites): where a library raises the message ------
+  // Asked only when no record matched. The manifest names a head script (sites/head-*.js:
+  // libraries, files, error classes, the CUDA table, the shards' names); each shard
+  // (sites/<k>-*.js) holds the served patterns whose anchor word hashes to it (errkb.site.sites),
+  // so a paste loads only the shards of its own words. A pattern is literal chunks and
+  // (.+?) wildcards, matched by leftmost placement of each chunk (errkb.match.chunks):
+  // linear in the line, no RegExp is ever built from a pattern.
+  var sitesHead = null, sitesHeadState = data.sites ? "none" : "absent";
+  var siteShards = {}, siteShardState = {}, sitesFailed = [];
+  var siteChunkCache = new Map();
+  window.errkbSitesHead = function (head) {
+    if (sitesHead) { return; }
+    sitesHead = head;
+    sitesHead.releaseMaps = head.libraries.map(function (lib) { return new Map(lib[2].map(function (r) { return [r[0], r[1]]; })); });
+    sitesHeadState = "loaded";
+    dataChanged();
+  };
+  window.errkbSitesShard = function (k, bucket) {
+    if (siteShards[k]) { return; }
+    siteShards[k] = bucket;
+    siteShardState[k] = "loaded";
+    dataChanged();
+  };
+  function loadScript(src, onerror) {
+    var script = document.createElement("script");
+    script.src = src;
+    script.onerror = onerror;
+    document.body.appendChild(script);
+  }
+  function wordShard(word, n) {  // FNV-1a, as errkb.site.sites.word_shard
+    var h = 0x811c9dc5;
+    for (var i = 0; i < word.length; i++) { h = Math.imul(h ^ word.charCodeAt(i), 0x01000193) >>> 0; }
+    return h % n;
+  }
+  var SITE_WORD = /[A-Za-z0-9_]+(?:\.[A-Za-z_][A-Za-z0-9_]*)*/g;
+  function lineWords(line) {  // a dotted run also holds its plain words ("torch.cuda" holds "cuda")
+    var out = [];
+    (line.match(SITE_WORD) || []).forEach(function (w) {
+      out.push(w);
+      if (w.indexOf(".") >= 0) { w.split(".").forEach(function (p) { out.push(p); }); }
+    });
+    return out;
+  }
+  // errkb.match.chunks.chunks_of: a served pattern's literal chunks, null for a wildcard.
+  // The tokenizer is a fixed RegExp over the pattern's text, never one built from it.
+  var SITE_TOKEN = /(\(\.\+\?\)|\(\[\\s\\S\]\+\?\))|\\x([0-9a-fA-F]{2})|\\(.)|([^\\.^$*+?{}[\]|()]+)|(.)/gsu;
+  var SITE_CONTROL = { n: "\n", t: "\t", r: "\r", f: "\f", v: "\v" };
+  function siteChunks(pattern) {
+    var got = siteChunkCache.get(pattern);
+    if (got !== undefined) { return got; }
+    var out = [], buf = "", m, bad = false;
+    SITE_TOKEN.lastIndex = 0;
+    while ((m = SITE_TOKEN.exec(pattern)) !== null) {
+      if (m[1] !== undefined) { if (buf) { out.push(buf); buf = ""; } out.push(null); }
+      else if (m[4] !== undefined) { buf += m[4]; }
+      else if (m[3] !== undefined) { buf += Object.prototype.hasOwnProperty.call(SITE_CONTROL, m[3]) ? SITE_CONTROL[m[3]] : m[3]; }
+      else if (m[2] !== undefined) { buf += String.fromCharCode(parseInt(m[2], 16)); }
+      else { bad = true; break; }
+    }
+    if (buf) { out.push(buf); }
+    got = bad ? null : out;
+    siteChunkCache.set(pattern, got);
+    return got;
+  }
+  // errkb.match.chunks.chunks_match: leftmost placement; a wildcard takes at least one
+  // character (counted in code points, as Python counts).
+  function chunksMatch(chunks, text) {
+    var pos = 0, gap = 0, started = false;
+    for (var i = 0; i < chunks.length; i++) {
+      var c = chunks[i];
+      if (c === null) { gap++; continue; }
+      var from = advance(text, started ? pos : 0, gap);
+      if (from < 0) { return false; }
+      var at = text.indexOf(c, from);
+      if (at < 0) { return false; }
+      pos = at + c.length;
+      gap = 0;
+      started = true;
+    }
+    return advance(text, started ? pos : 0, gap) >= 0;
+  }
+  function codePoints(s) { var n = 0; for (var ch of s) { n++; } return n; }  // len() in Python
+  // The shards a text needs, requested if missing: null once all are here (or failed).
+  function siteShardsWanted(lines) {
+    var n = sitesHead.shards.length, waiting = false;
+    lines.forEach(function (line) {
+      lineWords(line).forEach(function (w) {
+        var k = wordShard(w, n);
+        if (siteShardState[k] === undefined) {
+          siteShardState[k] = "loading";
+          loadScript(sitesHead.shards[k], function () { siteShardState[k] = "failed"; sitesFailed.push(sitesHead.shards[k]); dataChanged(); });
+        }
+        if (siteShardState[k] === "loading") { waiting = true; }
+      });
+    });
+    return waiting;
+  }
+  function siteOf(row) {
+    var lib = sitesHead.libraries[row[0]];
+    var releases = row[7];
+    var last = releases.slice(releases.lastIndexOf(",") + 1);
+    var rels = lib[2];
+    var newest = last ? last.slice(last.lastIndexOf("-") + 1) : (rels.length ? rels[rels.length - 1][0] : "");
+    var commit = sitesHead.releaseMaps[row[0]].get(newest);
+    var site = { library: lib[0], file: sitesHead.files[row[1]], line: row[2], "function": row[3], condition: row[4],
+                 kind: sitesHead.kinds[row[5]], errorClass: row[6] === null ? null : sitesHead.errors[row[6]],
+                 releases: releases, release: newest, commit: commit === undefined ? null : commit, url: null };
+    var repo = lib[1];
+    if (repo && site.commit && site.commit.length === 40) {
+      site.url = "https://github.com/" + repo + "/blob/" + site.commit + "/" + site.file + "#L" + site.line;
+    } else if (repo && site.release && /^\d+(?:\.\d+)*(?:\.post\d+)?$/.test(site.release)) {
+      site.url = "https://github.com/" + repo + "/blob/v" + site.release + "/" + site.file + "#L" + site.line;
+    }
+    return site;
+  }
+  // errkb.match.sites.SiteIndex.match, then explain's one match per pattern: returns
+  // "loading", "absent", or the matches (pattern, line, trust, meaning, sites).
+  function siteAnswer(text) {
+    if (sitesHeadState === "absent") { return "absent"; }
+    if (sitesHeadState === "none") {
+      sitesHeadState = "loading";
+      loadScript(data.sites, function () { sitesHeadState = "failed"; sitesFailed.push(data.sites); dataChanged(); });
+    }
+    if (sitesHeadState === "loading") { return "loading"; }
+    if (sitesHeadState === "failed") { return []; }
+    var lines = text.split("\n");
+    if (siteShardsWanted(lines.filter(function (l) { return l; }))) { return "loading"; }
+    var found = [], multiline = new Map();
+    lines.forEach(function (line, n) {
+      if (!line) { return; }
+      var candidates = new Map();
+      lineWords(line).forEach(function (w) {
+        var shard = siteShards[wordShard(w, sitesHead.shards.length)];
+        var list = shard && Object.prototype.hasOwnProperty.call(shard, w) ? shard[w] : null;
+        if (list) { list.forEach(function (e) { candidates.set(e[0], e); }); }
+      });
+      var entries = Array.from(candidates.values()).sort(function (p, q) { return q[3] - p[3] || p[0] - q[0]; });
+      var stripped = codePoints(pyStrip(line));
+      entries.slice(0, sitesHead.max_candidates).forEach(function (e) {
+        var chunks = siteChunks(e[1]);
+        if (!chunks) { return; }
+        if (chunks.some(function (c) { return c !== null && c.indexOf("\n") >= 0; })) { multiline.set(e[0], e); return; }
+        if (!chunksMatch(chunks, line)) { return; }
+        if (!e[2] && e[3] * 2 < stripped) { return; }  // "half": its literal text covers half the line
+        found.push([n + 1, e]);
+      });
+    });
+    Array.from(multiline.values()).sort(function (p, q) { return p[0] - q[0]; }).forEach(function (e) {
+      var chunks = siteChunks(e[1]);
+      if (!chunksMatch(chunks, text)) { return; }
+      var first = chunks.filter(function (c) { return c; })[0];
+      var at = Math.max(text.indexOf(first), 0) + first.length - first.replace(/^\n+/, "").length;
+      found.push([text.slice(0, at).split("\n").length, e]);
+    });
+    found.sort(function (p, q) { return p[0] - q[0] || q[1][3] - p[1][3] || p[1][0] - q[1][0]; });
+    var out = found.map(function (f) {
+      return { pattern: f[1][1], line: f[0], trust: f[1][2] ? "strong" : "half", meaning: null, sites: f[1][4].map(siteOf) };
+    });
+    lines.forEach(function (line, n) {
+      if (line.indexOf("CUDA") < 0 && line.indexOf("cuda") < 0) { return; }
+      sitesHead.cuda.forEach(function (c) {
+        if (line.indexOf(c.message) >= 0) { out.push({ pattern: c.message, line: n + 1, trust: "cuda", meaning: c.meaning, sites: [] }); }
+      });
+    });
+    out.sort(function (p, q) { return p.line - q.line; });  // stable: a line's sites before its CUDA entries
+    var seen = new Set();
+    return out.filter(function (m) { if (seen.has(m.pattern)) { return false; } seen.add(m.pattern); return true; });
+  }
+  function siteTemplate(pattern) {  // as explain shows it: the text, "…" for each value
+    return (siteChunks(pattern) || []).map(function (c) { return c === null ? "…" : c; }).join("");
+  }
+  function siteDescribe(s) {  // errkb.match.sites.Site.describe
+    var where = s.file + ":" + s.line + (s["function"] && s["function"] !== "<module>" ? " in " + s["function"] : "");
+    var verb = { log: "logged", warn: "warned", assert: "asserted", factory: "built" }[s.kind] || "raised";
+    return verb + " at " + where + (s.condition ? " when " + s.condition : "") + "; seen in " + s.library + " " + s.releases;
+  }
+  function showSites(matches) {
+    var box = element("div", "site-answer");
+    box.appendChild(element("p", "answer-head", "Where it is raised (a known site: errkb has no fix for it):"));
+    var list = element("ol", "site-list");
+    matches.forEach(function (m) {
+      var li = element("li", "site-match");
+      li.setAttribute("data-pattern", m.pattern);
+      li.setAttribute("data-line", String(m.line));
+      li.setAttribute("data-trust", m.trust);
+      if (m.meaning !== null) {
+        li.setAttribute("data-meaning", m.meaning);
+        li.appendChild(element("p", "site-message", "CUDA runtime error: " + m.meaning));
+      } else {
+        li.appendChild(element("p", "site-message", siteTemplate(m.pattern)));
+        var where = element("ul", "site-places");
+        m.sites.forEach(function (s) {
+          var place = element("li", "site");
+          place.setAttribute("data-site", JSON.stringify(s));
+          place.appendChild(element("span", "site-where", siteDescribe(s)));
+          if (s.url) {
+            place.appendChild(document.createTextNode(" "));
+            var link = element("a", "site-source", "source");
+            link.setAttribute("href", s.url);
+            link.setAttribute("rel", "noopener noreferrer");
+            place.appendChild(link);
+          }
+          where.appendChild(place);
+        });
+        li.appendChild(where);
+      }
+      list.appendChild(li);
+    });
+    box.appendChild(list);
+    return box;
+  }
+
   // Shows the answer; returns the texts it matched on (the repaired forms where only
   // those matched), which the list then marks its pattern matches with.
   function showAnswer(query, texts) {
@@ -949,6 +1161,8 @@
     answer.removeAttribute("data-label");
     answer.removeAttribute("data-truncated");
     answer.removeAttribute("data-ids");
+    answer.removeAttribute("data-sites");
+    answer.removeAttribute("data-sites-missing");
     var kind = "none";
     if (query.trim()) {
       var hit = exactAnswer(texts, query);
@@ -984,6 +1198,18 @@
         answer.appendChild(element("p", "answer-head", "No exact match in the records loaded so far; similar records are shown once the rest has loaded."));
       } else {
         var near = nearIndexNow().near(textMessages(pasteText(query), 0));
+        // no record matched: where a library raises it, if a known site does (never a fix)
+        var sites = siteAnswer(pasteText(query));
+        answer.setAttribute("data-sites", typeof sites === "string" ? sites : String(sites.length));
+        if (sitesFailed.length) { answer.setAttribute("data-sites-missing", sitesFailed.join(" ")); }
+        if (typeof sites !== "string" && sites.length) {
+          kind = "site";
+          answer.appendChild(element("p", "answer-head", "No known error matches this text."));
+          answer.appendChild(showSites(sites));
+        } else if (sites === "loading" && !near.length) {
+          kind = "loading";
+          answer.appendChild(element("p", "answer-head", "No known error matches this text; looking up where it is raised…"));
+        }
         if (near.length) {
           kind = "near";
           answer.setAttribute("data-id", near[0].item.id);
