@@ -95,6 +95,8 @@ def judge(record: dict, tier: str, checks: list[CheckResult]) -> tuple[str, str]
     if bad:
         return "failed", f"{bad[0].check}: {bad[0].outcome}: {bad[0].reason}"
     skipped = [c for c in checks if c.outcome == "skipped"]
+    if skipped and skipped[0].check == "exampleFix:states":
+        return "unproven", skipped[0].reason  # "exampleFix not executable (reason)"
     if skipped:
         return "skipped", skipped[0].reason
     names = {c.check for c in checks}

@@ -48,6 +48,31 @@ def command_flags(section: str, _depth: int = 0) -> list[str] | None:
     redirections left out) from its first option on, ``python -m module`` skipped; for
     ``vllm serve``, every argument (its model is a positional). None when the section has
     no command with an option."""
+    for line in reversed(logical_lines(section)):
+        try:
+            commands = line_commands(line)
+        except ValueError:  # unbalanced quotes: not a command errkb can read
+            return None
+        for command in reversed(commands):
+            command = _unwrapped(_own_words(command))
+            if command and command[0] in ("bash", "sh") and command[1:2] == ["-c"] and len(command) > 2 and _depth < 2:
+                flags = command_flags(command[2], _depth + 1)  # the command is the string
+                if flags is not None:
+                    return flags
+                continue
+            if not command or command[0] in _NOT_COMMANDS:
+                continue
+            if tuple(command[:2]) in _POSITIONAL_SUBCOMMANDS:
+                return command[2:] or None
+            start = _python_args_start(command) if _PYTHONS.fullmatch(command[0]) else 1
+            first = next((i for i in range(start, len(command)) if command[i].startswith("-")), None)
+            return command[first:] if first is not None else None
+    return None
+
+
+def logical_lines(section: str) -> list[str]:
+    """A section's command lines as the shell reads them: continuations joined, comment
+    lines and here-document bodies left out."""
     lines: list[str] = []
     pending: list[str] = []
     heredoc_end = None
@@ -69,32 +94,20 @@ def command_flags(section: str, _depth: int = 0) -> list[str] | None:
                 heredoc_end = heredoc.group(2)
     if pending:
         lines.append(" ".join(pending).strip())
-    for line in reversed(lines):
-        try:
-            tokens = _shell_words(line)
-        except ValueError:  # unbalanced quotes: not a command errkb can read
-            return None
-        commands: list[list[str]] = [[]]
-        for token in tokens:
-            if isinstance(token, _Operator) and (token in _SEPARATORS or token in ("(", ")")):
-                commands.append([])
-            else:
-                commands[-1].append(token)
-        for command in reversed(commands):
-            command = _unwrapped(_own_words(command))
-            if command and command[0] in ("bash", "sh") and command[1:2] == ["-c"] and len(command) > 2 and _depth < 2:
-                flags = command_flags(command[2], _depth + 1)  # the command is the string
-                if flags is not None:
-                    return flags
-                continue
-            if not command or command[0] in _NOT_COMMANDS:
-                continue
-            if tuple(command[:2]) in _POSITIONAL_SUBCOMMANDS:
-                return command[2:] or None
-            start = _python_args_start(command) if _PYTHONS.fullmatch(command[0]) else 1
-            first = next((i for i in range(start, len(command)) if command[i].startswith("-")), None)
-            return command[first:] if first is not None else None
-    return None
+    return lines
+
+
+def line_commands(line: str) -> list[list[str]]:
+    """A line's commands (split at ``;``, ``&&``, ``||``, ``&`` and parentheses), each its
+    words with the pipes and redirections still in (``_Operator`` words). Raises ValueError
+    on an unbalanced quote."""
+    commands: list[list[str]] = [[]]
+    for token in _shell_words(line):
+        if isinstance(token, _Operator) and (token in _SEPARATORS or token in ("(", ")")):
+            commands.append([])
+        else:
+            commands[-1].append(token)
+    return commands
 
 
 # Subcommands whose positional arguments are the program's too: `vllm serve MODEL --flags`
@@ -270,8 +283,9 @@ def _python_args_start(tokens: list[str]) -> int:
 def fix_flags(snippets: dict, states: dict | None = None) -> dict[str, list[str]]:
     """For a shell fix in before/after sections, the flags of each state's command. A
     section that also sets environment variables whose values were not captured (it
-    stopped first, e.g. its command is not installed) gives no flags: judged on its
-    flags alone, with its environment missing, the state would be a different one."""
+    stopped first, e.g. its command is not installed; inline `VAR=value cmd` assignments
+    included) gives no flags: judged on its flags alone, with its environment missing, the
+    state would be a different one."""
     if "exampleFix" not in snippets or snippets["exampleFix"][0] != "shell":
         return {}
     sections = split_states(snippets["exampleFix"][1]) or {}
@@ -280,8 +294,9 @@ def fix_flags(snippets: dict, states: dict | None = None) -> dict[str, list[str]
     return {name: f for name, f in flags.items() if f}
 
 
-# A line that leaves variables in the shell's environment: export/unset, a bare
-# assignment, or sourcing a file.
+# A line that gives its command variables: export/unset, an assignment (bare, or inline before
+# a command: `NCCL_SOCKET_IFNAME=eth0 torchrun ...`), `env VAR=value cmd`, or sourcing a file.
 _SETS_ENVIRONMENT = re.compile(
-    r"""^[ \t]*(?:export|unset|source|\.)[ \t]|^[ \t]*[A-Za-z_][A-Za-z0-9_]*=(?:"[^"]*"|'[^']*'|\S*)[ \t]*(?:#.*)?$""",
+    r"""^[ \t]*(?:export|unset|source|\.)[ \t]|^[ \t]*[A-Za-z_][A-Za-z0-9_]*=|(?:^|[ \t])env[ \t]+(?:-\S+[ \t]+)*"""
+    r"""[A-Za-z_][A-Za-z0-9_]*=""",
     re.MULTILINE)
