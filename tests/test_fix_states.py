@@ -58,6 +58,7 @@ def test_docker_runs_variables_and_image_are_the_states():
     ("# before\n\n# after\nexport VLLM_A=1\n", "the 'before' section has no command and sets no variable"),
     ("# before\nvllm serve 'm\n# after\nvllm serve m\n", "the 'before' section has an unbalanced quote"),
     ("import torch\n# before: the model on the GPU\nx = 1  # after\n", "the '# before:' line is not code"),
+    ("import torch\n# before\n# model = (\n# after\nx = 1\n", "the commented-out '# before' block is not code"),
     ("import torch\nx = torch.zeros(1)\n", "no '# before' marker"),
 ])
 def test_a_fix_that_cannot_be_split_into_two_runnable_states_is_not_executable_with_the_reason(fix, reason):
@@ -71,7 +72,31 @@ def test_a_python_fixs_before_is_derived_from_its_own_markers():
     assert one_line.before.program == "import os\n# before: os.getcwd(1)\nos.getcwd(1)\nprint('ok')\n"
     assert one_line.after.program == "import os\n# before: os.getcwd(1)\nos.getcwd()  # after\nprint('ok')\n"
     block = parse_fix("import torch\n\n# before\n# model = model.cuda()\n\n# after\nmodel = torch.nn.Linear(4, 4)\n")
-    assert block.before.program == "import torch\n\nmodel = model.cuda()\n"
+    assert block.before.program == "import torch\n\nmodel = model.cuda()\n\n"
+    # c7098e29's shape: `# before: <code>` over an `# after: <prose>` header, the code under it replaced
+    header = parse_fix("import os\n# before: os.getcwd(1)\n# after: no argument\nos.getcwd(\n)\n\nprint('ok')\n")
+    assert header.before.program == "import os\n# before: os.getcwd(1)\n# after: no argument\nos.getcwd(1)\n\nprint('ok')\n"
+    # 2a399d68's and b2078d67's shape: `# before: <prose>` over commented-out code; as many statements of the
+    # after block as the before block has are replaced, the rest kept
+    prose = parse_fix("import os\n# before: a prose reason\n# x = os.getcwd(1)\n# after: fixed\nx = os.getcwd()\nprint(x)\n")
+    assert prose.before.program == "import os\nx = os.getcwd(1)\n\nprint(x)\n"
+
+
+@pytest.mark.parametrize(("record_id", "reason"), [
+    ("012b1dcb44c97448", "the '# before:' line is not code and no commented-out code follows it"),
+    ("eda8b73d9a02a8c9", "the '# before:' line is not code and no commented-out code follows it"),
+])
+def test_bundled_python_fixes_whose_broken_program_cannot_be_derived_say_why(record_id, reason):
+    assert reason in str(parse_fix(bundled()[record_id]["exampleFix"]))
+
+
+def test_bundled_python_fixes_derive_the_broken_program_the_fix_names():
+    records = bundled()
+    assert 'init_method="localhost:29500"' in parse_fix(records["dd0a15082d9b0a12"]["exampleFix"]).before.program
+    assert "wrapper.plan(kv_indptr, kv_indices, kv_last_page_len, 32, 8, 128, 16)\n" in parse_fix(
+        records["c7098e296070ec95"]["exampleFix"]).before.program
+    barrier = parse_fix(records["2a399d687e225c92"]["exampleFix"]).before.program
+    assert "if dist.get_rank() == 0:\n    dist.new_group(ranks=[0]" in barrier
 
 
 def test_every_bundled_fix_parses_to_two_states_or_says_why_not():

@@ -188,7 +188,7 @@ def _shell_state(name: str, section: str) -> ShellState | NotExecutable:
 _BEFORE_LINE = re.compile(r"^(\s*)#\s*before\s*:\s*(.+?)\s*$", re.I)
 _BEFORE_HEADER = re.compile(r"^\s*#\s*before\b[^:]*$", re.I)
 _AFTER_HEADER = re.compile(r"^\s*#\s*after\b", re.I)
-_AFTER_MARK = re.compile(r"\S.*#\s*after\b", re.I)  # code with a trailing "# after"
+_AFTER_MARK = re.compile(r"\s*\S.*#\s*after\b", re.I)  # code with a trailing "# after"
 
 
 def _parses(code: str) -> str | None:
@@ -211,45 +211,84 @@ def _statement_span(tree: ast.Module, line: int) -> tuple[int, int] | None:
     return best
 
 
+def _after_block(lines: list[str], header: int) -> tuple[int, int] | None:
+    """The code under an ``# after`` header: from the first code line after it (comments
+    skipped) to the line before the next blank one; None when there is none."""
+    first = header + 1
+    while first < len(lines) and lines[first].lstrip().startswith("#"):
+        first += 1
+    end = first
+    while end < len(lines) and lines[end].strip():
+        end += 1
+    return (first, end) if end > first else None
+
+
+def _statement_ends(tree: ast.Module, first: int, end: int) -> list[int]:
+    """The end line (1-based, inclusive) of each outermost statement that starts in lines
+    ``first``..``end - 1`` (0-based), in order."""
+    inside = sorted((n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
+                    if isinstance(n, ast.stmt) and first < n.lineno <= end)
+    out, last = [], 0
+    for start, stop in inside:
+        if start > last:
+            out.append(stop)
+            last = stop
+    return out
+
+
 def _python_before(code: str) -> str | NotExecutable:
     lines = code.splitlines()
     tree = ast.parse(code)
     marked = [i for i, line in enumerate(lines) if _AFTER_MARK.match(line) and not line.lstrip().startswith("#")]
     befores = [(i, m) for i, line in enumerate(lines) if (m := _BEFORE_LINE.match(line))]
-    if befores and marked:
-        if len(befores) != 1 or len(marked) != 1:
-            return NotExecutable(f"{len(befores)} '# before:' lines and {len(marked)} lines marked '# after': "
-                                 "not one replacement")
-        (_bi, bm), ai = befores[0], marked[0]
-        replacement = re.sub(r"\s+#.*$", "", bm.group(2)) if "#" in bm.group(2) else bm.group(2)
-        why = _parses(replacement.strip())
-        if why:
-            return NotExecutable(f"the '# before:' line is not code ({why}): {bm.group(2)[:80]!r}")
-        span = _statement_span(tree, ai + 1)
-        if span is None:
-            return NotExecutable(f"line {ai + 1} marked '# after' is not a statement")
-        start, end = span[0] - 1, span[1] - 1
-        indent = re.match(r"\s*", lines[start]).group(0)
-        return "\n".join(lines[:start] + [indent + replacement.strip()] + lines[end + 1:]) + "\n"
-    headers_before = [i for i, line in enumerate(lines) if _BEFORE_HEADER.match(line)]
     headers_after = [i for i, line in enumerate(lines) if _AFTER_HEADER.match(line)]
+    if len(befores) > 1:
+        return NotExecutable(f"{len(befores)} '# before:' lines: not one replacement")
+    replacement = None
+    if befores:
+        text = befores[0][1].group(2)
+        text = re.sub(r"\s+#.*$", "", text)
+        if _parses(text.strip()) is None:
+            replacement = text.strip()
+    if replacement is not None:
+        if len(marked) == 1:  # `# before: <code>` in place of the statement marked `# after`
+            span = _statement_span(tree, marked[0] + 1)
+            if span is None:
+                return NotExecutable(f"line {marked[0] + 1} marked '# after' is not a statement")
+            start, end = span[0] - 1, span[1]
+        elif not marked and len(headers_after) == 1 and (block := _after_block(lines, headers_after[0])):
+            start, end = block  # `# before: <code>` in place of the code under the `# after` header
+        else:
+            return NotExecutable(f"a '# before:' line and {len(marked)} statements marked '# after': "
+                                 "not one replacement")
+        indent = re.match(r"\s*", lines[start]).group(0)
+        return "\n".join(lines[:start] + [indent + replacement] + lines[end:]) + "\n"
+    # A `# before` header (or a `# before: <prose>` one) over commented-out code, in place of the
+    # code under the `# after` header.
+    headers_before = [i for i, line in enumerate(lines) if _BEFORE_HEADER.match(line) or _BEFORE_LINE.match(line)]
     if len(headers_before) == 1 and len(headers_after) == 1 and headers_before[0] < headers_after[0]:
         b, a = headers_before[0], headers_after[0]
         block = [line for line in lines[b + 1:a] if line.strip()]
+        if not block and befores:
+            return NotExecutable(f"the '# before:' line is not code and no commented-out code follows it: "
+                                 f"{befores[0][1].group(2)[:80]!r}")
         if not block or not all(line.lstrip().startswith("#") for line in block):
             return NotExecutable("the '# before' block is not commented-out code")
         before_code = [re.sub(r"^(\s*)#\s?", r"\1", line) for line in block]
-        end = a + 1
-        while end < len(lines) and (lines[end].strip().startswith("#") and end == a + 1 or lines[end].strip()):
-            end += 1
-        after_block = [line for line in lines[a + 1:end] if line.strip() and not line.lstrip().startswith("#")]
-        if not after_block:
+        why = _parses("\n".join(before_code))
+        if why:
+            return NotExecutable(f"the commented-out '# before' block is not code ({why})")
+        after = _after_block(lines, a)
+        if after is None:
             return NotExecutable("the '# after' block has no code")
-        derived = lines[:b] + before_code + lines[end:]
-        return "\n".join(derived) + "\n"
+        # as many of the after block's statements as the before block has take its place
+        count = len(ast.parse("\n".join(before_code)).body)
+        ends = _statement_ends(tree, *after)
+        end = ends[min(count, len(ends)) - 1] if ends else after[1]
+        return "\n".join(lines[:b] + before_code + [""] + lines[end:]) + "\n"
     if befores:
-        return NotExecutable(f"a '# before:' line ({befores[0][1].group(2)[:60]!r}) but no statement marked '# after' "
-                             "that it replaces")
+        return NotExecutable(f"the '# before:' line is not code and no commented-out code follows it: "
+                             f"{befores[0][1].group(2)[:80]!r}")
     return NotExecutable("no '# before' marker from which the broken program can be derived")
 
 
