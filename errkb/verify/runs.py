@@ -457,7 +457,14 @@ def _case_states(record: dict, rep: Reproducer, emit):
     mapping = getattr(load_case(rep), "MAPPING", None)
     if mapping is None:
         return None
-    base = dict(record_id=record["id"], slug=record["slug"], tier=rep.tier, check="exampleFix:states")
+    return check_fix_states(record, mapping, rep.tier, emit)
+
+
+def check_fix_states(record: dict, mapping: dict, tier: str, emit):
+    """The record's exampleFix states through ``mapping``, checked, with one ``exampleFix:states``
+    check; False when they cannot be taken from the record (not executable, or a mapping that
+    changes other than what the fix changes)."""
+    base = dict(record_id=record["id"], slug=record["slug"], tier=tier, check="exampleFix:states")
     fix = parse_fix(record.get("exampleFix"))
     try:
         mapped = fix if isinstance(fix, NotExecutable) else map_states(fix, mapping)
@@ -469,7 +476,7 @@ def _case_states(record: dict, rep: Reproducer, emit):
         # "unproven: exampleFix not executable (reason)" (errkb.verify.proofs.judge)
         emit(CheckResult(outcome="skipped", reason=str(mapped), **base))
         return False
-    shown = "; ".join(f"{name}: {shlex.join(s['argv'])}" + (f" env {s['env']}" if s.get("env") else "")
+    shown = "; ".join(f"{name}: {shlex.join(s['argv']) or '(no flags)'}" + (f" env {s['env']}" if s.get("env") else "")
                       for name, s in mapped.states.items() if "argv" in s)
     dropped = "".join(f"; {name}'s {', '.join(names)} dropped (allow-list)" for name, names in mapped.dropped.items())
     emit(CheckResult(outcome="pass", reason=(f"states from the record's exampleFix, mapped by the case ({mapped.shown}); "
