@@ -211,3 +211,24 @@ def test_a_record_whose_example_fix_does_not_remove_the_error_is_not_proven(heav
     proof = json.loads(result.output)[0]
     assert proof["status"] == "failed"
     assert "reproducer:7bf6c84e_batched_lt_seqs:after: fail: the record's error is still raised" in proof["reason"]
+
+
+@pytest.mark.parametrize(("fix", "status", "reason"), [
+    ("# before\npython -m vllm.entrypoints.openai.api_server --model facebook/opt-125m --max-num-batched-tokens 128\n"
+     "# after\npython -m vllm.entrypoints.openai.api_server --model facebook/opt-125m --max-num-batched-tokens 128\n",
+     "failed", "exampleFix:states: fail: the exampleFix's states cannot be proven by this case: the record's exampleFix "
+               "'after' state is its 'before' state: the fix changes nothing"),
+    ("Lower --max-num-seqs below --max-num-batched-tokens and restart the server.",
+     "unproven", "exampleFix not executable (prose, not code"),
+])
+def test_prove_on_a_scratch_store_does_not_prove_a_record_whose_fix_changes_nothing_or_is_prose(
+        db_path, tmp_path, fix, status, reason):
+    # Judged before any venv is built or anything runs: the record's states are the first check.
+    record = dict(bundled()["7bf6c84e4a15af89"], exampleFix=fix)
+    path = write_jsonl(tmp_path / "records.jsonl", [record])
+    assert CliRunner().invoke(cli, ["ingest", "--db", str(db_path), str(path)]).exit_code == 0
+    result = CliRunner().invoke(cli, ["prove", "--db", str(db_path), record["id"], "--json"])
+    assert result.exit_code == 1, result.output[-3000:]
+    proof = json.loads(result.output)[0]
+    assert proof["status"] == status and proof["reason"].startswith(reason), proof["reason"]
+    assert [c["check"] for c in proof["checks"]] == ["exampleFix:states"]
