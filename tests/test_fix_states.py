@@ -232,3 +232,14 @@ def test_prove_on_a_scratch_store_does_not_prove_a_record_whose_fix_changes_noth
     proof = json.loads(result.output)[0]
     assert proof["status"] == status and proof["reason"].startswith(reason), proof["reason"]
     assert [c["check"] for c in proof["checks"]] == ["exampleFix:states"]
+
+
+def test_the_rendezvous_case_runs_the_records_own_program_and_gives_the_validation_its_init_method():
+    (repro,) = [r for r in REGISTRY if r.record_id == "dd0a15082d9b0a12" and r.tier == "cpu-real"]
+    module = load_case(repro)
+    assert not hasattr(module, "STATES")
+    mapped = map_states(parse_fix(bundled()["dd0a15082d9b0a12"]["exampleFix"]), module.MAPPING)
+    assert mapped.states["before"]["argv"] == ["localhost:29500"]  # what the user passes, as written
+    assert mapped.states["after"]["argv"] == ["tcp://127.0.0.1:29500"]
+    assert 'init_method="localhost:{port}"' in mapped.states["before"]["program"]  # the port: a free one when run
+    assert mapped.changes == ["line 4"]

@@ -358,14 +358,14 @@ def _options(argv: tuple[str, ...] | list[str]) -> dict[str, str]:
 def changes(before: dict, after: dict) -> list[str]:
     """What differs between two runnable states ({"argv", "env"} or {"program"}): each
     differing flag (``--max-num-seqs``), variable (``$VAR``) or program line (``line N``)."""
-    if "program" in before:
+    if "program" in before:  # the program's lines (an argv taken from them changes with them)
         a, b = before["program"].splitlines(), after["program"].splitlines()
         import difflib
 
         out = []
         for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
             if tag != "equal":
-                out.append(f"lines {i1 + 1}-{i2} -> {j1 + 1}-{j2}")
+                out.append(f"line {i1 + 1}" if (i2 - i1, j2 - j1) == (1, 1) else f"lines {i1 + 1}-{i2} -> {j1 + 1}-{j2}")
         return out
     ob, oa = _options(before.get("argv", [])), _options(after.get("argv", []))
     eb, ea = before.get("env", {}), after.get("env", {})
@@ -398,6 +398,10 @@ def describe(mapping: dict) -> str:
     for flag, table in (mapping.get("flag_values") or {}).items():
         parts += [f"{flag} {k} -> {v}" for k, v in table.items()]
     parts += [f"{k!r} -> {v!r}" for k, v in (mapping.get("substitute") or {}).items()]
+    if mapping.get("python"):
+        parts.insert(0, "the program as derived from the fix")
+    if mapping.get("argv_from"):
+        parts.append(f"the validation given the program's {mapping['argv_from']!r}")
     if mapping.get("model_flag"):
         parts.append(f"the positional model given as {mapping['model_flag']}")
     if mapping.get("append"):
@@ -423,6 +427,10 @@ def map_states(fix: FixStates, mapping: dict) -> Mapped | NotExecutable:
             for old, new in (mapping.get("substitute") or {}).items():
                 program = program.replace(old, new)
             out[name] = {"program": program}
+            if mapping.get("argv_from"):  # what the validation is given: the record's own value (init_method=...)
+                code_lines = "\n".join(line for line in own[name]["program"].splitlines()
+                                       if not line.lstrip().startswith("#"))
+                out[name]["argv"] = re.findall(mapping["argv_from"], code_lines)
     else:
         if mapping.get("python"):
             return NotExecutable("a shell fix, and the case runs a Python program")
