@@ -26,17 +26,17 @@ from dataclasses import dataclass, field
 from errkb.verify.language import detect_language
 from errkb.verify.sandbox import allowed_state_env
 from errkb.verify.shell import (
-    _ASSIGNMENT,
-    _CONTAINER_TOOLS,
-    _NOT_COMMANDS,
-    _WRAPPER_OPTIONS,
-    _WRAPPERS,
-    _after_container_options,
-    _Operator,
-    _own_words,
+    ASSIGNMENT,
+    CONTAINER_TOOLS,
+    NOT_COMMANDS,
+    WRAPPER_OPTIONS,
+    WRAPPERS,
+    Operator,
+    after_container_options,
     command_flags,
     line_commands,
     logical_lines,
+    own_words,
     split_states,
 )
 
@@ -90,16 +90,16 @@ def _unwrap(words: list[str], env: dict[str, str], wrappers: list[str]) -> list[
     i, n = 0, len(words)
     while i < n:
         word = words[i]
-        if _ASSIGNMENT.match(word):
+        if ASSIGNMENT.match(word):
             name, _, value = word.partition("=")
             env[name] = value
             i += 1
-        elif word in _WRAPPERS:
+        elif word in WRAPPERS:
             wrappers.append(word)
             i += 1
-            while i < n and words[i] in _WRAPPER_OPTIONS:
+            while i < n and words[i] in WRAPPER_OPTIONS:
                 i += 1
-        elif word in _CONTAINER_TOOLS and i + 1 < n:
+        elif word in CONTAINER_TOOLS and i + 1 < n:
             j = i + 1
             if words[j] == "container" and j + 1 < n:
                 j += 1
@@ -108,14 +108,14 @@ def _unwrap(words: list[str], env: dict[str, str], wrappers: list[str]) -> list[
             k = j + 1
             while k < n and words[k] in ("-e", "--env") and k + 1 < n:  # the container's variables
                 k += 2
-            for m in range(j + 1, min(_after_container_options(words, j + 1), n)):
+            for m in range(j + 1, min(after_container_options(words, j + 1), n)):
                 if words[m] in ("-e", "--env") and m + 1 < n and "=" in words[m + 1]:
                     name, _, value = words[m + 1].partition("=")
                     env[name] = value
                 elif words[m].startswith("--env=") and "=" in words[m][6:]:
                     name, _, value = words[m][6:].partition("=")
                     env[name] = value
-            j = _after_container_options(words, j + 1)
+            j = after_container_options(words, j + 1)
             wrappers.append(f"{word} {words[i + 1]} {words[j] if j < n else ''}".strip())
             j += 1
             if j < n and not words[j].startswith("-"):
@@ -145,14 +145,14 @@ def _shell_state(name: str, section: str) -> ShellState | NotExecutable:
         except ValueError:
             return NotExecutable(f"the {name!r} section has an unbalanced quote: {line[:80]!r}")
         for raw in commands:
-            words = _own_words(raw)
-            pipe = next((k for k, w in enumerate(raw) if isinstance(w, _Operator) and w == "|"), None)
-            piped = [w for w in raw[pipe + 1:] if not isinstance(w, _Operator)] if pipe is not None else []
+            words = own_words(raw)
+            pipe = next((k for k, w in enumerate(raw) if isinstance(w, Operator) and w == "|"), None)
+            piped = [w for w in raw[pipe + 1:] if not isinstance(w, Operator)] if pipe is not None else []
             if not words:
                 continue
             if words[0] == "export":
                 for word in words[1:]:
-                    if _ASSIGNMENT.match(word):
+                    if ASSIGNMENT.match(word):
                         key, _, value = word.partition("=")
                         env[key] = value
                     elif word in shell_vars:
@@ -162,14 +162,14 @@ def _shell_state(name: str, section: str) -> ShellState | NotExecutable:
                 for word in words[1:]:
                     env.pop(word, None)
                 continue
-            if all(_ASSIGNMENT.match(w) for w in words):  # a shell variable, not exported
+            if all(ASSIGNMENT.match(w) for w in words):  # a shell variable, not exported
                 for word in words:
                     key, _, value = word.partition("=")
                     shell_vars[key] = value
                 continue
             inline: dict[str, str] = {}
             command = _unwrap(words, inline, wrappers)
-            if not command or command[0] in _NOT_COMMANDS:
+            if not command or command[0] in NOT_COMMANDS:
                 continue
             if command[0] in ("source", "."):
                 return NotExecutable(f"the {name!r} section sources {command[1:2]}, a file errkb does not have")
