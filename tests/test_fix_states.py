@@ -203,6 +203,7 @@ def test_a_record_whose_example_fix_does_not_remove_the_error_is_not_proven(heav
     monkeypatch.setenv("ERRKB_CACHE_DIR", str(heavy_cache))
     ensure_venv(VLLM_033, log=lambda line: print(line, file=sys.stderr))
     record = dict(bundled()["7bf6c84e4a15af89"])
+    assert "--max-num-seqs 64" in record["exampleFix"]
     record["exampleFix"] = record["exampleFix"].replace("--max-num-seqs 64", "--max-num-seqs 512")
     path = write_jsonl(tmp_path / "records.jsonl", [record])
     assert CliRunner().invoke(cli, ["ingest", "--db", str(db_path), str(path)]).exit_code == 0
