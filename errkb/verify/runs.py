@@ -39,6 +39,7 @@ from pathlib import Path
 from errkb.errors import ErrkbError
 from errkb.records.read import content_hash
 from errkb.verify import sandbox
+from errkb.verify.fixstates import MappingError, NotExecutable, map_states, parse_fix
 from errkb.verify.identity import cuda_gpu_count, runner_identity
 from errkb.verify.judge import CheckResult, from_sandbox, judge_scenario, judge_single, traceback_frames, validation_crash
 from errkb.verify.language import detect_language, syntax_error
@@ -47,6 +48,7 @@ from errkb.verify.reproducers import (
     VenvError,
     ensure_venv,
     for_record,
+    load_case,
 )
 from errkb.verify.shell import fix_flags, split_states
 
@@ -406,6 +408,9 @@ def _run_single(record: dict, rep: Reproducer, emit, note: Callable[[str], None]
     """A single-process reproducer: per state, the case's trigger and the record's validation
     code, each in a fresh sandboxed process of the reproducer's venv."""
     check = f"reproducer:{rep.name}"
+    mapped = _case_states(record, rep, emit)  # before any venv: a fix that cannot be run needs none
+    if mapped is False:
+        return
     started = time.monotonic()
     try:
         venv = ensure_venv(rep.requirements, log=note)
@@ -424,6 +429,8 @@ def _run_single(record: dict, rep: Reproducer, emit, note: Callable[[str], None]
         modes = ["trigger"] + (["validate"] if scenario.run_validation else [])
         for mode in modes:
             config = {"case": str(rep.case), "state": scenario.state, "mode": mode}
+            if mapped is not None:
+                config["state_value"] = mapped.states[scenario.state]
             if mode == "validate":
                 code = record.get("validationCode") or ""
                 if not code.strip():
@@ -440,6 +447,44 @@ def _run_single(record: dict, rep: Reproducer, emit, note: Callable[[str], None]
             result.details["venv"] = venv_note
             emit(result)
         venv_note = {**venv_note, "cold": False}
+
+
+def _case_states(record: dict, rep: Reproducer, emit):
+    """For a case that declares a ``MAPPING``, the record's own exampleFix states mapped to
+    what runs here (errkb.verify.fixstates), with one ``exampleFix:states`` check saying
+    the mapping and what the fix changes; False (after a skipped or failed check) when the
+    states cannot be taken from the record; None for a case with literal STATES."""
+    mapping = getattr(load_case(rep), "MAPPING", None)
+    if mapping is None:
+        return None
+    return check_fix_states(record, mapping, rep.tier, emit)
+
+
+def check_fix_states(record: dict, mapping: dict, tier: str, emit):
+    """The record's exampleFix states through ``mapping``, checked, with one ``exampleFix:states``
+    check; False when they cannot be taken from the record (not executable, or a mapping that
+    changes other than what the fix changes)."""
+    base = dict(record_id=record["id"], slug=record["slug"], tier=tier, check="exampleFix:states")
+    fix = parse_fix(record.get("exampleFix"))
+    try:
+        mapped = fix if isinstance(fix, NotExecutable) else map_states(fix, mapping)
+    except MappingError as e:
+        emit(CheckResult(outcome="fail", reason=f"the exampleFix's states cannot be proven by this case: {e}",
+                         **base))
+        return False
+    if isinstance(mapped, NotExecutable):
+        # "unproven: exampleFix not executable (reason)" (errkb.verify.proofs.judge)
+        emit(CheckResult(outcome="skipped", reason=str(mapped), **base))
+        return False
+    shown = "; ".join(f"{name}: {shlex.join(s['argv']) or '(no flags)'}" + (f" env {s['env']}" if s.get("env") else "")
+                      for name, s in mapped.states.items() if "argv" in s)
+    dropped = "".join(f"; {name}'s {', '.join(names)} dropped (allow-list)" for name, names in mapped.dropped.items())
+    emit(CheckResult(outcome="pass", reason=(f"states from the record's exampleFix, mapped by the case ({mapped.shown}); "
+                                             f"the fix changes {', '.join(mapped.changes)}, and so do the mapped states"
+                                             + (f" ({shown})" if shown else "") + dropped),
+                     details={"mapping": mapped.shown, "states": mapped.states,
+                              "changes": mapped.changes}, **base))
+    return mapped
 
 
 # -- entry point ----------------------------------------------------------------------

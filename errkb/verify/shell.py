@@ -28,15 +28,15 @@ def split_states(fix: str) -> dict[str, str] | None:
     return states
 
 
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _SEPARATORS = frozenset({"&&", "||", ";", "&"})
 _PYTHONS = re.compile(r"(?:.*/)?python[0-9.]*")
 # Lines and commands that set up or report, never the program the flags are for.
-_NOT_COMMANDS = frozenset({"export", "unset", "cd", "set", "source", ".", "true", "false", ":", "echo", "sleep", "wait",
+NOT_COMMANDS = frozenset({"export", "unset", "cd", "set", "source", ".", "true", "false", ":", "echo", "sleep", "wait",
                            "cat", "printf", "tee", "mkdir", "touch", "cp", "mv", "rm", "ln", "chmod"})
 # Commands that run the rest of the line: `sudo -E python ...`, `env VAR=1 vllm ...`.
-_WRAPPERS = frozenset({"sudo", "env", "nohup", "time", "exec"})
-_WRAPPER_OPTIONS = frozenset({"-E", "-H", "-n", "-S", "-i", "-p", "--preserve-env"})
+WRAPPERS = frozenset({"sudo", "env", "nohup", "time", "exec"})
+WRAPPER_OPTIONS = frozenset({"-E", "-H", "-n", "-S", "-i", "-p", "--preserve-env"})
 _PYTHON_VALUED = frozenset({"-X", "-W", "-Q"})
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 
@@ -48,6 +48,31 @@ def command_flags(section: str, _depth: int = 0) -> list[str] | None:
     redirections left out) from its first option on, ``python -m module`` skipped; for
     ``vllm serve``, every argument (its model is a positional). None when the section has
     no command with an option."""
+    for line in reversed(logical_lines(section)):
+        try:
+            commands = line_commands(line)
+        except ValueError:  # unbalanced quotes: not a command errkb can read
+            return None
+        for command in reversed(commands):
+            command = _unwrapped(own_words(command))
+            if command and command[0] in ("bash", "sh") and command[1:2] == ["-c"] and len(command) > 2 and _depth < 2:
+                flags = command_flags(command[2], _depth + 1)  # the command is the string
+                if flags is not None:
+                    return flags
+                continue
+            if not command or command[0] in NOT_COMMANDS:
+                continue
+            if tuple(command[:2]) in _POSITIONAL_SUBCOMMANDS:
+                return command[2:] or None
+            start = _python_args_start(command) if _PYTHONS.fullmatch(command[0]) else 1
+            first = next((i for i in range(start, len(command)) if command[i].startswith("-")), None)
+            return command[first:] if first is not None else None
+    return None
+
+
+def logical_lines(section: str) -> list[str]:
+    """A section's command lines as the shell reads them: continuations joined, comment
+    lines and here-document bodies left out."""
     lines: list[str] = []
     pending: list[str] = []
     heredoc_end = None
@@ -69,32 +94,20 @@ def command_flags(section: str, _depth: int = 0) -> list[str] | None:
                 heredoc_end = heredoc.group(2)
     if pending:
         lines.append(" ".join(pending).strip())
-    for line in reversed(lines):
-        try:
-            tokens = _shell_words(line)
-        except ValueError:  # unbalanced quotes: not a command errkb can read
-            return None
-        commands: list[list[str]] = [[]]
-        for token in tokens:
-            if isinstance(token, _Operator) and (token in _SEPARATORS or token in ("(", ")")):
-                commands.append([])
-            else:
-                commands[-1].append(token)
-        for command in reversed(commands):
-            command = _unwrapped(_own_words(command))
-            if command and command[0] in ("bash", "sh") and command[1:2] == ["-c"] and len(command) > 2 and _depth < 2:
-                flags = command_flags(command[2], _depth + 1)  # the command is the string
-                if flags is not None:
-                    return flags
-                continue
-            if not command or command[0] in _NOT_COMMANDS:
-                continue
-            if tuple(command[:2]) in _POSITIONAL_SUBCOMMANDS:
-                return command[2:] or None
-            start = _python_args_start(command) if _PYTHONS.fullmatch(command[0]) else 1
-            first = next((i for i in range(start, len(command)) if command[i].startswith("-")), None)
-            return command[first:] if first is not None else None
-    return None
+    return lines
+
+
+def line_commands(line: str) -> list[list[str]]:
+    """A line's commands (split at ``;``, ``&&``, ``||``, ``&`` and parentheses), each its
+    words with the pipes and redirections still in (``Operator`` words). Raises ValueError
+    on an unbalanced quote."""
+    commands: list[list[str]] = [[]]
+    for token in _shell_words(line):
+        if isinstance(token, Operator) and (token in _SEPARATORS or token in ("(", ")")):
+            commands.append([])
+        else:
+            commands[-1].append(token)
+    return commands
 
 
 # Subcommands whose positional arguments are the program's too: `vllm serve MODEL --flags`
@@ -102,14 +115,14 @@ def command_flags(section: str, _depth: int = 0) -> list[str] | None:
 _POSITIONAL_SUBCOMMANDS = frozenset({("vllm", "serve")})
 
 
-def _own_words(command: list[str]) -> list[str]:
+def own_words(command: list[str]) -> list[str]:
     """A command's words as the program gets them: up to a pipe, without redirections and
     their targets (`--port 8000 2>/dev/null --tp 2` passes both flags), and without the
     braces of a `{ ...; }` group."""
     words: list[str] = []
     skip_target = False
     for token in command:
-        if isinstance(token, _Operator):
+        if isinstance(token, Operator):
             if token[0] not in "<>":  # a pipe (or an operator errkb does not know) ends them
                 break
             skip_target = True  # a redirection: its target is the next word
@@ -123,13 +136,13 @@ def _own_words(command: list[str]) -> list[str]:
     return words[start:end]
 
 
-class _Operator(str):
+class Operator(str):
     """An unquoted shell operator (``;``, ``&&``, ``|``, a redirection), not a word."""
 
 
 def _shell_words(line: str) -> list[str]:
     """A line's words as the shell splits them (quotes and backslashes undone, a comment left
-    out), with its unquoted operators as ``_Operator`` words even when glued to a word:
+    out), with its unquoted operators as ``Operator`` words even when glued to a word:
     ``--x 1; echo``, ``--y 2|tee log``, ``>serve.log``, ``2>&1``. A quoted ``';'`` stays a
     word. Raises ValueError on an unbalanced quote."""
     words: list[str] = []
@@ -168,18 +181,18 @@ def _shell_words(line: str) -> list[str]:
         elif c in ";&|":
             if c == "&" and line[i + 1:i + 2] == ">":  # &> and &>>: a redirection
                 close()
-                words.append(_Operator(">"))
+                words.append(Operator(">"))
                 i += 2
                 continue
             close()
             j = i
             while j < n and line[j] in ";&|":
                 j += 1
-            words.append(_Operator(line[i:j]))
+            words.append(Operator(line[i:j]))
             i = j
         elif c in "()":
             close()
-            words.append(_Operator(c))
+            words.append(Operator(c))
             i += 1
         elif c in "<>":
             descriptor = "".join(word)
@@ -187,7 +200,7 @@ def _shell_words(line: str) -> list[str]:
                 close()  # `a>b`: the shell ends the word a
             word.clear()
             started = quoted = False  # 2>: the descriptor is the redirection's
-            words.append(_Operator(c))
+            words.append(Operator(c))
             i += 1
             while i < n and line[i] in "<>&-":
                 i += 1
@@ -205,19 +218,19 @@ def _unwrapped(tokens: list[str]) -> list[str]:
     i, n = 0, len(tokens)
     while i < n:
         word = tokens[i]
-        if _ASSIGNMENT.match(word):
+        if ASSIGNMENT.match(word):
             i += 1
-        elif word in _WRAPPERS:
+        elif word in WRAPPERS:
             i += 1
-            while i < n and tokens[i] in _WRAPPER_OPTIONS:
+            while i < n and tokens[i] in WRAPPER_OPTIONS:
                 i += 1
-        elif word in _CONTAINER_TOOLS and i + 1 < n:
+        elif word in CONTAINER_TOOLS and i + 1 < n:
             j = i + 1
             if tokens[j] == "container" and j + 1 < n:  # docker container run
                 j += 1
             if tokens[j] not in ("run", "exec"):
                 break
-            j = _after_container_options(tokens, j + 1)
+            j = after_container_options(tokens, j + 1)
             image, j = tokens[j:j + 1], j + 1
             if j < n and not tokens[j].startswith("-"):
                 i = j  # the container's command, itself maybe wrapped
@@ -229,7 +242,7 @@ def _unwrapped(tokens: list[str]) -> list[str]:
     return tokens[i:]
 
 
-_CONTAINER_TOOLS = frozenset({"docker", "podman", "nerdctl"})
+CONTAINER_TOOLS = frozenset({"docker", "podman", "nerdctl"})
 # `docker run` / `docker exec` options that take a value as the next word (`--gpus all`);
 # any other option is a switch (`--rm`, `-it`) or carries its value (`--shm-size=16g`).
 _CONTAINER_VALUED = frozenset({
@@ -247,7 +260,7 @@ _CONTAINER_VALUED = frozenset({
 })
 
 
-def _after_container_options(tokens: list[str], i: int) -> int:
+def after_container_options(tokens: list[str], i: int) -> int:
     """Where ``docker run``'s own options end: at the image (or container) name."""
     while i < len(tokens) and tokens[i].startswith("-") and tokens[i] != "--":
         i += 2 if tokens[i] in _CONTAINER_VALUED else 1
@@ -270,8 +283,9 @@ def _python_args_start(tokens: list[str]) -> int:
 def fix_flags(snippets: dict, states: dict | None = None) -> dict[str, list[str]]:
     """For a shell fix in before/after sections, the flags of each state's command. A
     section that also sets environment variables whose values were not captured (it
-    stopped first, e.g. its command is not installed) gives no flags: judged on its
-    flags alone, with its environment missing, the state would be a different one."""
+    stopped first, e.g. its command is not installed; inline `VAR=value cmd` assignments
+    included) gives no flags: judged on its flags alone, with its environment missing, the
+    state would be a different one."""
     if "exampleFix" not in snippets or snippets["exampleFix"][0] != "shell":
         return {}
     sections = split_states(snippets["exampleFix"][1]) or {}
@@ -280,8 +294,9 @@ def fix_flags(snippets: dict, states: dict | None = None) -> dict[str, list[str]
     return {name: f for name, f in flags.items() if f}
 
 
-# A line that leaves variables in the shell's environment: export/unset, a bare
-# assignment, or sourcing a file.
+# A line that gives its command variables: export/unset, an assignment (bare, or inline before
+# a command: `NCCL_SOCKET_IFNAME=eth0 torchrun ...`), `env VAR=value cmd`, or sourcing a file.
 _SETS_ENVIRONMENT = re.compile(
-    r"""^[ \t]*(?:export|unset|source|\.)[ \t]|^[ \t]*[A-Za-z_][A-Za-z0-9_]*=(?:"[^"]*"|'[^']*'|\S*)[ \t]*(?:#.*)?$""",
+    r"""^[ \t]*(?:export|unset|source|\.)[ \t]|^[ \t]*[A-Za-z_][A-Za-z0-9_]*=|(?:^|[ \t])env[ \t]+(?:-\S+[ \t]+)*"""
+    r"""[A-Za-z_][A-Za-z0-9_]*=""",
     re.MULTILINE)

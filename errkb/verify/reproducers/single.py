@@ -65,7 +65,9 @@ def main(config: dict) -> dict:
     case = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(case)
     state_name = config["state"]
-    state = case.STATES[state_name]
+    # The record's own state, mapped by the case on the host (errkb.verify.fixstates), or,
+    # for a case not yet converted, its literal STATES.
+    state = config.get("state_value") or case.STATES[state_name]
     if hasattr(case, "setup"):
         case.setup(state)  # e.g. write the tiny model folder the state's argv names, in the working folder
     os.environ.update(state.get("env", {}))

@@ -11,9 +11,8 @@ the real check, VllmConfig.get_quantization_config, that building the engine con
 
 from _vllm_model import engine_args, write_model
 
-BASE = ["--model", "model", "--skip-tokenizer-init", "--quantization", "awq"]
-STATES = {"before": {"argv": BASE + ["--dtype", "bfloat16"], "env": {}},
-          "after": {"argv": BASE + ["--dtype", "half"], "env": {}}}
+# The record's exampleFix states (errkb.verify.fixstates), mapped: the checkpoint name to the local AWQ config.json.
+MAPPING = {"values": {"TheBloke/Mistral-7B-Instruct-v0.1-AWQ": "model"}, "append": ["--skip-tokenizer-init"]}
 
 
 def setup(state):

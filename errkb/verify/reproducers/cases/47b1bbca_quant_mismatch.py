@@ -14,8 +14,8 @@ host). Without the flag the method is taken from the checkpoint (gptq).
 from _vllm033 import GPTQ_CONFIG, LLAMA2_7B, accepted, engine_configs, write
 
 MODEL = "./Llama-2-7B-Chat-GPTQ"
-STATES = {"before": {"argv": ["--model", MODEL, "--quantization", "awq", "--device", "cuda"], "env": {}},
-          "after": {"argv": ["--model", MODEL, "--device", "cuda"], "env": {}}}
+# The record's exampleFix states (errkb.verify.fixstates), mapped: the checkpoint name to its local config.json.
+MAPPING = {"values": {"TheBloke/Llama-2-7B-Chat-GPTQ": MODEL}, "append": ["--device", "cuda"]}
 
 
 def setup(state):

@@ -17,9 +17,8 @@ be started with Ray (not installed in the venv).
 from _vllm033 import LLAMA2_70B, accepted, engine_configs, write
 
 MODEL = "./Llama-2-70b-hf"
-STATES = {"before": {"argv": ["--model", MODEL, "--pipeline-parallel-size", "2", "--tensor-parallel-size", "4",
-                              "--device", "cuda"], "env": {}},
-          "after": {"argv": ["--model", MODEL, "--tensor-parallel-size", "8", "--device", "cuda"], "env": {}}}
+# The record's exampleFix states (errkb.verify.fixstates), mapped: the checkpoint name to its local config.json.
+MAPPING = {"values": {"meta-llama/Llama-2-70b-hf": MODEL}, "append": ["--device", "cuda"]}
 
 
 def setup(state):

@@ -12,9 +12,8 @@ first start-up step (see _vllm033.py; `--device cuda` stands for the user's GPU 
 from _vllm033 import MISTRAL_7B, accepted, engine_configs, write_config
 
 MODEL = "./Mistral-7B-v0.1"
-BASE = ["--model", MODEL, "--max-model-len", "8192"]
-STATES = {"before": {"argv": [*BASE, "--max-num-batched-tokens", "4096", "--device", "cuda"], "env": {}},
-          "after": {"argv": [*BASE, "--max-num-batched-tokens", "8192", "--device", "cuda"], "env": {}}}
+# The record's exampleFix states (errkb.verify.fixstates), mapped: the checkpoint name to its local config.json.
+MAPPING = {"values": {"mistralai/Mistral-7B-v0.1": MODEL}, "append": ["--device", "cuda"]}
 
 
 def setup(state):

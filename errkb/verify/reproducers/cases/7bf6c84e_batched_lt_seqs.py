@@ -11,9 +11,8 @@ first start-up step (see _vllm033.py; `--device cuda` stands for the user's GPU 
 from _vllm033 import OPT_125M, accepted, engine_configs, write_config
 
 MODEL = "./opt-125m"
-BASE = ["--model", MODEL, "--max-model-len", "128", "--max-num-batched-tokens", "128"]
-STATES = {"before": {"argv": [*BASE, "--device", "cuda"], "env": {}},
-          "after": {"argv": [*BASE, "--max-num-seqs", "64", "--device", "cuda"], "env": {}}}
+# The record's exampleFix states (errkb.verify.fixstates), mapped: the checkpoint name to its local config.json.
+MAPPING = {"values": {"facebook/opt-125m": MODEL}, "append": ["--device", "cuda"]}
 
 
 def setup(state):

@@ -12,8 +12,8 @@ not the key that set the limit: "(None=4096 in model's config.json)".
 from _vllm033 import LLAMA2_7B, accepted, engine_configs, write
 
 MODEL = "./Llama-2-7b-chat-hf"
-STATES = {"before": {"argv": ["--model", MODEL, "--max-model-len", "8192", "--device", "cuda"], "env": {}},
-          "after": {"argv": ["--model", MODEL, "--max-model-len", "4096", "--device", "cuda"], "env": {}}}
+# The record's exampleFix states (errkb.verify.fixstates), mapped: the checkpoint name to its local config.json.
+MAPPING = {"values": {"meta-llama/Llama-2-7b-chat-hf": MODEL}, "append": ["--device", "cuda"]}
 
 
 def setup(state):

@@ -18,9 +18,11 @@ starts. Nothing stands in for vLLM: the state differs from the user's only in th
 
 MODEL = "./tiny-llama-262k"
 ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-BASE = ["--model", MODEL, "--skip-tokenizer-init", "--enforce-eager"]
-STATES = {"before": {"argv": BASE, "env": ENV},
-          "after": {"argv": [*BASE, "--max-model-len", "32768"], "env": ENV}}
+# The record's exampleFix states (errkb.verify.fixstates), mapped: Qwen3-8B to the tiny Llama above (as --model), its
+# fixed --max-model-len 16384 (a fit on the record's 24 GB GPU) to 32768 (a fit in the 1 GiB given here), the CPU
+# backend's KV-cache size and offline variables added to both states; the log's `| tail` / `| tee` run as the command.
+MAPPING = {"values": {"Qwen/Qwen3-8B": MODEL}, "model_flag": "--model", "flag_values": {"--max-model-len": {"16384": "32768"}},
+           "append": ["--skip-tokenizer-init", "--enforce-eager"], "env": ENV, "wrappers": ["tail", "tee"]}
 
 
 def setup(state):

@@ -13,8 +13,9 @@ and verify_with_scheduler_config.
 from _vllm033 import AWQ_CONFIG, LLAMA2_7B, accepted, engine_configs, write
 
 AWQ, PLAIN = "./Llama-2-7B-Chat-AWQ", "./Llama-2-7b-chat-hf"
-STATES = {"before": {"argv": ["--model", AWQ, "--enable-lora", "--device", "cuda"], "env": {}},
-          "after": {"argv": ["--model", PLAIN, "--enable-lora", "--device", "cuda"], "env": {}}}
+# The record's exampleFix states (errkb.verify.fixstates), mapped: each checkpoint name to its local config.json.
+MAPPING = {"values": {"TheBloke/Llama-2-7B-Chat-AWQ": AWQ, "meta-llama/Llama-2-7b-chat-hf": PLAIN},
+           "append": ["--device", "cuda"]}
 
 
 def setup(state):

@@ -14,9 +14,10 @@ get_kv_cache_configs, which the engine core runs at start-up; no GPU worker runs
 from _vllm_model import engine_args, write_model
 
 KV_MEMORY = str(int(4.5 * 2**30))  # bytes
-BASE = ["--model", "model", "--skip-tokenizer-init", "--kv-cache-memory-bytes", KV_MEMORY]
-STATES = {"before": {"argv": BASE, "env": {}},
-          "after": {"argv": BASE + ["--max-model-len", "32768"], "env": {}}}
+# The record's exampleFix states (errkb.verify.fixstates), mapped: the checkpoint name to the local config.json (as
+# --model: the engine's parser takes no positional), and the GPU's memory left given by --kv-cache-memory-bytes.
+MAPPING = {"values": {"meta-llama/Llama-3.1-8B-Instruct": "model"}, "model_flag": "--model",
+           "append": ["--skip-tokenizer-init", "--kv-cache-memory-bytes", KV_MEMORY]}
 
 
 def setup(state):

@@ -10,8 +10,8 @@ whose _verify_args raises a plain ValueError at the record's own line (config.py
 from _vllm033 import OPT_125M, accepted, engine_configs, write_config
 
 MODEL = "./opt-125m"
-STATES = {"before": {"argv": ["--model", MODEL, "--gpu-memory-utilization", "90", "--device", "cuda"], "env": {}},
-          "after": {"argv": ["--model", MODEL, "--gpu-memory-utilization", "0.9", "--device", "cuda"], "env": {}}}
+# The record's exampleFix states (errkb.verify.fixstates), mapped: the checkpoint name to its local config.json.
+MAPPING = {"values": {"facebook/opt-125m": MODEL}, "append": ["--device", "cuda"]}
 
 
 def setup(state):

@@ -15,9 +15,9 @@ swap-space check _verify_args runs next (c8018983's, relative to the runner's RA
 from _vllm033 import LLAMA2_70B, accepted, engine_configs, write
 
 MODEL = "./Llama-2-70b-chat-hf"
-STATES = {"before": {"argv": ["--model", MODEL, "--tensor-parallel-size", "3", "--device", "cuda"], "env": {}},
-          "after": {"argv": ["--model", MODEL, "--tensor-parallel-size", "2", "--device", "cuda"],
-                    "env": {"CUDA_VISIBLE_DEVICES": "0,1"}}}
+# The record's exampleFix states (errkb.verify.fixstates), mapped: the checkpoint name to its local config.json
+# (the 'after' state's inline CUDA_VISIBLE_DEVICES=0,1 is passed on as written; no CUDA API reads it here).
+MAPPING = {"values": {"meta-llama/Llama-2-70b-chat-hf": MODEL}, "append": ["--device", "cuda"]}
 
 
 def setup(state):

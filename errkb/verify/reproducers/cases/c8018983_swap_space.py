@@ -26,9 +26,10 @@ _RAM_GIB = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
 _BEFORE = max(16, int(_RAM_GIB) + 1)
 _AFTER = next(gib for gib in (2, 1, 0) if gib * TP <= 0.4 * _RAM_GIB)
 MODEL = "./Mixtral-8x7B-v0.1"
-_BASE = ["--model", MODEL, "--tensor-parallel-size", str(TP)]
-STATES = {"before": {"argv": [*_BASE, "--swap-space", str(_BEFORE), "--device", "cuda"], "env": {}},
-          "after": {"argv": [*_BASE, "--swap-space", str(_AFTER), "--device", "cuda"], "env": {}}}
+# The record's exampleFix states (errkb.verify.fixstates), mapped: the checkpoint name to its local config.json, and
+# the record's --swap-space values (16 GiB broken, 2 GiB fixed per GPU) scaled to this runner's RAM as above.
+MAPPING = {"values": {"mistralai/Mixtral-8x7B-v0.1": MODEL},
+           "flag_values": {"--swap-space": {"16": str(_BEFORE), "2": str(_AFTER)}}, "append": ["--device", "cuda"]}
 
 
 def setup(state):

@@ -2,20 +2,23 @@
 
 torch registers env://, tcp:// and file:// when torch.distributed is imported, so the
 message names whatever scheme the user mistyped ("localhost://" for a bare
-"localhost:29500", as here). The state's argv is the init_method (what the validation reads).
+"localhost:29500", as here). The state is the record's own program; its argv is the init_method
+(what the validation reads).
 """
 
-STATES = {"before": {"argv": ["localhost:29500"], "env": {}}, "after": {"argv": ["tcp://127.0.0.1:{port}"], "env": {}}}
+# The record's exampleFix run as written (errkb.verify.fixstates derives its 'before' from its `# before:` line),
+# its fixed port 29500 replaced by a free one; the validation is given the program's init_method, as the user
+# runs it (`python validate.py <init_method>`).
+MAPPING = {"python": True, "substitute": {"29500": "{port}"}, "argv_from": r'init_method="([^"]*)"'}
 
 
 def trigger(state):
-    import socket
-
     import torch.distributed as dist
+    from _program import free_port, run_program
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=state["argv"][0].format(port=port), rank=0, world_size=1)
-    dist.destroy_process_group()
+    try:
+        run_program(state, port=free_port())
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
     return "process group initialised"
