@@ -680,9 +680,12 @@ def _enrich_reporter(as_json: bool):
               help="File the archive path writes (.parquet, or .jsonl/.csv).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Matcher processes for --input (default: CPU count).")
 @click.option("--quiet", "-q", is_flag=True, help="No counters on stderr at the end (SIGUSR1 still prints them).")
+@click.option("--no-sites", "no_sites", is_flag=True,
+              help="No known-site tier: lines no record matches are not tagged with where they are raised.")
 @db_option
 @json_option
-def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archives, output, workers, quiet, db_path, as_json):
+def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archives, output, workers, quiet, no_sites,
+           db_path, as_json):
     """Add the matching record to each log line: NDJSON in, NDJSON out.
 
     Reads FILES (or stdin) line by line and writes one JSON object per line to
@@ -710,7 +713,8 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
         return
     report = _enrich_reporter(as_json)
     result = run_filter(kb.matcher, files, fields=fields, site_url=site_url, only_matched=only_matched,
-                        batch=batch, flush_each_line=flush_each_line, report=report, resolve_many=kb.get_many)
+                        batch=batch, flush_each_line=flush_each_line, report=report, resolve_many=kb.get_many,
+                        sites=None if no_sites else kb.sites())
     if not quiet:
         report(result.counters)
 
