@@ -368,20 +368,30 @@ class SiteIndex:
             else:
                 hits = ((n, ids) for n, (_, ids) in prefilter.scan_hyperscan_lines(
                     scan, members, set(), buf, [], [], len(lines)).items())
+            cuda = self.cuda
             for n, ids in hits:
-                confirmed = self._confirm(lines[n], ids)
+                line = lines[n]
+                if len(ids) == 1 and ids[0] >= 0:  # the common case: one candidate, no sorting
+                    i = ids[0]
+                    entry = self._entries.get(i) or self._entry(i)
+                    if entry["multiline"] or not _chunks_match(entry["chunks"], line) or (
+                            entry["t"] == "half" and entry["L"] * 2 < len(line.strip())):
+                        continue
+                    confirmed = [(-entry["L"], i)]
+                else:
+                    confirmed = self._confirm(line, [i for i in ids if i >= 0])
                 if confirmed:
                     i = confirmed[0][1]
                     site = self._batch_found.get(i)
                     if site is None:
                         site = self._batch_found[i] = self._site_match(1, i)
                     out[n] = site
-        if self.cuda and (b"CUDA" in buf or b"cuda" in buf):
-            for n, line in enumerate(lines):
-                if out[n] is None and ("CUDA" in line or "cuda" in line):
-                    cuda = self._cuda_matches([line])
-                    if cuda:
-                        out[n] = cuda[0]
+                elif ("CUDA" in line or "cuda" in line) and any(i < 0 for i in ids):
+                    # the CUDA table's messages are literals of the same scan (ids -1, -2, ...)
+                    for k in sorted(-1 - i for i in ids if i < 0):
+                        if cuda[k]["message"] in line:
+                            out[n] = SiteMatch(cuda[k]["message"], 1, "cuda", (), cuda[k]["meaning"])
+                            break
         return out
 
     def _prefilter(self):
@@ -424,9 +434,13 @@ class SiteIndex:
 
                 write_atomic(keys_path, "".join(f"{json.dumps(k, ensure_ascii=False)}\t{','.join(map(str, m))}\n"
                                                 for k, m in zip(literals, members)).encode("utf-8"))
+        # The CUDA table's messages join the scan as literals of their own (ids -1, -2, ...).
+        literals = literals + [e["message"] for e in self.cuda]
+        members = list(members) + [(-1 - k,) for k in range(len(self.cuda))]
         scan = None
         if literals and hyperscan is not None:
-            hs_path = self._stem.with_name(self._stem.name + ".hs") if self._stem is not None else None
+            table = zlib.crc32("\n".join(e["message"] for e in self.cuda).encode("utf-8"))
+            hs_path = self._stem.with_name(f"{self._stem.name}.{table:08x}.hs") if self._stem is not None else None
             if hs_path is not None and hs_path.exists():
                 scan = prefilter.load_database(hs_path.read_bytes())
             else:
