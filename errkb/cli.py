@@ -951,10 +951,12 @@ def explain(text, file_path, show_all, db_path, as_json):
 
 @cli.command()
 @click.argument("words", nargs=-1, required=True)
-@click.option("--limit", "-n", type=click.IntRange(1, 1000), default=10, show_default=True, help="At most this many records.")
+@click.option("--limit", "-n", type=click.IntRange(1, 1000), default=10, show_default=True,
+              help="At most this many records (and this many known sites after them).")
+@click.option("--no-sites", "no_sites", is_flag=True, help="Records only: no known sites after them.")
 @db_option
 @json_option
-def search(words, limit, db_path, as_json):
+def search(words, limit, no_sites, db_path, as_json):
     """Keyword search over messages, documentation and fixes, best first (BM25F).
 
     For when you have words, not a log line (that is `errkb explain`). Exit 1 when
@@ -966,16 +968,29 @@ def search(words, limit, db_path, as_json):
     query = " ".join(words)
     if not tokens(query):
         raise UsageError(f"search: no searchable words in {query!r} (common words like 'the' are ignored)")
-    hits = KnowledgeBase.open(db_path).search(query, limit=limit)
+    kb = KnowledgeBase.open(db_path)
+    hits = kb.search(query, limit=limit)
+    # The known-site tier after the records: where a message is raised, never a fix.
+    sites = [] if no_sites else kb.sites().search(query, limit=limit)
     if as_json:
-        print_json([h.as_dict() for h in hits])
+        print_json([{"tier": "curated", **h.as_dict()} for h in hits]
+                   + [s.as_dict() for s in sites])
     else:
         for h in hits:
             echo(f"{h.score:6.2f}  {h.error_class or 'Error'}  {h.repo}/{h.slug}  {h.record_id}")
             message = " ".join(h.message.split())
             echo("        " + (message if len(message) <= 72 else message[:71] + "…"))
             echo(f"        matched {', '.join(h.matched)} in {', '.join(h.fields[:4])}")
-        _echo_err(f"{len(hits)} record(s)")
+        for s in sites:
+            top = s.sites[0]
+            echo(f"  site  known site, no fix: {s.pattern}")
+            echo("        " + top.describe())
+            url = top.source_url()
+            if url:
+                echo("        " + url)
+            if len(s.sites) > 1:
+                echo(f"        and {len(s.sites) - 1} other site(s) (errkb explain shows them all)")
+        _echo_err(f"{len(hits)} record(s)" + (f", {len(sites)} known site(s)" if sites else ""))
     sys.exit(0 if hits else 1)
 
 

@@ -326,6 +326,33 @@ class SiteIndex:
         out.sort(key=lambda m: m.line_number)
         return out
 
+    def search(self, query: str, limit: int = 10) -> list[SiteMatch]:
+        """Known sites for ``errkb search``: the query read as a message (every site pattern
+        it matches), then patterns whose anchor word (their rarest whole word) is a word of
+        the query and whose literal text holds every searchable word of the query. At most
+        ``limit``, message matches first, then the most specific."""
+        from errkb.match.search import tokens
+
+        out = [m for m in self.match(query) if m.meaning is None][:limit]
+        if self._anchors is None or len(out) >= limit:
+            return out
+        wanted = set(tokens(query))
+        seen = {m.pattern for m in out}
+        candidates: set[int] = set()
+        for m in _WORD.finditer(query):
+            word = m.group()
+            for piece in (word, *word.split(".")) if "." in word else (word,):
+                candidates.update(self._anchors.get(piece))
+        entries = sorted(((self._entry(i), i) for i in candidates), key=lambda e: (-e[0]["L"], e[1]))
+        for entry, i in entries[:MAX_CANDIDATES_PER_LINE]:
+            if entry["p"] in seen or not wanted <= set(tokens(" ".join(c for c in entry["chunks"] if c))):
+                continue
+            seen.add(entry["p"])
+            out.append(self._site_match(1, i))
+            if len(out) >= limit:
+                break
+        return out
+
     def _confirm(self, line: str, candidates, multiline: set[int] | None = None) -> list[tuple[int, int]]:
         """The exact confirm, the one for both paths: (-literal length, pattern id) of each
         candidate pattern that matches ``line`` and is trusted there, most specific first
