@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import IO, Any
 
-from errkb.enrich.value import Hit, RecordValues, errkb_object  # noqa: F401 - errkb_object: the API's name
+from errkb.enrich.value import Hit, RecordValues, errkb_object, tier_text  # noqa: F401 - errkb_object: the API's name
 from errkb.errors import ErrkbError
 from errkb.match.matcher import MAX_TEXT_CHARS, TAIL_CHARS
 from errkb.signals import install, restore
@@ -484,8 +484,8 @@ class LineEnricher:
                 rids.append(rid)
                 if found is None:
                     parts = text_parts.get(rid) or values.parts(best)
-                    tier = '{"tier": "variant", ' if getattr(best, "variant", None) else '{"tier": "curated", '
-                    text = f"{tier}{parts[0][1:]}{round(float(best.score), 3)!r}{parts[1]}"
+                    # the tier last (value.tier_text): the record's fields keep their place
+                    text = f"{parts[0]}{round(float(best.score), 3)!r}{parts[1][:-1]}{tier_text(best)}"
                 else:
                     found.append(Hit.of(best))
                     text = "\x00"
