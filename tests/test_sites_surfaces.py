@@ -83,3 +83,20 @@ def test_search_curated_first_and_foreign_words_get_no_site(store_db):
                                                           len(out))])
     foreign = _errkb("search", "--db", str(store_db), "--json", "Singular", "matrix", "LinAlgError")
     assert [r for r in json.loads(foreign.stdout) if r["tier"] == "site"] == []
+
+
+def test_the_batch_path_finds_what_the_per_text_path_finds():
+    """enrich's batch reader and explain's per-text reader give each line the same best site."""
+    from errkb.match.sites import SiteIndex
+
+    index = SiteIndex.load()
+    lines = [SITE_LINE, CURATED_LINE, *FOREIGN, "INFO all good", "",
+             "RuntimeError: CUDA error: device-side assert triggered",
+             "RuntimeError: CUDA error: no kernel image is available for execution on the device"]
+    batch = index.match_lines(lines)
+    for line, got in zip(lines, batch):
+        each = index.match(line)
+        assert (got.pattern if got else None) == (each[0].pattern if each else None), line
+    assert batch[0].sites[0].file == "vllm/sampling_params.py"
+    assert batch[-2].meaning and batch[-1].meaning  # the CUDA table, in the same scan
+    assert batch[2:5] == [None, None, None]

@@ -441,6 +441,8 @@ class SiteIndex:
                 literals.append(json.loads(lit))
                 members.append(tuple(int(x) for x in ids.split(",")))
         elif self._rows_file is not None:
+            if sys.stderr is not None and sys.stderr.isatty():  # as the cache build: a terminal only
+                print("errkb: preparing the known-site batch scan (once after install or update)...", file=sys.stderr)
             pieces_of: list[list[str]] = []
             usage: Counter = Counter()
             for i in range(len(self._rows_file)):
