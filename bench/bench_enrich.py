@@ -325,6 +325,8 @@ def main() -> None:
     ap.add_argument("--skip-archive", action="store_true")
     ap.add_argument("--skip-stream", action="store_true", help="only the archive path")
     ap.add_argument("--workdir", type=Path, default=None, help="keep inputs here between runs")
+    ap.add_argument("--sites-only", action="store_true",
+                    help="only the known-site tier's cost: the pipe, enrich with the tier and with --no-sites")
     args = ap.parse_args()
     if not (CORPUS / "lines.txt.gz").exists():
         raise SystemExit(f"bench: no bench corpus at {CORPUS} (set ERRKB_BENCH_CORPUS)")
@@ -369,9 +371,13 @@ def main() -> None:
     runs = {
         "cat | cat": (f"cat {q(str(log))} | cat > /dev/null", None, n),
         "cat | errkb enrich": (f"cat {q(str(log))} | {timed_errkb} > /dev/null", "enrich --db", n),
+        # the known-site tier off: the layer's cost is the ratio of these two rows
+        "cat | errkb enrich --no-sites": (f"cat {q(str(log))} | {timed_errkb} --no-sites > /dev/null", "enrich --db", n),
         "cat | errkb enrich --batch 64": (f"cat {q(str(log))} | {timed_errkb} --batch 64 > /dev/null", "enrich --db", n),
         "cat | errkb enrich --flush": (f"cat {q(str(flush_log))} | {timed_errkb} --flush > /dev/null", "enrich --db", args.flush_lines),
     }
+    if args.sites_only:
+        runs = {k: v for k, v in runs.items() if k in ("cat | cat", "cat | errkb enrich", "cat | errkb enrich --no-sites")}
     stream_rows = {}
     tf.unlink(missing_ok=True)
     empty = run_measured(f"{timed_errkb} < /dev/null > /dev/null", None, time_file=tf)
@@ -387,6 +393,15 @@ def main() -> None:
             m["lines_per_cpu_s"] = round(lines / max(m["cpu_s"] - results["warm_start_cpu_s"], 1e-9))
         stream_rows[name] = m
         print(f"  {name:34s} {m['lines_per_s']:>10,} lines/s  {m.get('peak_rss_mb', '-')} MB", flush=True)
+    if args.sites_only:
+        on, off = stream_rows["cat | errkb enrich"], stream_rows["cat | errkb enrich --no-sites"]
+        results["stream"] = stream_rows
+        results["sites_layer"] = {"wall_ratio_on_off": round(on["wall_s"] / off["wall_s"], 2),
+                                  "cpu_ratio_on_off": round(on["cpu_s"] / off["cpu_s"], 2)}
+        print(f"  known-site tier: {results['sites_layer']}", flush=True)
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "enrich-sites.json").write_text(json.dumps(results, indent=2))
+        return
     # Steady state: the CPU cost of a second pass over the log, once every pattern's RE2
     # program is compiled and every matched record fetched (both happen once per process).
     tf.unlink(missing_ok=True)

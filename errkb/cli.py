@@ -680,9 +680,12 @@ def _enrich_reporter(as_json: bool):
               help="File the archive path writes (.parquet, or .jsonl/.csv).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Matcher processes for --input (default: CPU count).")
 @click.option("--quiet", "-q", is_flag=True, help="No counters on stderr at the end (SIGUSR1 still prints them).")
+@click.option("--no-sites", "no_sites", is_flag=True,
+              help="No known-site tier: lines no record matches are not tagged with where they are raised.")
 @db_option
 @json_option
-def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archives, output, workers, quiet, db_path, as_json):
+def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archives, output, workers, quiet, no_sites,
+           db_path, as_json):
     """Add the matching record to each log line: NDJSON in, NDJSON out.
 
     Reads FILES (or stdin) line by line and writes one JSON object per line to
@@ -710,7 +713,8 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
         return
     report = _enrich_reporter(as_json)
     result = run_filter(kb.matcher, files, fields=fields, site_url=site_url, only_matched=only_matched,
-                        batch=batch, flush_each_line=flush_each_line, report=report, resolve_many=kb.get_many)
+                        batch=batch, flush_each_line=flush_each_line, report=report, resolve_many=kb.get_many,
+                        sites=None if no_sites else kb.sites())
     if not quiet:
         report(result.counters)
 
@@ -947,10 +951,12 @@ def explain(text, file_path, show_all, db_path, as_json):
 
 @cli.command()
 @click.argument("words", nargs=-1, required=True)
-@click.option("--limit", "-n", type=click.IntRange(1, 1000), default=10, show_default=True, help="At most this many records.")
+@click.option("--limit", "-n", type=click.IntRange(1, 1000), default=10, show_default=True,
+              help="At most this many records (and this many known sites after them).")
+@click.option("--no-sites", "no_sites", is_flag=True, help="Records only: no known sites after them.")
 @db_option
 @json_option
-def search(words, limit, db_path, as_json):
+def search(words, limit, no_sites, db_path, as_json):
     """Keyword search over messages, documentation and fixes, best first (BM25F).
 
     For when you have words, not a log line (that is `errkb explain`). Exit 1 when
@@ -962,16 +968,29 @@ def search(words, limit, db_path, as_json):
     query = " ".join(words)
     if not tokens(query):
         raise UsageError(f"search: no searchable words in {query!r} (common words like 'the' are ignored)")
-    hits = KnowledgeBase.open(db_path).search(query, limit=limit)
+    kb = KnowledgeBase.open(db_path)
+    hits = kb.search(query, limit=limit)
+    # The known-site tier after the records: where a message is raised, never a fix.
+    sites = [] if no_sites else kb.sites().search(query, limit=limit)
     if as_json:
-        print_json([h.as_dict() for h in hits])
+        print_json([{"tier": "curated", **h.as_dict()} for h in hits]
+                   + [s.as_dict() for s in sites])
     else:
         for h in hits:
             echo(f"{h.score:6.2f}  {h.error_class or 'Error'}  {h.repo}/{h.slug}  {h.record_id}")
             message = " ".join(h.message.split())
             echo("        " + (message if len(message) <= 72 else message[:71] + "…"))
             echo(f"        matched {', '.join(h.matched)} in {', '.join(h.fields[:4])}")
-        _echo_err(f"{len(hits)} record(s)")
+        for s in sites:
+            top = s.sites[0]
+            echo(f"  site  known site, no fix: {s.pattern}")
+            echo("        " + top.describe())
+            url = top.source_url()
+            if url:
+                echo("        " + url)
+            if len(s.sites) > 1:
+                echo(f"        and {len(s.sites) - 1} other site(s) (errkb explain shows them all)")
+        _echo_err(f"{len(hits)} record(s)" + (f", {len(sites)} known site(s)" if sites else ""))
     sys.exit(0 if hits else 1)
 
 

@@ -51,7 +51,8 @@ def test_matched_plain_line_gains_errkb_object_and_others_pass_in_order(store_db
     assert lines[2] == {"message": "last ordinary line"}
     assert lines[1]["message"] == MATCHING_LINE
     errkb = lines[1]["errkb"]
-    assert set(errkb) == {"id", "slug", "repo", "errorClass", "severity", "score", "solution", "url"}
+    assert set(errkb) == {"tier", "id", "slug", "repo", "errorClass", "severity", "score", "solution", "url"}
+    assert errkb["tier"] == "curated"
     assert (errkb["id"], errkb["slug"], errkb["repo"]) == (SEED_ID, SEED_SLUG, "vllm-project/vllm")
     assert (errkb["errorClass"], errkb["severity"]) == ("ValueError", "error")
     assert errkb["solution"] == SEED_SOLUTION

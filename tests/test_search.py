@@ -31,7 +31,8 @@ def test_message_words_rank_the_seed_first(data_db):
     assert hits[0]["id"] == SEED_ID
     assert hits[0]["matched"] == ["quantization", "fusion", "allreduce"]
     assert hits[0]["fields"][0] == "errorMessage"
-    assert set(hits[0]) == {"id", "slug", "repo", "errorClass", "errorMessage", "score", "matched", "fields"}
+    assert set(hits[0]) == {"tier", "id", "slug", "repo", "errorClass", "errorMessage", "score", "matched", "fields"}
+    assert hits[0]["tier"] == "curated"
     # in the order of the scores shown
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import IO, Any
 
-from errkb.enrich.value import Hit, RecordValues, errkb_object  # noqa: F401 - errkb_object: the API's name
+from errkb.enrich.value import Hit, RecordValues, errkb_object, tier_text  # noqa: F401 - errkb_object: the API's name
 from errkb.errors import ErrkbError
 from errkb.match.matcher import MAX_TEXT_CHARS, TAIL_CHARS
 from errkb.signals import install, restore
@@ -207,6 +207,7 @@ class Counters:
 
     lines: int = 0
     matched: int = 0
+    sites: int = 0  # lines no record matched but a known site does (tagged "tier": "site")
     bytes_in: int = 0
     invalid_utf8: int = 0
     json_lines: int = 0
@@ -227,6 +228,7 @@ class Counters:
         return {
             "lines": self.lines,
             "matched": self.matched,
+            "sites": self.sites,
             "json_lines": self.json_lines,
             "invalid_utf8": self.invalid_utf8,
             "matcher_errors": self.matcher_errors,
@@ -245,6 +247,8 @@ class Counters:
         share = f" ({100 * self.matched / self.lines:.1f}%)" if self.lines else ""
         rate = f"{d['lines_per_s']:,} lines/s" if d["lines_per_s"] is not None else "-"
         out = [f"errkb enrich: {self.lines:,} lines, {self.matched:,} matched{share}, {d['seconds']:.2f} s, {rate}"]
+        if self.sites:
+            out.append(f"  {self.sites:,} more lines are raised at a known site (tier site: where, not a fix)")
         if self.invalid_utf8:
             out.append(f"  {self.invalid_utf8:,} lines were not valid UTF-8 (passed through with message_b64)")
         if self.matcher_errors:
@@ -277,8 +281,13 @@ class LineEnricher:
         only_matched: bool = False,
         counters: Counters | None = None,
         resolve_many: Callable[[list[str]], dict[str, dict]] | None = None,
+        sites: Any = None,
     ):
         self.matcher = matcher
+        # errkb.match.sites.SiteIndex (None: no known-site tier): a line no record matches
+        # is tagged with its known site
+        self.sites = sites
+        self._site_text: dict[str, str] = {}
         self.paths = _field_paths(fields)
         self.only_matched = only_matched
         self.values = RecordValues(site_url, resolve_many)
@@ -375,6 +384,8 @@ class LineEnricher:
             counters.json_lines += len(objects)
 
         results = self._match(messages)
+        if self.sites is not None:
+            results = self._add_sites(messages, results)
         matched = list(compress(range(n), results))
         if self.only_matched:
             if not matched:
@@ -410,6 +421,38 @@ class LineEnricher:
                     out[i] = data
         return b"\n".join(out)
 
+    def _add_sites(self, messages: list[str], results: list) -> list:
+        """``results`` with each line no record matched but a known site does given that
+        site's match (curated always wins: a matched line is left as it is)."""
+        try:
+            found = self.sites.match_lines(cut_long(messages))
+        except Exception:
+            self.counters.matcher_errors += 1
+            return results
+        if not any(found):
+            return results
+        results = list(results)
+        for i, site in enumerate(found):
+            if site is not None and not results[i]:
+                results[i] = [site]
+        return results
+
+    def site_text(self, site: Any) -> str:
+        """The ``errkb`` JSON text of a known-site match: where the message is raised (its
+        newest site), the releases and the source link; no fix fields (a site is not a fix)."""
+        text = self._site_text.get(site.pattern)
+        if text is None:
+            top = site.sites[0] if site.sites else None
+            obj = {"tier": "site", "pattern": site.pattern, "trust": site.trust}
+            if top is not None:
+                obj.update({"library": top.library, "file": top.file, "line": top.line, "function": top.function,
+                            "condition": top.condition, "kind": top.kind, "errorClass": top.error_class,
+                            "releases": top.releases, "url": top.source_url(), "otherSites": len(site.sites) - 1})
+            if site.meaning is not None:
+                obj["meaning"] = site.meaning
+            text = self._site_text[site.pattern] = json.dumps(obj, ensure_ascii=False)
+        return text
+
     def _matched_lines(self, matched: list[int], results: list, lines: list[str], objects: dict[int, dict],
                        b64: dict[int, bytes]) -> list[str]:
         """The output line of each matched line ``matched[k]``, in order (a JSON line
@@ -423,7 +466,7 @@ class LineEnricher:
         escape = _escape
         bests = [results[i][0] for i in matched]
         if found is None:
-            values.fetch([best.record_id for best in bests])
+            values.fetch([best.record_id for best in bests if not hasattr(best, "sites")])
         rids = []
         out = []
         for i, best in zip(matched, bests):
@@ -433,14 +476,19 @@ class LineEnricher:
                 counters.already_enriched += 1  # written as read (docs/enrich.md)
                 out.append(line)
                 continue
-            rid = best.record_id
-            rids.append(rid)
-            if found is None:
-                parts = text_parts.get(rid) or values.parts(best)
-                text = f"{parts[0]}{round(float(best.score), 3)!r}{parts[1]}"
+            if hasattr(best, "sites"):  # a known site (errkb.match.sites.SiteMatch), not a record
+                counters.sites += 1
+                text = self.site_text(best)
             else:
-                found.append(Hit.of(best))
-                text = "\x00"
+                rid = best.record_id
+                rids.append(rid)
+                if found is None:
+                    parts = text_parts.get(rid) or values.parts(best)
+                    # the tier last (value.tier_text): the record's fields keep their place
+                    text = f"{parts[0]}{round(float(best.score), 3)!r}{parts[1][:-1]}{tier_text(best)}"
+                else:
+                    found.append(Hit.of(best))
+                    text = "\x00"
             if obj is not None:
                 # The input's members byte for byte, errkb's spliced in as text: re-encoding
                 # would turn 1e999 into Infinity, escape non-ASCII, drop duplicate keys.
@@ -790,6 +838,7 @@ def run_filter(
     stdout: IO | None = None,
     report: Callable[[Counters], None] | None = None,
     resolve_many: Callable[[list[str]], dict[str, dict]] | None = None,
+    sites: Any = None,
 ) -> StreamResult:
     """``errkb enrich [FILE...]``: enrich lines from files (or stdin) to stdout.
 
@@ -798,7 +847,8 @@ def run_filter(
     for name in files:
         if str(name) != "-" and not os.path.exists(name):
             raise EnrichError(f"{name}: no such file")
-    enricher = LineEnricher(matcher, fields=fields, site_url=site_url, only_matched=only_matched, resolve_many=resolve_many)
+    enricher = LineEnricher(matcher, fields=fields, site_url=site_url, only_matched=only_matched, resolve_many=resolve_many,
+                            sites=sites)
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout
     return stream(_open_inputs(files, stdin), stdout, enricher, batch=batch, flush_each_line=flush_each_line, report=report)

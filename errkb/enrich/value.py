@@ -34,21 +34,23 @@ class Hit:
 
     Plain slots, so it pickles small (archive workers send these to the parent)."""
 
-    __slots__ = ("record_id", "score", "repo", "slug", "error_class", "severity")
+    __slots__ = ("record_id", "score", "repo", "slug", "error_class", "severity", "variant")
 
     def __init__(self, record_id: str, score: float, repo: str | None, slug: str | None,
-                 error_class: str | None, severity: str | None):
+                 error_class: str | None, severity: str | None, variant: bool = False):
         self.record_id = record_id
         self.score = score
         self.repo = repo
         self.slug = slug
         self.error_class = error_class
         self.severity = severity
+        self.variant = variant  # matched by an older wording of the record (tier "variant")
 
     @classmethod
     def of(cls, match: Any) -> Hit:
         """The hit of a matcher ``Match`` (its fields read once, here)."""
-        return cls(match.record_id, float(match.score), match.repo, match.slug, match.error_class, match.severity)
+        return cls(match.record_id, float(match.score), match.repo, match.slug, match.error_class, match.severity,
+                   bool(getattr(match, "variant", None)))
 
     @classmethod
     def from_record(cls, record_id: str, record: dict, score: float = 0.0) -> Hit:
@@ -57,7 +59,7 @@ class Hit:
                    record.get("errorClass"), record.get("severity"))
 
     def __reduce__(self):
-        return (Hit, (self.record_id, self.score, self.repo, self.slug, self.error_class, self.severity))
+        return (Hit, (self.record_id, self.score, self.repo, self.slug, self.error_class, self.severity, self.variant))
 
 
 def errkb_object(match: Any, site_url: str | None = None, record: dict | None = None) -> dict:
@@ -85,6 +87,11 @@ def errkb_struct_type():
     import pyarrow as pa
 
     return pa.struct([(k, pa.float64() if k == "score" else pa.string()) for k in ERRKB_FIELDS])
+
+
+def tier_text(match: Any) -> str:
+    """The end of a record match's JSON text: its tier and the closing brace."""
+    return ', "tier": "variant"}' if getattr(match, "variant", None) else ', "tier": "curated"}'
 
 
 class RecordValues:
@@ -166,9 +173,11 @@ class RecordValues:
         return parts
 
     def text(self, match: Any) -> str:
-        """The ``errkb`` object of ``match`` as JSON text (what a JSON line gets)."""
+        """The ``errkb`` object of ``match`` as JSON text (what a JSON line gets), its tier
+        last (``curated``, or ``variant`` when an older wording of the record matched)."""
         head, tail = self._text.get(match.record_id) or self.parts(match)
-        return f"{head}{rounded(match.score)!r}{tail}"
+        return f"{head}{rounded(match.score)!r}{tail[:-1]}{tier_text(match)}"
+
 
     # -- as Arrow columns ----------------------------------------------------------------
 

@@ -240,8 +240,12 @@ class SiteIndex:
     cache (an anchor table and a rows file, each with an offsets array) without reading
     it: a lookup is a binary search, and only candidate patterns' rows are parsed."""
 
-    def __init__(self, anchors: _SortedLines | None, rows: _Lines | None, header: dict, cuda: list[dict]):
+    def __init__(self, anchors: _SortedLines | None, rows: _Lines | None, header: dict, cuda: list[dict],
+                 stem: Path | None = None):
         self._anchors = anchors
+        self._stem = stem  # the cache files' common name: the batch prefilter is kept beside them
+        self._scan = None
+        self._batch_found: dict[int, SiteMatch] = {}  # pattern id -> its match on a line of a batch
         self._rows_file = rows
         self.header = header
         self.cuda = cuda
@@ -272,7 +276,7 @@ class SiteIndex:
                                      "set ERRKB_CACHE_DIR to a writable folder") from None
         try:
             header = json.loads(names[0].read_text(encoding="utf-8"))
-            return cls(_SortedLines(names[1], names[2]), _Lines(names[3], names[4]), header, cuda)
+            return cls(_SortedLines(names[1], names[2]), _Lines(names[3], names[4]), header, cuda, stem)
         except (OSError, ValueError) as e:
             raise SiteIndexError(f"{stem}.*: unreadable site cache ({e}); delete it to rebuild") from None
 
@@ -306,17 +310,7 @@ class SiteIndex:
                     if ids is None:
                         ids = looked[piece] = self._anchors.get(piece)
                     candidates.update(ids)
-            entries = sorted(((self._entry(i), i) for i in candidates), key=lambda e: (-e[0]["L"], e[1]))
-            for entry, i in entries[:MAX_CANDIDATES_PER_LINE]:
-                chunks = entry["chunks"]
-                if entry["multiline"]:
-                    multiline.add(i)
-                    continue
-                if not _chunks_match(chunks, line):
-                    continue
-                if entry["t"] == "half" and entry["L"] * 2 < len(line.strip()):
-                    continue
-                found.append((number, -entry["L"], i))
+            found.extend((number, neg, i) for neg, i in self._confirm(line, candidates, multiline))
         for i in sorted(multiline):
             entry = self._entry(i)
             # A message spanning lines has no one line to cover half of; a prose one is
@@ -331,6 +325,168 @@ class SiteIndex:
         out.extend(self._cuda_matches(lines))
         out.sort(key=lambda m: m.line_number)
         return out
+
+    def search(self, query: str, limit: int = 10) -> list[SiteMatch]:
+        """Known sites for ``errkb search``: the query read as a message (every site pattern
+        it matches), then patterns whose anchor word (their rarest whole word) is a word of
+        the query and whose literal text holds every searchable word of the query. At most
+        ``limit``, message matches first, then the most specific."""
+        from errkb.match.search import tokens
+
+        out = [m for m in self.match(query) if m.meaning is None][:limit]
+        if self._anchors is None or len(out) >= limit:
+            return out
+        wanted = set(tokens(query))
+        seen = {m.pattern for m in out}
+        candidates: set[int] = set()
+        for m in _WORD.finditer(query):
+            word = m.group()
+            for piece in (word, *word.split(".")) if "." in word else (word,):
+                candidates.update(self._anchors.get(piece))
+        entries = sorted(((self._entry(i), i) for i in candidates), key=lambda e: (-e[0]["L"], e[1]))
+        for entry, i in entries[:MAX_CANDIDATES_PER_LINE]:
+            if entry["p"] in seen or not wanted <= set(tokens(" ".join(c for c in entry["chunks"] if c))):
+                continue
+            seen.add(entry["p"])
+            out.append(self._site_match(1, i))
+            if len(out) >= limit:
+                break
+        return out
+
+    def _confirm(self, line: str, candidates, multiline: set[int] | None = None) -> list[tuple[int, int]]:
+        """The exact confirm, the one for both paths: (-literal length, pattern id) of each
+        candidate pattern that matches ``line`` and is trusted there, most specific first
+        (at most MAX_CANDIDATES_PER_LINE tried). Multi-line patterns go to ``multiline``
+        (the caller tries them on the whole text)."""
+        out = []
+        entries = sorted(((self._entry(i), i) for i in candidates), key=lambda e: (-e[0]["L"], e[1]))
+        for entry, i in entries[:MAX_CANDIDATES_PER_LINE]:
+            if entry["multiline"]:
+                if multiline is not None:
+                    multiline.add(i)
+                continue
+            if not _chunks_match(entry["chunks"], line):
+                continue
+            if entry["t"] == "half" and entry["L"] * 2 < len(line.strip()):
+                continue
+            out.append((-entry["L"], i))
+        return out
+
+    def match_lines(self, lines: list[str]) -> list[SiteMatch | None]:
+        """The best known site of each line of a batch (None where none): the batch path of
+        :meth:`match` (enrich). Candidates come from one literal scan of the whole batch
+        (each pattern's required literal, see :meth:`_prefilter`), then the same exact
+        confirm as :meth:`match`; a pattern spanning lines never matches one line. A mined
+        pattern outranks the CUDA table on the same line."""
+        out: list[SiteMatch | None] = [None] * len(lines)
+        if not lines:
+            return out
+        from errkb.match import prefilter
+
+        lines, buf = prefilter.clean_lines(lines)
+        scan, members = self._prefilter()
+        if scan is not None:
+            if isinstance(scan, tuple):  # pyahocorasick (no Hyperscan here)
+                found: dict[int, set[int]] = {}
+                for n, line in enumerate(lines):
+                    for _end, lid in scan[0].iter(line):
+                        found.setdefault(n, set()).update(members[lid])
+                hits = found.items()
+            else:
+                hits = ((n, ids) for n, (_, ids) in prefilter.scan_hyperscan_lines(
+                    scan, members, set(), buf, [], [], len(lines)).items())
+            cuda = self.cuda
+            for n, ids in hits:
+                line = lines[n]
+                if len(ids) == 1 and ids[0] >= 0:  # the common case: one candidate, no sorting
+                    i = ids[0]
+                    entry = self._entries.get(i) or self._entry(i)
+                    if entry["multiline"] or not _chunks_match(entry["chunks"], line) or (
+                            entry["t"] == "half" and entry["L"] * 2 < len(line.strip())):
+                        continue
+                    confirmed = [(-entry["L"], i)]
+                else:
+                    confirmed = self._confirm(line, [i for i in ids if i >= 0])
+                if confirmed:
+                    i = confirmed[0][1]
+                    site = self._batch_found.get(i)
+                    if site is None:
+                        site = self._batch_found[i] = self._site_match(1, i)
+                    out[n] = site
+                elif ("CUDA" in line or "cuda" in line) and any(i < 0 for i in ids):
+                    # the CUDA table's messages are literals of the same scan (ids -1, -2, ...)
+                    for k in sorted(-1 - i for i in ids if i < 0):
+                        if cuda[k]["message"] in line:
+                            out[n] = SiteMatch(cuda[k]["message"], 1, "cuda", (), cuda[k]["meaning"])
+                            break
+        return out
+
+    def _prefilter(self):
+        """(scanner, members): a literal automaton over one required literal of each
+        single-line trusted pattern (the one fewest patterns share), and the pattern ids of
+        each literal. Hyperscan's compiled database is kept beside the cache (built once, a
+        few seconds); without Hyperscan, a pyahocorasick automaton built per process."""
+        if self._scan is not None:
+            return self._scan
+        from errkb.match import prefilter
+        from errkb.match.engines import ahocorasick, hyperscan
+
+        members: list[tuple[int, ...]] = []
+        literals: list[str] = []
+        keys_path = self._stem.with_name(self._stem.name + ".keys") if self._stem is not None else None
+        if keys_path is not None and keys_path.exists():
+            literals, members = [], []
+            for row in keys_path.read_text(encoding="utf-8").splitlines():
+                lit, _, ids = row.rpartition("\t")
+                literals.append(json.loads(lit))
+                members.append(tuple(int(x) for x in ids.split(",")))
+        elif self._rows_file is not None:
+            if sys.stderr is not None and sys.stderr.isatty():  # as the cache build: a terminal only
+                print("errkb: preparing the known-site batch scan (once after install or update)...", file=sys.stderr)
+            pieces_of: list[list[str]] = []
+            usage: Counter = Counter()
+            for i in range(len(self._rows_file)):
+                chunks = chunks_of(json.loads(self._rows_file.line(i))["p"])
+                lits = [c for c in chunks if c is not None]
+                pieces = [] if any("\n" in c for c in lits) else prefilter.prefilter_pieces(lits)
+                pieces_of.append(pieces)
+                usage.update(set(pieces))
+            by_key: dict[str, list[int]] = {}
+            for i, pieces in enumerate(pieces_of):
+                key = prefilter.choose_key(pieces, usage)
+                if key is not None:
+                    by_key.setdefault(key, []).append(i)
+            literals = sorted(by_key)
+            members = [tuple(by_key[k]) for k in literals]
+            if keys_path is not None:
+                from errkb.cache import write_atomic
+
+                write_atomic(keys_path, "".join(f"{json.dumps(k, ensure_ascii=False)}\t{','.join(map(str, m))}\n"
+                                                for k, m in zip(literals, members)).encode("utf-8"))
+        # The CUDA table's messages join the scan as literals of their own (ids -1, -2, ...).
+        literals = literals + [e["message"] for e in self.cuda]
+        members = list(members) + [(-1 - k,) for k in range(len(self.cuda))]
+        scan = None
+        if literals and hyperscan is not None:
+            table = zlib.crc32("\n".join(e["message"] for e in self.cuda).encode("utf-8"))
+            hs_path = self._stem.with_name(f"{self._stem.name}.{table:08x}.hs") if self._stem is not None else None
+            if hs_path is not None and hs_path.exists():
+                scan = prefilter.load_database(hs_path.read_bytes())
+            else:
+                members = list(members)
+                always: list[int] = []
+                db = prefilter.literal_database(literals, members, always)
+                # a literal Hyperscan refuses leaves its patterns unscanned: never served in a batch
+                if db is not None:
+                    if hs_path is not None:
+                        from errkb.cache import write_atomic
+
+                        write_atomic(hs_path, hyperscan.dumpb(db))
+                    scan = prefilter.load_database(hyperscan.dumpb(db))
+        elif literals and ahocorasick is not None:
+            scan = (prefilter.automaton(literals),)
+        self._scan = (scan, members)
+        return self._scan
 
     def _entry(self, i: int) -> dict:
         entry = self._entries.get(i)

@@ -1,0 +1,102 @@
+"""The known-site tier on `errkb enrich` and `errkb search`, through the real command in a
+real process over a real DuckDB store and the shipped site index: a line only a known site
+knows is tagged tier site (where, releases, link; no fix), a curated line stays curated even
+where a site raises the same message, another library's message gets no site."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support import SEED_ID, SEED_MESSAGE
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE_LINE = "2026-08-14 21:17:39 ERROR ValueError: max_tokens must be at least 1, got 0."
+CURATED_LINE = f"2026-08-14 21:17:40 ERROR ValueError: {SEED_MESSAGE}"
+FOREIGN = [
+    "numpy.linalg.LinAlgError: Singular matrix",
+    "ValueError: operands could not be broadcast together with shapes (3,) (4,)",
+    "ValueError: Asking to pad but the tokenizer does not have a padding token. Please select a token to use as "
+    "`pad_token` `(tokenizer.pad_token = tokenizer.eos_token e.g.)` or add a new pad token via "
+    "`tokenizer.add_special_tokens({'pad_token': '[PAD]'})`.",
+]
+
+
+def _errkb(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    # ERRKB_CACHE_DIR: the test session's own cache (conftest), inherited
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "errkb", *args], input=stdin, capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+def test_enrich_tags_a_site_only_line_with_its_site_and_keeps_curated_lines_curated(store_db):
+    lines = [SITE_LINE, CURATED_LINE, *FOREIGN, "INFO all good"]
+    run = _errkb("enrich", "--db", str(store_db), "--json", stdin="\n".join(lines) + "\n")
+    assert run.returncode == 0, run.stderr
+    out = [json.loads(x) for x in run.stdout.splitlines()]
+    assert [o["message"] for o in out] == lines
+    site = out[0]["errkb"]
+    assert site["tier"] == "site"
+    assert (site["library"], site["file"], site["function"]) == ("vllm", "vllm/sampling_params.py",
+                                                                 "SamplingParams._verify_args")
+    assert "max_tokens < 1" in site["condition"] and site["releases"] and isinstance(site["line"], int)
+    assert site["url"].startswith("https://github.com/vllm-project/vllm/blob/")
+    assert not {"solution", "id", "slug", "score"} & set(site), "a known site is never a fix"
+    # the seed's message is also raised at a known site in vLLM: the curated record wins
+    curated = out[1]["errkb"]
+    assert (curated["tier"], curated["id"]) == ("curated", SEED_ID) and curated["solution"]
+    assert all("errkb" not in o for o in out[2:]), [o for o in out[2:] if "errkb" in o]
+    counters = json.loads(run.stderr.strip().splitlines()[-1])
+    assert (counters["matched"], counters["sites"]) == (1, 1)
+
+
+def test_enrich_no_sites_turns_the_tier_off(store_db):
+    run = _errkb("enrich", "--db", str(store_db), "--no-sites", "-q", stdin=f"{SITE_LINE}\n{CURATED_LINE}\n")
+    assert run.returncode == 0, run.stderr
+    out = [json.loads(x) for x in run.stdout.splitlines()]
+    assert "errkb" not in out[0] and out[1]["errkb"]["tier"] == "curated"
+
+
+def test_search_lists_known_sites_after_records_labelled_as_sites(store_db):
+    run = _errkb("search", "--db", str(store_db), "--json", "max_tokens", "must", "be", "at", "least")
+    out = json.loads(run.stdout)
+    sites = [r for r in out if r["tier"] == "site"]
+    assert sites and any(s["file"] == "vllm/sampling_params.py" for r in sites for s in r["sites"])
+    tiers = [r["tier"] for r in out]
+    assert tiers == sorted(tiers, key=lambda t: t == "site"), "records first, then known sites"
+    assert all("solution" not in r and "fix" not in r for r in sites)
+    # no record holds these words: a site is not a fix, so the exit code says "no record" (1)
+    assert run.returncode == (0 if len(sites) < len(out) else 1)
+    text = _errkb("search", "--db", str(store_db), "max_tokens", "must", "be", "at", "least")
+    assert "known site, no fix: max_tokens must be at least 1" in text.stdout
+    assert "vllm/sampling_params.py" in text.stdout
+
+
+def test_search_curated_first_and_foreign_words_get_no_site(store_db):
+    run = _errkb("search", "--db", str(store_db), "--json", *SEED_MESSAGE.split()[:8])
+    out = json.loads(run.stdout)
+    assert run.returncode == 0 and out[0]["tier"] == "curated" and out[0]["id"] == SEED_ID
+    assert all(r["tier"] == "curated" for r in out[: next((k for k, r in enumerate(out) if r["tier"] == "site"),
+                                                          len(out))])
+    foreign = _errkb("search", "--db", str(store_db), "--json", "Singular", "matrix", "LinAlgError")
+    assert [r for r in json.loads(foreign.stdout) if r["tier"] == "site"] == []
+
+
+def test_the_batch_path_finds_what_the_per_text_path_finds():
+    """enrich's batch reader and explain's per-text reader give each line the same best site."""
+    from errkb.match.sites import SiteIndex
+
+    index = SiteIndex.load()
+    lines = [SITE_LINE, CURATED_LINE, *FOREIGN, "INFO all good", "",
+             "RuntimeError: CUDA error: device-side assert triggered",
+             "RuntimeError: CUDA error: no kernel image is available for execution on the device"]
+    batch = index.match_lines(lines)
+    for line, got in zip(lines, batch):
+        each = index.match(line)
+        assert (got.pattern if got else None) == (each[0].pattern if each else None), line
+    assert batch[0].sites[0].file == "vllm/sampling_params.py"
+    assert batch[-2].meaning and batch[-1].meaning  # the CUDA table, in the same scan
+    assert batch[2:5] == [None, None, None]
