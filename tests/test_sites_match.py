@@ -89,6 +89,20 @@ def test_cuda_table(tmp_path):
     assert index.match("device-side assert triggered") == []  # only on a line naming CUDA
 
 
+def test_nccl_table_from_the_bundled_data(tmp_path):
+    index = _index(tmp_path)
+    paste = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+             "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1\n"
+             "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.")
+    tables = [m for m in index.match(paste) if m.meaning]
+    assert [(m.trust, m.pattern, m.line_number) for m in tables] == [("nccl", "unhandled system error", 1)]
+    assert "NCCL_SOCKET_IFNAME" in tables[0].meaning and tables[0].describe()[0].startswith("NCCL error (line 1)")
+    # the generic strings only on a line naming NCCL
+    assert not [m for m in index.match("ValueError: internal error in my parser") if m.meaning]
+    invalid = [m.pattern for m in index.match("RuntimeError: NCCL error: invalid usage") if m.meaning]
+    assert invalid == ["invalid usage"]
+
+
 def test_linear_on_a_hostile_line(tmp_path):
     index = _index(tmp_path)
     line = "max_tokens must be " * 20000

@@ -202,13 +202,18 @@ class Site(_Plain):
 class SiteMatch(_Plain):
     """A message of the text that known sites raise: pattern, line_number (1-based line of
     the text where it matched; the first line of a multi-line one), trust ("strong" or
-    "half", see the trust rule; "cuda" for the CUDA table), sites (every site that raises
-    it), meaning (the CUDA table's explanation, else None). Never a fix."""
+    "half", see the trust rule; "cuda" or "nccl" for the curated CUDA and NCCL error tables),
+    sites (every site that raises it), meaning (the table's explanation, else None). Never a fix."""
 
     __slots__ = ("pattern", "line_number", "trust", "sites", "meaning")
 
     def __init__(self, pattern: str, line_number: int, trust: str, sites: tuple[Site, ...], meaning: str | None = None):
         super().__init__(pattern, line_number, trust, sites, meaning)
+
+    @property
+    def table_name(self) -> str:
+        """What a curated table's match is called ("CUDA runtime error", "NCCL error")."""
+        return _TABLES.get(self.trust, ("", "known site"))[1]
 
     def as_dict(self) -> dict:
         return {"tier": "site", "pattern": self.pattern, "line": self.line_number, "trust": self.trust,
@@ -216,7 +221,7 @@ class SiteMatch(_Plain):
 
     def describe(self) -> list[str]:
         if self.meaning is not None:
-            return [f"CUDA runtime error (line {self.line_number}): {self.meaning}"]
+            return [f"{self.table_name} (line {self.line_number}): {self.meaning}"]
         lines = [f"known site (line {self.line_number}), no fix: {self.pattern}"]
         for s in self.sites:
             lines.append("  " + s.describe())
@@ -252,7 +257,7 @@ class SiteIndex:
     @classmethod
     def load(cls, path: Path | None = None, cache: Path | None = None) -> SiteIndex:
         path = Path(path) if path is not None else default_path()
-        cuda = load_cuda_table(default_path().parent / "cuda_errors.json")  # curated: always the bundled table
+        cuda = load_error_tables(default_path().parent)  # curated: always the bundled tables
         if not path.exists():
             return cls(None, None, {"libraries": {}}, cuda)
         st = path.stat()
@@ -358,13 +363,15 @@ class SiteIndex:
         return SiteMatch(entry["p"], number, entry["t"], tuple(sites))
 
     def _cuda_matches(self, lines: list[str]) -> list[SiteMatch]:
+        """The curated tables' errors (CUDA runtime, NCCL), each on a line that names its library."""
         out = []
         for number, line in enumerate(lines, 1):
-            if "CUDA" not in line and "cuda" not in line:
+            named = {t for t, (word, _) in _TABLES.items() if word in line or word.lower() in line}
+            if not named:
                 continue
             for entry in self.cuda:
-                if entry["message"] in line:
-                    out.append(SiteMatch(entry["message"], number, "cuda", (), entry["meaning"]))
+                if entry["table"] in named and entry["message"] in line:
+                    out.append(SiteMatch(entry["message"], number, entry["table"], (), entry["meaning"]))
         return out
 
 
@@ -427,8 +434,21 @@ def _newest(ranges: str, releases: list[list]) -> str:
     return last.rsplit("-", 1)[-1] if last else (releases[-1][0] if releases else "")
 
 
+# trust level of a curated table's match -> (the word a line must hold, what its errors are called);
+# each is data/sites/<trust>_errors.json
+_TABLES = {"cuda": ("CUDA", "CUDA runtime error"), "nccl": ("NCCL", "NCCL error")}
+
+
+def load_error_tables(folder: Path) -> list[dict]:
+    """Every curated table's entries (CUDA runtime, NCCL), each with its ``table``."""
+    out = []
+    for table in _TABLES:
+        out.extend(dict(e, table=table) for e in load_cuda_table(folder / f"{table}_errors.json"))
+    return out
+
+
 def load_cuda_table(path: Path) -> list[dict]:
-    """The curated CUDA runtime error strings (message, meaning, code)."""
+    """The curated error strings of one table (message, meaning, code): CUDA's or NCCL's."""
     if not path.exists():
         return []
     try:
