@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from errkb.match.sites import SiteIndex, SiteIndexError, chunks_of, trust
+from errkb.match.sites import Site, SiteIndex, SiteIndexError, chunks_of, trust
 from errkb.mine.releases import Part
 from errkb.mine.site_index import SiteIndexData
 from errkb.mine.templates import Template
@@ -53,6 +53,8 @@ def test_match_lists_every_site_with_releases_and_link(tmp_path):
                             "self.max_tokens < 1; seen in vllm 0.2.7-0.6.3")
     assert s.source_url() == f"https://github.com/vllm-project/vllm/blob/{'a' * 40}/vllm/sampling_params.py#L200"
     assert m.as_dict()["tier"] == "site"
+    short = Site(*[{"commit": "9da56fd18", "release": "0.21.0"}.get(n, getattr(s, n)) for n in Site.__slots__])
+    assert short.source_url() == "https://github.com/vllm-project/vllm/blob/9da56fd18/vllm/sampling_params.py#L200"
 
 
 def test_trust_rule():

@@ -29,7 +29,9 @@ def _sdist(folder: Path, version: str) -> Path:
     top = f"flashinfer_python-{version}"
     files = {"PKG-INFO": f"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: {version}\n",
              "setup.py": SETUP, "pyproject.toml": "",
-             "flashinfer/page.py": MODULE, "include/flashinfer/run.cuh": HEADER}
+             "flashinfer/page.py": MODULE,
+             # setuptools-scm's, as vLLM's sdists carry it (their wheels name no commit)
+             "flashinfer/_version.py": "__version__ = version = '9.9.1'\n__commit_id__ = commit_id = 'g9da56fd18'\n", "include/flashinfer/run.cuh": HEADER}
     out = folder / f"{top}.tar.gz"
     with tarfile.open(out, "w:gz") as tar:
         for name, text in files.items():
@@ -52,6 +54,7 @@ def test_sdist_whose_metadata_step_fails_is_read_from_its_source(tmp_path, monke
     assert archive.name == "flashinfer-python-9.9.1.tar.gz"
     assert sorted(p.name for p in into.iterdir()) == [archive.name]  # pip's scratch is gone
     part = read_release(archive, LIBRARIES["flashinfer"], "9.9.1")
+    assert part.commit == "9da56fd18"
     patterns = {r["p"]: r for r in part.rows}
     assert patterns["Unsupported page_size_for_flashinfer_sdist_test: (.+?)"]["f"] == "flashinfer/page.py"
     assert patterns["head_dim of the sdist test kernel must be a multiple of 8, got (.+?)"]["k"] == "C++"

@@ -166,6 +166,9 @@ class _Plain:
         return f"{type(self).__name__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__) + ")"
 
 
+_COMMIT = re.compile(r"[0-9a-f]{7,40}")
+
+
 class Site(_Plain):
     """One place a message is raised, with the releases it was seen in: library, file,
     line, function, condition, kind (raise, assert, warn, log, factory, C++), error_class,
@@ -179,7 +182,7 @@ class Site(_Plain):
         """The line on GitHub at the release's commit, else at its tag (None without either)."""
         if not self.repo:
             return None
-        if self.commit and len(self.commit) == 40:
+        if self.commit and _COMMIT.fullmatch(self.commit):  # a short hash (vLLM's sdists give 9) resolves too
             return f"https://github.com/{self.repo}/blob/{self.commit}/{self.file}#L{self.line}"
         if self.release and re.fullmatch(r"\d+(?:\.\d+)*(?:\.post\d+)?", self.release):
             # no commit recorded: the release's tag (vLLM, PyTorch and FlashInfer tag releases vX.Y.Z)

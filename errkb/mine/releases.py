@@ -313,6 +313,16 @@ def _row_key(row: dict) -> tuple:
     return (row["p"], row["f"], row["fn"], row["k"], row["e"] or "", row["c"] or "")
 
 
+# setuptools-scm's version module in an sdist built from a git tag: __commit_id__ = commit_id = 'g9da56fd18'
+_SCM_COMMIT = re.compile(r"""^__commit_id__\s*=\s*commit_id\s*=\s*['"]g?([0-9a-f]{7,40})['"]""", re.M)
+
+
+def scm_commit(text: str) -> str | None:
+    """The commit a setuptools-scm ``_version.py`` names (vLLM's sdists carry one; its wheels do not)."""
+    m = _SCM_COMMIT.search(text)
+    return m.group(1) if m else None
+
+
 def commit_of(archive: Path, library: str, version: str) -> str | None:
     """The release's commit: the archive's own record of it (a full sha in its version
     module), else a short hash in the version (vLLM dev wheels), else the committed
@@ -327,4 +337,26 @@ def commit_of(archive: Path, library: str, version: str) -> str | None:
             return prov.sha
     if m:
         return m.group(1)
+    if archive.is_file() and archive.name.endswith(".tar.gz"):
+        found = _sdist_scm_commit(archive)
+        if found:
+            return found
     return tag_commits(library).get(version)
+
+
+def _sdist_scm_commit(archive: Path) -> str | None:
+    """The commit an sdist's top-level package's setuptools-scm ``_version.py`` names."""
+    import tarfile
+
+    try:
+        with tarfile.open(archive) as tar:
+            for member in tar:
+                parts = member.name.split("/")
+                if len(parts) == 3 and parts[2] == "_version.py" and member.isfile() and member.size < 100_000:
+                    handle = tar.extractfile(member)
+                    found = scm_commit(handle.read().decode("utf-8", "replace")) if handle else None
+                    if found:
+                        return found
+    except (tarfile.TarError, OSError, EOFError):
+        return None  # not a tar: read_release says so, with the file's name
+    return None
