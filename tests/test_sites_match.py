@@ -27,7 +27,7 @@ def _index(tmp_path):
         {"p": MAX_TOKENS, "f": "vllm/entrypoints/openai/protocol.py", "n": 50, "fn": "Request.check", "c": None,
          "k": "raise", "e": "ValueError"},
         {"p": "Invalid value (.+?)", "f": "vllm/x.py", "n": 3, "fn": "f", "c": None, "k": "raise", "e": "ValueError"},
-        {"p": "The model configuration is not supported by this particular backend of the engine", "f": "vllm/y.py",
+        {"p": "The model configuration is not supported by this particular backend", "f": "vllm/y.py",
          "n": 9, "fn": "g", "c": None, "k": "log", "e": "WARNING"},
     ]
     for version, rows, commit in (("0.2.7", rows_old, None), ("0.6.3", rows_new, "a" * 40)):
@@ -66,6 +66,9 @@ def test_trust_rule():
     assert trust("array must be at least 2-d or more")[0] is None  # under 30 letters/digits
     assert trust("module (.+?) has no attribute (.+?)")[0] is None  # Python's own message
     assert trust("(.+?)" + "a" * 30 + "(.+?)")[0] is None  # no whole word to anchor on
+    # a long sentence is specific on any line (c10d's, pasted behind a long log prefix)
+    assert trust(r"Failed to recv, got 0 bytes\. Connection was likely closed\. "
+                 r"Did the remote server shutdown or crash\?")[0] == "strong"
 
 
 def test_half_rule_needs_half_the_line(tmp_path):

@@ -11,9 +11,11 @@ one call costs the text's length plus the candidates whose anchor the text holds
 **The trust rule.** A mined pattern is served only when it is specific enough that
 another library's message will not match it: at least ``MIN_LITERAL_ALNUM`` literal
 letters/digits, and either a *rare token* (an identifier-like word: ``max_tokens``,
-``SupportsPP``, ``fp8``, ``torch.cuda``) or literal text covering at least half the
-line it matched (then at least ``MIN_PROSE_ALNUM`` letters/digits, and not beginning
-with a wildcard). Patterns that match one of Python's own messages are never served.
+``SupportsPP``, ``fp8``, ``torch.cuda``), or at least ``MIN_SENTENCE_ALNUM`` literal
+letters/digits (a long sentence of prose: C++ messages such as c10d's "Failed to recv, got
+0 bytes. Connection was likely closed. ..." are pasted behind a long log prefix), or literal
+text covering at least half the line it matched (then at least ``MIN_PROSE_ALNUM``
+letters/digits, and not beginning with a wildcard). Patterns that match one of Python's own messages are never served.
 The rule's measure on foreign messages is in docs/mining.md.
 
 The shipped file is gzip'd JSON lines (reproducible bytes, see errkb.mine.site_index);
@@ -42,7 +44,10 @@ MIN_LITERAL_ALNUM = 20
 # message as much as vLLM's): it needs more literal text, and a literal subject (not a
 # leading wildcard), besides covering half the line. Measured on numpy/scipy/transformers.
 MIN_PROSE_ALNUM = 30
-_CACHE_FORMAT = "sites-cache-v3"  # in the cache files' names: bump when the layout or the trust rule changes
+# Prose this long is one message's own sentence wherever it appears: served on any line
+# (measured on the same foreign messages: see docs/mining.md).
+MIN_SENTENCE_ALNUM = 60
+_CACHE_FORMAT = "sites-cache-v4"  # in the cache files' names: bump when the layout or the trust rule changes
 # On one line, at most this many candidate patterns are verified (most specific first):
 # the bound that keeps a hostile line of anchor words linear.
 MAX_CANDIDATES_PER_LINE = 256
@@ -133,7 +138,7 @@ def trust(pattern: str, chunks: list[str | None] | None = None) -> tuple[str | N
         return None, None, len(literal)
     rare = [w for w in words if is_rare_token(w)]
     anchor = max(rare or words, key=len)
-    if rare:
+    if rare or sum(ch.isalnum() for ch in literal) >= MIN_SENTENCE_ALNUM:
         return "strong", anchor, len(literal)
     if sum(ch.isalnum() for ch in literal) < MIN_PROSE_ALNUM or chunks[0] is None:
         return None, None, len(literal)
@@ -510,7 +515,8 @@ def _build_cache(index_path: Path, stem: Path) -> None:
     # among its rare tokens when it has any: candidates per line stay few.
     anchors: dict[str, list[int]] = {}
     for i, (_, level, _, words) in enumerate(kept):
-        pool = [w for w in words if is_rare_token(w)] if level == "strong" else list(words)
+        # a strong pattern's rare tokens; a long sentence without one has only plain words
+        pool = [w for w in words if is_rare_token(w)] or list(words)
         # A short or numeric word ("n", "512") is in every other log line: never the anchor
         # while the pattern has a longer one.
         pool = [w for w in pool if len(w) >= 4 and not w.isdigit()] or pool
