@@ -514,7 +514,7 @@ def _build_cache(index_path: Path, stem: Path) -> None:
     # The anchor is the pattern's rarest whole word in the index (fewest patterns hold it),
     # among its rare tokens when it has any: candidates per line stay few.
     anchors: dict[str, list[int]] = {}
-    for i, (_, level, _, words) in enumerate(kept):
+    for i, (_, _, _, words) in enumerate(kept):
         # a strong pattern's rare tokens; a long sentence without one has only plain words
         pool = [w for w in words if is_rare_token(w)] or list(words)
         # A short or numeric word ("n", "512") is in every other log line: never the anchor
