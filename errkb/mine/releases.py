@@ -260,7 +260,17 @@ def read_release(archive: Path, library: Library, version: str, commit: str | No
         commit = commit_of(archive, library.name, version)
     part = Part(library.name, version, commit)
     skipped: list[tuple[str, str]] = []
-    members = archive_members(archive, _wanted(library), skipped)
+    wanted = _wanted(library)
+    if archive.name.endswith((".tar.gz", ".tgz", ".tar")):
+        # An sdist also holds setup.py, examples/, benchmarks/, tools/: only what the wheel
+        # would install (the package) and, for a C++ library, its include/ and csrc/.
+        package = library.distribution.split("-")[0].replace("-", "_")
+        roots = (package, "include", "csrc") if library.cpp else (package,)
+        sdist_wanted = wanted
+
+        def wanted(name: str) -> bool:
+            return name.split("/", 1)[0] in roots and sdist_wanted(name)
+    members = archive_members(archive, wanted, skipped)
     seen: set[tuple] = set()
     try:
         for name, data in members:
