@@ -9,11 +9,18 @@
         site pattern matches (false matches: another library's message pinned to a
         vLLM/PyTorch/FlashInfer site), with and without the trust rule. Also the share of
         the index's own messages that still match (the rule's cost).
+    python -m bench.bench_sites pastes [FIXTURE] [--json]
+        Real pastes from public issues (tests/fixtures/pastes_sites.jsonl: text, source,
+        what must answer) through `errkb explain --json` of the errkb on PYTHONPATH: per
+        paste curated / right site / wrong site / nothing. Run it with PYTHONPATH at
+        another checkout (main) for the before figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import subprocess
 import sys
@@ -119,6 +126,47 @@ def foreign(wheels: list[Path]) -> None:
           f"matched when pasted alone {found}/{len(own)} ({found / max(1, len(own)):.1%})")
 
 
+_FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "pastes_sites.jsonl"
+
+
+def judge(paste: dict, answer: dict) -> str:
+    """What ``errkb explain --json`` gave one paste of the fixture: "curated" (a record
+    answered), else "right", "wrong" or "nothing" against the paste's ``expect``:
+    ``site`` (a code site in one of ``files``), ``table`` (the CUDA or NCCL table named
+    ``table``) or ``none`` (the message's site is not covered: any code site is wrong)."""
+    if any(m.get("tier") in ("curated", "variant") for m in answer.get("matches", [])):
+        return "curated"
+    matches = answer.get("sites") or []
+    tables = {m["trust"] for m in matches if m.get("meaning")}
+    files = [s["file"] for m in matches if not m.get("meaning") for s in m["sites"]]
+    expect = paste["expect"]
+    if expect == "table":
+        return "right" if paste["table"] in tables else ("wrong" if files or tables else "nothing")
+    if expect == "site":
+        if any(f.startswith(tuple(paste["files"])) for f in files):
+            return "right"
+        return "wrong" if files else "nothing"
+    return "wrong" if files else "nothing"
+
+
+def pastes(fixture: Path, as_json: bool) -> None:
+    rows = [json.loads(line) for line in fixture.read_text(encoding="utf-8").splitlines() if line.strip()]
+    counts: dict[str, int] = {}
+    out = []
+    for paste in rows:
+        run = subprocess.run([sys.executable, "-m", "errkb", "explain", "--json", paste["text"]],
+                             capture_output=True, text=True, env=dict(os.environ), check=False)
+        verdict = judge(paste, json.loads(run.stdout)) if run.stdout.strip() else f"error (exit {run.returncode})"
+        counts[verdict] = counts.get(verdict, 0) + 1
+        out.append({"source": paste["source"], "expect": paste["expect"], "verdict": verdict})
+    if as_json:
+        print(json.dumps({"pastes": len(rows), "counts": counts, "each": out}, indent=1))
+        return
+    for row in out:
+        print(f"{row['verdict']:8} {row['expect']:6} {row['source']}")
+    print(f"{len(rows)} pastes: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -126,9 +174,14 @@ def main() -> None:
     c.add_argument("--runs", type=int, default=7)
     f = sub.add_parser("foreign")
     f.add_argument("wheels", nargs="+", type=Path)
+    p = sub.add_parser("pastes")
+    p.add_argument("fixture", nargs="?", type=Path, default=_FIXTURE)
+    p.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.what == "cold":
         cold(args.runs)
+    elif args.what == "pastes":
+        pastes(args.fixture, args.json)
     else:
         foreign(args.wheels)
 

@@ -4,6 +4,8 @@ exception factories; C++ checks (TORCH_CHECK, FLASHINFER_CHECK/ERROR, throw, oss
 
 from __future__ import annotations
 
+import re
+
 from errkb.mine.cpp_sites import cpp_sites
 from errkb.mine.raise_sites import ALL_KINDS, sites_in_source
 
@@ -88,3 +90,46 @@ def test_cpp_checks_errors_throws_and_streams():
     assert not any("commented out" in p for p in patterns)
     # C++ it cannot follow is a reason, never a guess or a crash.
     assert [s.reason for s in sites if s.template is None] == ["argument list not closed within 6000 characters"]
+
+
+# PyTorch's own C++ forms, as its wheels' headers hold them (c10/util/Exception.h,
+# torch/csrc/distributed/c10d/NCCLUtils.hpp): a typed check inside a macro body whose
+# message is a variable built with +, C10_THROW_ERROR, c10::str, an unconditional check.
+TORCH_CPP = r'''
+#define C10D_NCCL_CHECK(cmd, failureReason)                                   \
+  do {                                                                        \
+    ncclResult_t result = cmd;                                                \
+    if (result != ncclSuccess) {                                              \
+      std::string err = "NCCL error in: " + std::string(__FILE__) + ":" +     \
+          std::to_string(__LINE__) + ", " + ncclGetErrorWithVersion(result) + \
+          "\n" + getNcclErrorDetailStr(result, failureReason);                \
+      TORCH_CHECK_WITH(DistBackendError, false, err);                         \
+    }                                                                         \
+  } while (0)
+
+inline void checkSplitSizes(const std::vector<int64_t>& split_sizes, int group_size) {
+  TORCH_CHECK(
+      split_sizes.size() == group_size,
+      "Number of tensor splits not equal to group size");
+  auto msg = c10::str("Socket Timeout after ", elapsed, " ms waiting for rank ", rank);
+  C10_THROW_ERROR(DistNetworkError, msg);
+  TORCH_CHECK(false, c10::str("Expected all tensors on device ", device, ", got ", other));
+  TORCH_CHECK(ok, message_from_caller);
+}
+'''
+
+
+def test_pytorch_cpp_forms():
+    sites = list(cpp_sites(TORCH_CPP, "torch/csrc/distributed/c10d/NCCLUtils.hpp"))
+    patterns = {s.template.pattern(): s for s in sites if s.template}
+    nccl = patterns[r"NCCL error in: ([\s\S]+?):([\s\S]+?), ([\s\S]+?)\n([\s\S]+?)"]
+    assert (nccl.error_class, nccl.line, nccl.condition) == ("DistBackendError", 9, None)
+    assert patterns["Number of tensor splits not equal to group size"].condition == (
+        "not (split_sizes.size() == group_size)")
+    timeout = patterns["Socket Timeout after (.+?) ms waiting for rank (.+?)"]
+    assert (timeout.error_class, timeout.function) == ("DistNetworkError", "checkSplitSizes")
+    assert "Expected all tensors on device (.+?), got (.+?)" in patterns
+    # a message handed in by the caller is not guessed
+    assert [s.reason for s in sites if s.template is None] == ["message is a variable not defined nearby"]
+    assert re.search(nccl.template.pattern(), "NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error "
+                     "(run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\nncclSystemError: System call")

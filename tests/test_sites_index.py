@@ -85,3 +85,20 @@ def test_shipped_index_is_canonical():
     shipped = SiteIndexData.load(SHIPPED)
     assert gzip.decompress(shipped.dumps()) == gzip.decompress(SHIPPED.read_bytes())
     assert set(shipped.releases) == {"vllm", "torch", "flashinfer"}
+
+
+def test_build_stamps_a_commit_the_tag_map_learned_later(tmp_path):
+    """vLLM's wheels name no commit; once tags.json has one (from the release's sdist), any
+    build writes it into the header without reading the release again."""
+    from errkb.mine.releases import tag_commits
+    from errkb.mine.site_build import build
+
+    version, commit = "0.16.0", tag_commits("vllm")["0.16.0"]
+    index = SiteIndexData()
+    index.add(_part(version, [_row("a message raised in one release only")]))
+    index.add(_part("0.1.9", [_row("a message raised in one release only")]))
+    path = tmp_path / "sites.jsonl.gz"
+    index.write(path)
+    build([], path)
+    releases = dict(SiteIndexData.load(path).releases["vllm"])
+    assert releases == {"0.1.9": None, version: commit}

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from errkb.match.sites import SiteIndex, SiteIndexError, chunks_of, trust
+from errkb.match.sites import Site, SiteIndex, SiteIndexError, chunks_of, trust
 from errkb.mine.releases import Part
 from errkb.mine.site_index import SiteIndexData
 from errkb.mine.templates import Template
@@ -27,7 +27,7 @@ def _index(tmp_path):
         {"p": MAX_TOKENS, "f": "vllm/entrypoints/openai/protocol.py", "n": 50, "fn": "Request.check", "c": None,
          "k": "raise", "e": "ValueError"},
         {"p": "Invalid value (.+?)", "f": "vllm/x.py", "n": 3, "fn": "f", "c": None, "k": "raise", "e": "ValueError"},
-        {"p": "The model configuration is not supported by this particular backend of the engine", "f": "vllm/y.py",
+        {"p": "The model configuration is not supported by this particular backend", "f": "vllm/y.py",
          "n": 9, "fn": "g", "c": None, "k": "log", "e": "WARNING"},
     ]
     for version, rows, commit in (("0.2.7", rows_old, None), ("0.6.3", rows_new, "a" * 40)):
@@ -53,6 +53,8 @@ def test_match_lists_every_site_with_releases_and_link(tmp_path):
                             "self.max_tokens < 1; seen in vllm 0.2.7-0.6.3")
     assert s.source_url() == f"https://github.com/vllm-project/vllm/blob/{'a' * 40}/vllm/sampling_params.py#L200"
     assert m.as_dict()["tier"] == "site"
+    short = Site(*[{"commit": "9da56fd18", "release": "0.21.0"}.get(n, getattr(s, n)) for n in Site.__slots__])
+    assert short.source_url() == "https://github.com/vllm-project/vllm/blob/9da56fd18/vllm/sampling_params.py#L200"
 
 
 def test_trust_rule():
@@ -64,6 +66,9 @@ def test_trust_rule():
     assert trust("array must be at least 2-d or more")[0] is None  # under 30 letters/digits
     assert trust("module (.+?) has no attribute (.+?)")[0] is None  # Python's own message
     assert trust("(.+?)" + "a" * 30 + "(.+?)")[0] is None  # no whole word to anchor on
+    # a long sentence is specific on any line (c10d's, pasted behind a long log prefix)
+    assert trust(r"Failed to recv, got 0 bytes\. Connection was likely closed\. "
+                 r"Did the remote server shutdown or crash\?")[0] == "strong"
 
 
 def test_half_rule_needs_half_the_line(tmp_path):
@@ -87,6 +92,20 @@ def test_cuda_table(tmp_path):
     (m,) = index.match("RuntimeError: CUDA error: device-side assert triggered\nCUDA kernel errors might be ...")
     assert m.trust == "cuda" and "index out of range" in m.meaning
     assert index.match("device-side assert triggered") == []  # only on a line naming CUDA
+
+
+def test_nccl_table_from_the_bundled_data(tmp_path):
+    index = _index(tmp_path)
+    paste = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+             "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1\n"
+             "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.")
+    tables = [m for m in index.match(paste) if m.meaning]
+    assert [(m.trust, m.pattern, m.line_number) for m in tables] == [("nccl", "unhandled system error", 1)]
+    assert "NCCL_SOCKET_IFNAME" in tables[0].meaning and tables[0].describe()[0].startswith("NCCL error (line 1)")
+    # the generic strings only on a line naming NCCL
+    assert not [m for m in index.match("ValueError: internal error in my parser") if m.meaning]
+    invalid = [m.pattern for m in index.match("RuntimeError: NCCL error: invalid usage") if m.meaning]
+    assert invalid == ["invalid usage"]
 
 
 def test_linear_on_a_hostile_line(tmp_path):

@@ -66,7 +66,7 @@ def _known_sites(page: _Page, sites: list, heading: str) -> None:
     page.prose(heading, 0, style="heading")
     for m in sites:
         if m.meaning is not None:
-            page.prose(f"CUDA runtime error: {m.meaning}", 2, 4)
+            page.prose(f"{m.table_name}: {m.meaning}", 2, 4)
             continue
         page.prose(_template(m.pattern), 2, 4, style="title")
         for site in m.sites:

@@ -11,9 +11,11 @@ one call costs the text's length plus the candidates whose anchor the text holds
 **The trust rule.** A mined pattern is served only when it is specific enough that
 another library's message will not match it: at least ``MIN_LITERAL_ALNUM`` literal
 letters/digits, and either a *rare token* (an identifier-like word: ``max_tokens``,
-``SupportsPP``, ``fp8``, ``torch.cuda``) or literal text covering at least half the
-line it matched (then at least ``MIN_PROSE_ALNUM`` letters/digits, and not beginning
-with a wildcard). Patterns that match one of Python's own messages are never served.
+``SupportsPP``, ``fp8``, ``torch.cuda``), or at least ``MIN_SENTENCE_ALNUM`` literal
+letters/digits (a long sentence of prose: C++ messages such as c10d's "Failed to recv, got
+0 bytes. Connection was likely closed. ..." are pasted behind a long log prefix), or literal
+text covering at least half the line it matched (then at least ``MIN_PROSE_ALNUM``
+letters/digits, and not beginning with a wildcard). Patterns that match one of Python's own messages are never served.
 The rule's measure on foreign messages is in docs/mining.md.
 
 The shipped file is gzip'd JSON lines (reproducible bytes, see errkb.mine.site_index);
@@ -42,7 +44,10 @@ MIN_LITERAL_ALNUM = 20
 # message as much as vLLM's): it needs more literal text, and a literal subject (not a
 # leading wildcard), besides covering half the line. Measured on numpy/scipy/transformers.
 MIN_PROSE_ALNUM = 30
-_CACHE_FORMAT = "sites-cache-v3"  # in the cache files' names: bump when the layout or the trust rule changes
+# Prose this long is one message's own sentence wherever it appears: served on any line
+# (measured on the same foreign messages: see docs/mining.md).
+MIN_SENTENCE_ALNUM = 60
+_CACHE_FORMAT = "sites-cache-v4"  # in the cache files' names: bump when the layout or the trust rule changes
 # On one line, at most this many candidate patterns are verified (most specific first):
 # the bound that keeps a hostile line of anchor words linear.
 MAX_CANDIDATES_PER_LINE = 256
@@ -133,7 +138,7 @@ def trust(pattern: str, chunks: list[str | None] | None = None) -> tuple[str | N
         return None, None, len(literal)
     rare = [w for w in words if is_rare_token(w)]
     anchor = max(rare or words, key=len)
-    if rare:
+    if rare or sum(ch.isalnum() for ch in literal) >= MIN_SENTENCE_ALNUM:
         return "strong", anchor, len(literal)
     if sum(ch.isalnum() for ch in literal) < MIN_PROSE_ALNUM or chunks[0] is None:
         return None, None, len(literal)
@@ -166,6 +171,9 @@ class _Plain:
         return f"{type(self).__name__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__) + ")"
 
 
+_COMMIT = re.compile(r"[0-9a-f]{7,40}")
+
+
 class Site(_Plain):
     """One place a message is raised, with the releases it was seen in: library, file,
     line, function, condition, kind (raise, assert, warn, log, factory, C++), error_class,
@@ -179,7 +187,7 @@ class Site(_Plain):
         """The line on GitHub at the release's commit, else at its tag (None without either)."""
         if not self.repo:
             return None
-        if self.commit and len(self.commit) == 40:
+        if self.commit and _COMMIT.fullmatch(self.commit):  # a short hash (vLLM's sdists give 9) resolves too
             return f"https://github.com/{self.repo}/blob/{self.commit}/{self.file}#L{self.line}"
         if self.release and re.fullmatch(r"\d+(?:\.\d+)*(?:\.post\d+)?", self.release):
             # no commit recorded: the release's tag (vLLM, PyTorch and FlashInfer tag releases vX.Y.Z)
@@ -202,13 +210,18 @@ class Site(_Plain):
 class SiteMatch(_Plain):
     """A message of the text that known sites raise: pattern, line_number (1-based line of
     the text where it matched; the first line of a multi-line one), trust ("strong" or
-    "half", see the trust rule; "cuda" for the CUDA table), sites (every site that raises
-    it), meaning (the CUDA table's explanation, else None). Never a fix."""
+    "half", see the trust rule; "cuda" or "nccl" for the curated CUDA and NCCL error tables),
+    sites (every site that raises it), meaning (the table's explanation, else None). Never a fix."""
 
     __slots__ = ("pattern", "line_number", "trust", "sites", "meaning")
 
     def __init__(self, pattern: str, line_number: int, trust: str, sites: tuple[Site, ...], meaning: str | None = None):
         super().__init__(pattern, line_number, trust, sites, meaning)
+
+    @property
+    def table_name(self) -> str:
+        """What a curated table's match is called ("CUDA runtime error", "NCCL error")."""
+        return _TABLES.get(self.trust, ("", "known site"))[1]
 
     def as_dict(self) -> dict:
         return {"tier": "site", "pattern": self.pattern, "line": self.line_number, "trust": self.trust,
@@ -216,7 +229,7 @@ class SiteMatch(_Plain):
 
     def describe(self) -> list[str]:
         if self.meaning is not None:
-            return [f"CUDA runtime error (line {self.line_number}): {self.meaning}"]
+            return [f"{self.table_name} (line {self.line_number}): {self.meaning}"]
         lines = [f"known site (line {self.line_number}), no fix: {self.pattern}"]
         for s in self.sites:
             lines.append("  " + s.describe())
@@ -256,7 +269,7 @@ class SiteIndex:
     @classmethod
     def load(cls, path: Path | None = None, cache: Path | None = None) -> SiteIndex:
         path = Path(path) if path is not None else default_path()
-        cuda = load_cuda_table(default_path().parent / "cuda_errors.json")  # curated: always the bundled table
+        cuda = load_error_tables(default_path().parent)  # curated: always the bundled tables
         if not path.exists():
             return cls(None, None, {"libraries": {}}, cuda)
         st = path.stat()
@@ -413,11 +426,14 @@ class SiteIndex:
                     if site is None:
                         site = self._batch_found[i] = self._site_match(1, i)
                     out[n] = site
-                elif ("CUDA" in line or "cuda" in line) and any(i < 0 for i in ids):
-                    # the CUDA table's messages are literals of the same scan (ids -1, -2, ...)
+                elif any(i < 0 for i in ids):
+                    # the curated tables' messages are literals of the same scan (ids -1, -2, ...),
+                    # each served on a line that names its library, as _cuda_matches serves them
                     for k in sorted(-1 - i for i in ids if i < 0):
-                        if cuda[k]["message"] in line:
-                            out[n] = SiteMatch(cuda[k]["message"], 1, "cuda", (), cuda[k]["meaning"])
+                        entry = cuda[k]
+                        word = _TABLES.get(entry.get("table", "cuda"), ("CUDA",))[0]
+                        if (word in line or word.lower() in line) and entry["message"] in line:
+                            out[n] = SiteMatch(entry["message"], 1, entry.get("table", "cuda"), (), entry["meaning"])
                             break
         return out
 
@@ -502,13 +518,15 @@ class SiteIndex:
         return SiteMatch(entry["p"], number, entry["t"], sites_of(entry["rows"], self.header.get("libraries", {})))
 
     def _cuda_matches(self, lines: list[str]) -> list[SiteMatch]:
+        """The curated tables' errors (CUDA runtime, NCCL), each on a line that names its library."""
         out = []
         for number, line in enumerate(lines, 1):
-            if "CUDA" not in line and "cuda" not in line:
+            named = {t for t, (word, _) in _TABLES.items() if word in line or word.lower() in line}
+            if not named:
                 continue
             for entry in self.cuda:
-                if entry["message"] in line:
-                    out.append(SiteMatch(entry["message"], number, "cuda", (), entry["meaning"]))
+                if entry["table"] in named and entry["message"] in line:
+                    out.append(SiteMatch(entry["message"], number, entry["table"], (), entry["meaning"]))
         return out
 
 
@@ -593,8 +611,21 @@ def _newest(ranges: str, releases: list[list]) -> str:
     return last.rsplit("-", 1)[-1] if last else (releases[-1][0] if releases else "")
 
 
+# trust level of a curated table's match -> (the word a line must hold, what its errors are called);
+# each is data/sites/<trust>_errors.json
+_TABLES = {"cuda": ("CUDA", "CUDA runtime error"), "nccl": ("NCCL", "NCCL error")}
+
+
+def load_error_tables(folder: Path) -> list[dict]:
+    """Every curated table's entries (CUDA runtime, NCCL), each with its ``table``."""
+    out = []
+    for table in _TABLES:
+        out.extend(dict(e, table=table) for e in load_cuda_table(folder / f"{table}_errors.json"))
+    return out
+
+
 def load_cuda_table(path: Path) -> list[dict]:
-    """The curated CUDA runtime error strings (message, meaning, code)."""
+    """The curated error strings of one table (message, meaning, code): CUDA's or NCCL's."""
     if not path.exists():
         return []
     try:
@@ -662,7 +693,8 @@ def served_patterns(index_path: Path | None = None) -> tuple[dict, list[Served]]
     # among its rare tokens when it has any: candidates per line stay few.
     served = []
     for i, (pattern, level, length, words) in enumerate(kept):
-        pool = [w for w in words if is_rare_token(w)] if level == "strong" else list(words)
+        # a strong pattern's rare tokens; a long sentence without one has only plain words
+        pool = [w for w in words if is_rare_token(w)] or list(words)
         # A short or numeric word ("n", "512") is in every other log line: never the anchor
         # while the pattern has a longer one.
         pool = [w for w in pool if len(w) >= 4 and not w.isdigit()] or pool

@@ -24,19 +24,27 @@ _CHECKS = ("TORCH_CHECK", "TORCH_CHECK_VALUE", "TORCH_CHECK_TYPE", "TORCH_CHECK_
            "TORCH_CHECK_LINALG", "TORCH_INTERNAL_ASSERT", "FLASHINFER_CHECK", "STD_TORCH_CHECK")
 # Errors whose every argument is a piece of the message.
 _ERRORS = ("FLASHINFER_ERROR", "AT_ERROR", "TORCH_WARN", "TORCH_WARN_ONCE")
+# c10's: the first argument names the error class (c10::<Type>), then as above.
+_TYPED_CHECKS = ("TORCH_CHECK_WITH",)  # (Type, cond, msg...)
+_TYPED_ERRORS = ("C10_THROW_ERROR",)  # (Type, msg...)
 _CLASS = {"TORCH_CHECK_VALUE": "ValueError", "TORCH_CHECK_TYPE": "TypeError", "TORCH_CHECK_INDEX": "IndexError",
           "TORCH_CHECK_NOT_IMPLEMENTED": "NotImplementedError", "TORCH_CHECK_LINALG": "LinAlgError",
           "TORCH_WARN": "UserWarning", "TORCH_WARN_ONCE": "UserWarning"}
-_SITE = re.compile(r"\b(" + "|".join(sorted(_CHECKS + _ERRORS, key=len, reverse=True)) + r")\s*\(|"
+_SITE = re.compile(r"\b(" + "|".join(sorted(_CHECKS + _ERRORS + _TYPED_CHECKS + _TYPED_ERRORS, key=len, reverse=True)) + r")\s*\(|"
                    r"\bthrow\s+(?:std::)?([A-Za-z_]\w*(?:_error|Error|_argument|_range|Exception))\s*\(")
 # An argument list longer than this is not a message a person wrote.
 _MAX_ARGS_CHARS = 6000
 _MIN_LITERAL_ALNUM = 4
+_MAX_CONDITION = 160
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "0": "\0", "a": "\a", "b": "\b",
             "f": "\f", "v": "\v", "?": "?"}
 _DEFINITION = re.compile(r"^(?!(?:if|for|while|switch|return|else|do|case|template|namespace|class|struct)\b)"
                          r"[A-Za-z_][\w:<>,\*&\s]*?\b([A-Za-z_]\w*(?:::~?[A-Za-z_]\w*)*)\s*\(")
 _STREAM = re.compile(r"^\s*([A-Za-z_]\w*)\.str\(\)\s*$")
+_NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*$")
+_STR_CALL = re.compile(r"^\s*(?:c10::)?str\s*\(")
+# How far back a message variable's definition is looked for.
+_LOOK_BACK = 4000
 
 
 @dataclass
@@ -53,6 +61,8 @@ class CppSite:
 
 def cpp_sites(text: str, file: str) -> Iterator[CppSite]:
     """Every check, error macro and ``throw`` of one C++/CUDA source, templated where possible."""
+    # A macro body's line continuations are blanks to the scan (same length: offsets hold).
+    text = text.replace("\\\n", " \n")
     line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
     definitions = _definitions(text, line_starts)
     def_lines = [d[0] for d in definitions]
@@ -67,10 +77,15 @@ def cpp_sites(text: str, file: str) -> Iterator[CppSite]:
         condition, template, reason = None, None, None
         try:
             args = _arguments(text, m.end())
-            if macro in _CHECKS:
+            if macro in _TYPED_CHECKS + _TYPED_ERRORS:
+                if len(args) < 2:
+                    raise NoTemplate("typed check without an error class")
+                error_class = args[0].split("::")[-1]
+                args = args[1:]
+            if macro in _CHECKS + _TYPED_CHECKS:
                 if not args:
                     raise NoTemplate("check without a condition")
-                condition = "not (" + " ".join(args[0].split()) + ")"
+                condition = _condition(args[0])
                 pieces = args[1:]
             elif macro:
                 pieces = args
@@ -78,14 +93,21 @@ def cpp_sites(text: str, file: str) -> Iterator[CppSite]:
                 if len(args) != 1:
                     raise NoTemplate("exception built from several arguments")
                 pieces = _split_top(args[0], "+")
-            if len(pieces) == 1:
-                stream = _STREAM.match(pieces[0])
-                if stream:
-                    pieces = _stream_pieces(text[max(0, m.start() - 4000) : m.start()], stream.group(1))
+            pieces = _expand(pieces, text[max(0, m.start() - _LOOK_BACK) : m.start()])
             template = _template(pieces)
         except NoTemplate as e:
             reason = str(e)
         yield CppSite(file, line, function, error_class, template, condition, reason)
+
+
+def _condition(expr: str) -> str | None:
+    """The failing condition of a check, one line, comments out; None for ``false`` (always raised)."""
+    expr = " ".join(re.sub(r"//[^\n]*|/\*.*?\*/", " ", expr, flags=re.S).split())
+    if expr in ("false", "0"):
+        return None
+    if len(expr) > _MAX_CONDITION:
+        expr = expr[: _MAX_CONDITION - 3].rstrip() + "..."
+    return f"not ({expr})"
 
 
 def _in_comment_or_define(text: str, pos: int) -> bool:
@@ -185,6 +207,60 @@ def _split_top(expr: str, op: str) -> list[str]:
         i += 1
     parts.append(expr[start:])
     return [p.strip() for p in parts if p.strip()]
+
+
+def _expand(pieces: list[str], before: str) -> list[str]:
+    """The message's pieces with ``oss.str()``, ``c10::str(a, b)`` and a message variable
+    (``std::string err = "a" + x;`` or ``auto msg = c10::str(...)`` above the check)
+    replaced by what they are built from."""
+    if len(pieces) == 1:
+        stream = _STREAM.match(pieces[0])
+        if stream:
+            return _stream_pieces(before, stream.group(1))
+        name = _NAME.match(pieces[0])
+        if name and not name.group(1).isupper():
+            return _expand(_variable_pieces(before, name.group(1)), "")
+    out: list[str] = []
+    for piece in pieces:
+        call = _STR_CALL.match(piece)
+        if call and piece.rstrip().endswith(")"):
+            inner = piece.rstrip()[:-1]
+            out.extend(_arguments(inner + ")", call.end()))
+        else:
+            out.append(piece)
+    return out
+
+
+def _variable_pieces(before: str, name: str) -> list[str]:
+    """What the message variable ``name`` is first assigned (``std::string name = a + "b";``)."""
+    decl = list(re.finditer(r"\b(?:const\s+)?(?:std::string|auto)\s*&?\s*" + re.escape(name) + r"\s*=", before))
+    if not decl:
+        raise NoTemplate("message is a variable not defined nearby")
+    body = before[decl[-1].end() :]
+    end = _statement_end(body)
+    expr = body[:end].strip()
+    call = _STR_CALL.match(expr)
+    if call and expr.endswith(")"):
+        return _arguments(expr, call.end())
+    return _split_top(expr, "+")
+
+
+def _statement_end(body: str) -> int:
+    """The offset of the ``;`` that ends the statement ``body`` begins (literals respected)."""
+    i, depth = 0, 0
+    while i < len(body):
+        ch = body[i]
+        if ch in "\"'":
+            i = _end_of_literal(body, i, ch, len(body))
+            continue
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == ";" and depth <= 0:
+            return i
+        i += 1
+    raise NoTemplate("message variable's statement not closed")
 
 
 def _stream_pieces(before: str, name: str) -> list[str]:

@@ -35,6 +35,11 @@ class Library:
     repo: str  # owner/name on GitHub
     pip_args: tuple[str, ...]  # how to ask pip for a small archive whose messages are the library's
     cpp: bool = False  # read C++/CUDA members under include/ and csrc/ too
+    # C++ headers the wheel ships from the library's own source: (prefix in the wheel,
+    # the same folder in the repository). PyTorch's wheels hold no .cpp, but its headers
+    # (c10, ATen, torch/csrc: TORCH_CHECK, C10_THROW_ERROR, c10d's NCCL checks) are there.
+    headers: tuple[tuple[str, str], ...] = ()
+    skip_headers: tuple[str, ...] = ()  # prefixes in the wheel left out (generated code)
     # Python versions whose wheel to ask for, in turn (old releases stop before new Pythons,
     # new ones drop old Pythons).
     pythons: tuple[str, ...] = ("3.11", "3.10", "3.12", "3.13", "3.9")
@@ -51,7 +56,11 @@ LIBRARIES = {
     "torch": Library("torch", "torch", "pytorch/pytorch",
                      ("--only-binary=:all:", "--platform", "macosx_11_0_arm64", "--platform", "macosx_12_0_arm64",
                       "--platform", "macosx_13_0_arm64", "--platform", "macosx_14_0_arm64"),
-                     pythons=("3.10", "3.11", "3.12", "3.13", "3.14")),
+                     pythons=("3.10", "3.11", "3.12", "3.13", "3.14"),
+                     headers=(("torch/include/c10/", "c10/"), ("torch/include/ATen/", "aten/src/ATen/"),
+                              ("torch/include/torch/csrc/", "torch/csrc/"),
+                              ("torch/include/torch/headeronly/", "torch/headeronly/")),
+                     skip_headers=("torch/include/ATen/ops/",)),
     "flashinfer": Library("flashinfer", "flashinfer-python", "flashinfer-ai/flashinfer", ("--only-binary=:all:",),
                           cpp=True),
 }
@@ -120,10 +129,64 @@ def fetch(library: Library, version: str, into: Path | None = None) -> Path:
                              capture_output=True, text=True, timeout=900, check=False)
         found = _cached(into, library, version)
     if found is None:
+        # Its sdist's metadata step fails here (vLLM's and old FlashInfer's need torch): the
+        # source pip unpacked before that step is read instead, nothing built or run.
+        found = _unpacked_sdist(library, version, into, base)
+    if found is None:
         lines = (run.stderr or run.stdout).strip().splitlines() if run is not None else []
         said = [line.strip() for line in lines if "error" in line.lower() and "hint" not in line.lower()] or lines or ["no output"]
         raise ReleaseError(f"{library.distribution}=={version}: pip download found no wheel or sdist it could fetch ({said[-1][:200]})")
     return found
+
+
+def _unpacked_sdist(library: Library, version: str, into: Path, base: list[str]) -> Path | None:
+    """The release's sdist as pip unpacked it before its metadata step failed (``--no-clean``
+    keeps the tree), packed again as ``<dist>-<version>.tar.gz`` in ``into``: its members
+    sorted, with fixed owner and time (the same sdist gives the same bytes), without the
+    ``*.egg-info`` a failed step may have left. The name and version are the tree's PKG-INFO's."""
+    import shutil
+    import tempfile
+
+    scratch = Path(tempfile.mkdtemp(prefix="errkb-sdist-", dir=into))
+    try:
+        env = dict(os.environ, TMPDIR=str(scratch))
+        subprocess.run([*base[:-2], "-d", str(scratch / "out"), "--no-binary=:all:", "--no-build-isolation",
+                        "--no-clean", f"{library.distribution}=={version}"],
+                       capture_output=True, text=True, timeout=900, check=False, env=env)
+        for info in sorted(scratch.glob("pip-*/*/PKG-INFO")):
+            meta = info.read_text(encoding="utf-8", errors="replace")
+            name = re.search(r"^Name: *(.+)$", meta, re.M)
+            ver = re.search(r"^Version: *(.+)$", meta, re.M)
+            if name and ver and (_norm(name.group(1)), _norm(ver.group(1))) == (_norm(library.distribution),
+                                                                                 _norm(version)):
+                return _pack_tree(info.parent, into / f"{library.distribution}-{version}.tar.gz",
+                                  f"{library.distribution}-{version}")
+        return None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _pack_tree(tree: Path, out: Path, top: str) -> Path:
+    """``tree``'s files (no ``*.egg-info``) as a reproducible tar.gz under ``top/``."""
+    import gzip
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()):
+            rel = path.relative_to(tree).as_posix()
+            if rel.split("/", 1)[0].endswith(".egg-info"):
+                continue
+            data = path.read_bytes()
+            member = tarfile.TarInfo(f"{top}/{rel}")
+            member.size, member.mode, member.mtime = len(data), 0o644, 0
+            tar.addfile(member, io.BytesIO(data))
+    partial = out.with_name(out.name + ".part")
+    with open(partial, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", filename="", mtime=0) as gz:
+        gz.write(buffer.getvalue())
+    partial.replace(out)
+    return out
 
 
 def _norm(name: str) -> str:
@@ -171,11 +234,23 @@ def _wanted(library: Library):
     def wanted(name: str) -> bool:
         if name.endswith(".py"):
             return True
+        if library.headers and name.endswith(_CPP_SUFFIXES):
+            return _repo_path(library, name) is not None
         if library.cpp and name.endswith(_CPP_SUFFIXES):
             parts = name.split("/")
             return "include" in parts or "csrc" in parts
         return False
     return wanted
+
+
+def _repo_path(library: Library, name: str) -> str | None:
+    """Where the wheel's header ``name`` lives in the library's repository (None: not one of its own)."""
+    if name.startswith(library.skip_headers):
+        return None
+    for prefix, repo in library.headers:
+        if name.startswith(prefix):
+            return repo + name[len(prefix) :]
+    return None
 
 
 def read_release(archive: Path, library: Library, version: str, commit: str | None = None) -> Part:
@@ -185,7 +260,17 @@ def read_release(archive: Path, library: Library, version: str, commit: str | No
         commit = commit_of(archive, library.name, version)
     part = Part(library.name, version, commit)
     skipped: list[tuple[str, str]] = []
-    members = archive_members(archive, _wanted(library), skipped)
+    wanted = _wanted(library)
+    if archive.name.endswith((".tar.gz", ".tgz", ".tar")):
+        # An sdist also holds setup.py, examples/, benchmarks/, tools/: only what the wheel
+        # would install (the package) and, for a C++ library, its include/ and csrc/.
+        package = library.distribution.split("-")[0].replace("-", "_")
+        roots = (package, "include", "csrc") if library.cpp else (package,)
+        sdist_wanted = wanted
+
+        def wanted(name: str) -> bool:
+            return name.split("/", 1)[0] in roots and sdist_wanted(name)
+    members = archive_members(archive, wanted, skipped)
     seen: set[tuple] = set()
     try:
         for name, data in members:
@@ -194,6 +279,8 @@ def read_release(archive: Path, library: Library, version: str, commit: str | No
                 part.skipped[why.split(" (")[0]] += 1
                 continue
             part.files += 1
+            if library.headers and not name.endswith(".py"):
+                name = _repo_path(library, name) or name
             _read_member(part, name, decode_source(data), seen)
     except BadArchive as e:
         raise ReleaseError(str(e)) from None
@@ -236,6 +323,16 @@ def _row_key(row: dict) -> tuple:
     return (row["p"], row["f"], row["fn"], row["k"], row["e"] or "", row["c"] or "")
 
 
+# setuptools-scm's version module in an sdist built from a git tag: __commit_id__ = commit_id = 'g9da56fd18'
+_SCM_COMMIT = re.compile(r"""^__commit_id__\s*=\s*commit_id\s*=\s*['"]g?([0-9a-f]{7,40})['"]""", re.M)
+
+
+def scm_commit(text: str) -> str | None:
+    """The commit a setuptools-scm ``_version.py`` names (vLLM's sdists carry one; its wheels do not)."""
+    m = _SCM_COMMIT.search(text)
+    return m.group(1) if m else None
+
+
 def commit_of(archive: Path, library: str, version: str) -> str | None:
     """The release's commit: the archive's own record of it (a full sha in its version
     module), else a short hash in the version (vLLM dev wheels), else the committed
@@ -250,4 +347,26 @@ def commit_of(archive: Path, library: str, version: str) -> str | None:
             return prov.sha
     if m:
         return m.group(1)
+    if archive.is_file() and archive.name.endswith(".tar.gz"):
+        found = _sdist_scm_commit(archive)
+        if found:
+            return found
     return tag_commits(library).get(version)
+
+
+def _sdist_scm_commit(archive: Path) -> str | None:
+    """The commit an sdist's top-level package's setuptools-scm ``_version.py`` names."""
+    import tarfile
+
+    try:
+        with tarfile.open(archive) as tar:
+            for member in tar:
+                parts = member.name.split("/")
+                if len(parts) == 3 and parts[2] == "_version.py" and member.isfile() and member.size < 100_000:
+                    handle = tar.extractfile(member)
+                    found = scm_commit(handle.read().decode("utf-8", "replace")) if handle else None
+                    if found:
+                        return found
+    except (tarfile.TarError, OSError, EOFError):
+        return None  # not a tar: read_release says so, with the file's name
+    return None

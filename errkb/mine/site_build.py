@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from errkb.mine.releases import Part, ReleaseError, cache_dir, fetch, parse_spec, read_release
+from errkb.mine.releases import Part, ReleaseError, cache_dir, fetch, parse_spec, read_release, tag_commits
 from errkb.mine.site_index import SiteIndexData, version_key
 
 
@@ -98,8 +98,20 @@ def build(specs: list[str], index_path: Path, fresh: bool = False, releases_dir:
         report.parts.append(summary)
         say(f"{spec}: {summary['sites']} sites from {summary['files']} files in {summary['seconds']} s"
             + (f"; {summary['skipped']} skipped" if summary["skipped"] else ""))
+    _stamp_commits(index)
     report.index_bytes = index.write(index_path)
     report.rows = len(index.rows)
     lock = lock_path(index_path)
     write_lock(lock, ([] if fresh else read_lock(lock)) + done)
     return report
+
+
+def _stamp_commits(index: SiteIndexData) -> None:
+    """A release read before its commit was known (vLLM's wheels name none) gets it from
+    the committed tag-to-commit map (data/sites/tags.json) when that has it now: what a
+    fresh read of the release would record, without reading it again."""
+    for library, versions in index.releases.items():
+        tags = tag_commits(library)
+        for version, commit in versions.items():
+            if commit is None and tags.get(version):
+                versions[version] = tags[version]

@@ -47,8 +47,14 @@ def site_files(index_path: Path | None = None, shards: int = SITE_SHARDS) -> tup
 
 @functools.lru_cache(maxsize=2)
 def _site_files(index_path: Path, _size: int, _mtime: int, shards: int) -> tuple[str, list[tuple[str, bytes]]]:
-    from errkb.match.sites import (MAX_CANDIDATES_PER_LINE, default_path, load_cuda_table, release_ranks,
-                                   served_patterns, sites_of)
+    from errkb.match.sites import (
+        _TABLES,
+        MAX_CANDIDATES_PER_LINE,
+        load_error_tables,
+        release_ranks,
+        served_patterns,
+        sites_of,
+    )
 
     header, served = served_patterns(index_path)
     libraries = header.get("libraries", {})
@@ -78,8 +84,9 @@ def _site_files(index_path: Path, _size: int, _mtime: int, shards: int) -> tuple
         path = f"sites/{k}-{hashlib.sha256(content).hexdigest()[:10]}.js"
         names.append(path)
         out.append((path, content))
-    cuda = [{"message": e["message"], "meaning": e["meaning"]}
-            for e in load_cuda_table(default_path().parent / "cuda_errors.json")]
+    # the curated tables (CUDA runtime, NCCL): each served on a line that names its library
+    cuda = [{"message": e["message"], "meaning": e["meaning"], "table": e["table"], "word": _TABLES[e["table"]][0],
+             "name": _TABLES[e["table"]][1]} for e in load_error_tables(index_path.parent)]
     head = {"shards": names, "libraries": [[name, libraries[name].get("repo"), libraries[name].get("releases", [])]
                                            for name in lib_names],
             "files": files, "errors": errors, "kinds": kinds, "cuda": cuda, "patterns": len(served),
