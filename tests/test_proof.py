@@ -258,3 +258,48 @@ def _bundled() -> list[dict]:
     from errkb.resources import data_dir
 
     return [item.record for item in read_records([data_dir()]) if item.record]
+
+
+def test_each_committed_proof_says_what_it_exercised_as_its_reproducer_is_registered(tmp_path):
+    """Strength and label have one home, the registry (case(..., label=...)); the committed proofs
+    carry them as registered (relabel would write nothing), a labelled one names what it ran."""
+    import shutil
+
+    folder = tmp_path / "proofs"
+    shutil.copytree(D.proofs_dir(), folder)
+    assert P.relabel(folder) == []
+    for rid, proof in D.all_proofs().items():
+        assert proof["strength"] in ("strong", "labelled"), rid
+        assert (proof["strength"] == "labelled") == bool(proof["label"]), rid
+    # A proof that says something else is rewritten from the registry, nothing else in it touched.
+    path = folder / "9ab8fc1f08d7fd42.json"
+    before = json.loads(path.read_text())
+    path.write_text(json.dumps({**before, "strength": "strong", "label": ""}))
+    assert [w[0] for w in P.relabel(folder)] == ["9ab8fc1f08d7fd42"]
+    assert json.loads(path.read_text()) == before
+
+
+def test_a_labelled_reproducer_must_say_what_it_exercised():
+    with pytest.raises(ValueError, match="says what it exercised"):
+        case("0" * 16, "x.py", Requirements()).__class__(
+            record_id="0" * 16, tier="cpu-real", name="x", driver=data_dir(), requirements=Requirements(),
+            scenarios=(), strength="labelled")
+    assert case("0" * 16, "x.py", Requirements(), label="through a check called directly").strength == "labelled"
+    assert case("0" * 16, "x.py", Requirements()).strength == "strong"
+
+
+def test_explain_and_stats_show_the_strength():
+    runner = CliRunner()
+    proof = D.load_proof("9ab8fc1f08d7fd42")
+    out = json.loads(runner.invoke(cli, ["explain", "--json", proof["observed"]["exception_message"]]).output)
+    shown = out["matches"][0]["proof"]
+    assert shown["strength"] == "labelled" and "get_kv_cache_configs called directly" in shown["label"]
+    assert f"(labelled: {proof['label']})" in shown["line"]
+    text = runner.invoke(cli, ["explain", proof["observed"]["exception_message"]]).output
+    assert "labelled: through vLLM's get_kv_cache_configs" in " ".join(text.split())
+    cov = D.coverage(_bundled())
+    cpu = [p for p in D.all_proofs().values() if p["tier"] == "cpu-real"]
+    assert cov["strength"] == {"strong": sum(p["strength"] == "strong" for p in cpu),
+                               "labelled": sum(p["strength"] == "labelled" for p in cpu)}
+    st = cov["strength"]
+    assert f"proven on CPU ({st['strong']} strong, {st['labelled']} labelled)" in runner.invoke(cli, ["stats"]).output

@@ -37,6 +37,8 @@ REPRODUCER_INDEX = "reproducers.json"
 # The record fields a proof exercises: the message and pattern the observed error is judged
 # by, the class, the fix whose states are run, the validation that tells them apart.
 EXERCISED = ("errorMessage", "messagePattern", "errorClass", "exampleFix", "validationCode")
+# What a strong proof exercised (a labelled one says it in its own label).
+STRONG = "the user's entry point, on the release nearest the record"
 STATUSES = ("proven on CPU", "proven on GPU", "out of date", "GPU-only", "unproven")
 
 
@@ -189,7 +191,8 @@ def _release(proof: dict) -> str:
 
 
 def proof_line(proof: dict | None, record: dict | None = None) -> str:
-    """One line for explain: "Reproduced with torch 2.13.0+cpu on 2026-12-02", "Proof out of
+    """One line for explain: "Reproduced with torch 2.13.0+cpu on 2026-12-02 (labelled: <what it
+    exercised>)" or "(strong: ...)", "Proof out of
     date: ..." (``record`` given and changed since) or "Not reproduced yet"."""
     if not proof or proof.get("status") != "proven":
         return "Not reproduced yet"
@@ -199,7 +202,18 @@ def proof_line(proof: dict | None, record: dict | None = None) -> str:
         return f"Proof out of date: {why} with {_release(proof)} on {proof.get('date')}"
     found = observed_findings(proof, record) if record is not None else []
     differs = f" (the run differs from the record: {'; '.join(found)})" if found else ""
-    return f"Reproduced with {_release(proof)} on {proof.get('date')}{differs}"
+    how, label = strength(proof)
+    said = f" (labelled: {label})" if how == "labelled" else f" (strong: {STRONG})" if how == "strong" else ""
+    return f"Reproduced with {_release(proof)} on {proof.get('date')}{said}{differs}"
+
+
+def strength(proof: dict | None) -> tuple[str | None, str | None]:
+    """(strength, label) of a proof: "strong" (the user's entry point on the release nearest the record)
+    or "labelled" with what it exercised; (None, None) for a proof that does not say (made before
+    proofs carried it) or is not proven."""
+    if not proof or proof.get("status") != "proven" or proof.get("strength") not in ("strong", "labelled"):
+        return None, None
+    return proof["strength"], (proof.get("label") or None) if proof["strength"] == "labelled" else None
 
 
 def proof_summary(record: dict, folder: Path | None = None) -> dict:
@@ -208,9 +222,11 @@ def proof_summary(record: dict, folder: Path | None = None) -> dict:
     proof = load_proof(_record_id(record), folder)
     status = status_of(record, proof)
     proven = status.startswith("proven")
+    how, label = strength(proof) if proven else (None, None)
     return {"status": status, "line": proof_line(proof, record),
             "library": proof.get("library") if proven else None,
-            "date": proof.get("date") if proven else None}
+            "date": proof.get("date") if proven else None,
+            "strength": how, "label": label}
 
 
 def coverage(records: list[dict], folder: Path | None = None) -> dict:
@@ -220,12 +236,17 @@ def coverage(records: list[dict], folder: Path | None = None) -> dict:
     counts = {k: 0 for k in STATUSES}
     for s in per.values():
         counts[s] += 1
-    return {"total": len(records), "counts": counts, "records": per}
+    # Of the proven on CPU, how many are strong and how many labelled (what each exercised).
+    cpu = [strength(proofs.get(rid))[0] for rid, s in per.items() if s == "proven on CPU"]
+    by_strength = {"strong": cpu.count("strong"), "labelled": cpu.count("labelled")}
+    return {"total": len(records), "counts": counts, "strength": by_strength, "records": per}
 
 
 def coverage_line(cov: dict) -> str:
     c = cov["counts"]
     gpu = f", {c['proven on GPU']} proven on GPU" if c["proven on GPU"] else ""
     stale = f", {c['out of date']} out of date" if c["out of date"] else ""
-    return (f"proof coverage: {c['proven on CPU']}/{cov['total']} proven on CPU{gpu}{stale}, "
+    st = cov.get("strength") or {}
+    how = f" ({st.get('strong', 0)} strong, {st.get('labelled', 0)} labelled)" if sum(st.values()) else ""
+    return (f"proof coverage: {c['proven on CPU']}/{cov['total']} proven on CPU{how}{gpu}{stale}, "
             f"{c['GPU-only']} GPU-only, {c['unproven']} unproven")

@@ -12,6 +12,7 @@ import re
 from errkb.match.js_regex import js_pattern
 from errkb.match.near import record_words
 from errkb.match.prefix import KEY_CHARS, opening_literal
+from errkb.records.proofs import strength as proof_strength
 from errkb.records.view import RecordView
 from errkb.site.text import excerpt, script_json
 
@@ -71,6 +72,12 @@ def search_entry(e, classes: SharedClasses) -> dict:
         "st": e.status,
         "pr": e.proof_status,
     }
+    if e.proof_status.startswith("proven"):
+        how, label = proof_strength(e.proof)
+        if how:
+            item["ps"] = how  # "strong" | "labelled": what the proof exercised
+        if label:
+            item["pl"] = label
     opening = opening_literal(e.record["messagePattern"]) if isinstance(e.record.get("messagePattern"), str) else ""
     if len(opening) >= KEY_CHARS:
         item["o"] = opening  # a paste that truly begins the message is this record (errkb.match.prefix)

@@ -48,6 +48,9 @@ class Proof:
     release_note: str = ""
     date: str = ""
     bound: dict | None = None  # errkb.records.proofs.binding: the digest of what was run, and the release
+    # What the run exercised (the reproducer's, errkb.verify.reproducers): "strong" or "labelled" with its label.
+    strength: str = ""
+    label: str = ""
 
     def to_dict(self) -> dict:
         trigger = next((c for c in self.checks if c.check.startswith("reproducer:") and c.check.endswith("before")), None)
@@ -55,6 +58,7 @@ class Proof:
         return {
             "record_id": self.record_id, "slug": self.slug, "tier": self.tier, "status": self.status,
             "reason": self.reason, "date": self.date, "library": self.library, "release_note": self.release_note,
+            "strength": self.strength, "label": self.label,
             "bound": self.bound,
             "packages": _packages(self.checks),
             "runner": {"os": platform.system(), "machine": platform.machine(), "python": platform.python_version(),
@@ -139,6 +143,7 @@ def prove_record(record: dict, tier: str = "cpu-real", progress: Callable[[Check
     library = _library(checks)
     return Proof(record_id=record["id"], slug=record["slug"], tier=tier, status=status, reason=reason, checks=checks,
                  library=library, release_note=next((r.release_note for r in reps if r.release_note), ""),
+                 **strength_of(reps),
                  date=dt.datetime.now(dt.UTC).date().isoformat(), bound=binding(record, library))
 
 
@@ -281,6 +286,39 @@ def check_committed(records: dict[str, dict], folder: Path | None = None,
         if was != now:
             broken.append((rid, f"the broken state now raises {now}, the proof says {was}"))
     return broken
+
+
+def strength_of(reps) -> dict:
+    """What a proof made by ``reps`` exercised: "labelled" with the first label when any of them is
+    labelled (the weakest run decides), else "strong"; none: nothing to say."""
+    if not reps:
+        return {"strength": "", "label": ""}
+    weak = [r for r in reps if r.strength == "labelled"]
+    return {"strength": "labelled", "label": weak[0].label} if weak else {"strength": "strong", "label": ""}
+
+
+def relabel(folder: Path | None = None) -> list[tuple[str, str, str]]:
+    """Write each committed proof's strength and label from its reproducers as registered now (the
+    label's one home): what the run exercised, which a re-run would write. The binding, status and
+    checks are left as they are. Returns (id, strength, label) for each proof rewritten."""
+    folder = folder or proofs_dir()
+    written = []
+    for rid, proof in all_proofs(folder).items():
+        said = strength_of(for_record(rid, proof.get("tier")))
+        if {k: proof.get(k, "") for k in said} == said:
+            continue
+        out = {}
+        for key, value in proof.items():
+            if key in said:
+                continue
+            out[key] = value
+            if key == "release_note":
+                out.update(said)
+        out.update({k: v for k, v in said.items() if k not in out})
+        with atomic_write(folder / f"{rid}.json", "w", encoding="utf-8") as f:
+            f.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
+        written.append((rid, said["strength"], said["label"]))
+    return written
 
 
 def rebind(records: dict[str, dict], folder: Path | None = None) -> tuple[list[str], list[tuple[str, str]]]:

