@@ -52,7 +52,7 @@ def test_identifier_part_and_prefix(data_db):
 
 
 def test_human_output_and_limit(data_db):
-    r = search(data_db, "-n", "1", "allreduce", "backend")
+    r = search(data_db, "-n", "1", "--no-sites", "allreduce", "backend")
     assert r.exit_code == 0
     lines = r.stdout.rstrip("\n").split("\n")
     assert len(lines) == 3

@@ -221,7 +221,7 @@ class SiteMatch(_Plain):
     @property
     def table_name(self) -> str:
         """What a curated table's match is called ("CUDA runtime error", "NCCL error")."""
-        return _TABLES.get(self.trust, ("", "known site"))[1]
+        return ERROR_TABLES.get(self.trust, ("", "known site"))[1]
 
     def as_dict(self) -> dict:
         return {"tier": "site", "pattern": self.pattern, "line": self.line_number, "trust": self.trust,
@@ -431,7 +431,7 @@ class SiteIndex:
                     # each served on a line that names its library, as _cuda_matches serves them
                     for k in sorted(-1 - i for i in ids if i < 0):
                         entry = cuda[k]
-                        word = _TABLES.get(entry.get("table", "cuda"), ("CUDA",))[0]
+                        word = ERROR_TABLES.get(entry.get("table", "cuda"), ("CUDA",))[0]
                         if (word in line or word.lower() in line) and entry["message"] in line:
                             out[n] = SiteMatch(entry["message"], 1, entry.get("table", "cuda"), (), entry["meaning"])
                             break
@@ -521,7 +521,7 @@ class SiteIndex:
         """The curated tables' errors (CUDA runtime, NCCL), each on a line that names its library."""
         out = []
         for number, line in enumerate(lines, 1):
-            named = {t for t, (word, _) in _TABLES.items() if word in line or word.lower() in line}
+            named = {t for t, (word, _) in ERROR_TABLES.items() if word in line or word.lower() in line}
             if not named:
                 continue
             for entry in self.cuda:
@@ -613,13 +613,13 @@ def _newest(ranges: str, releases: list[list]) -> str:
 
 # trust level of a curated table's match -> (the word a line must hold, what its errors are called);
 # each is data/sites/<trust>_errors.json
-_TABLES = {"cuda": ("CUDA", "CUDA runtime error"), "nccl": ("NCCL", "NCCL error")}
+ERROR_TABLES = {"cuda": ("CUDA", "CUDA runtime error"), "nccl": ("NCCL", "NCCL error")}
 
 
 def load_error_tables(folder: Path) -> list[dict]:
     """Every curated table's entries (CUDA runtime, NCCL), each with its ``table``."""
     out = []
-    for table in _TABLES:
+    for table in ERROR_TABLES:
         out.extend(dict(e, table=table) for e in load_cuda_table(folder / f"{table}_errors.json"))
     return out
 

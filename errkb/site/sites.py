@@ -48,7 +48,7 @@ def site_files(index_path: Path | None = None, shards: int = SITE_SHARDS) -> tup
 @functools.lru_cache(maxsize=2)
 def _site_files(index_path: Path, _size: int, _mtime: int, shards: int) -> tuple[str, list[tuple[str, bytes]]]:
     from errkb.match.sites import (
-        _TABLES,
+        ERROR_TABLES,
         MAX_CANDIDATES_PER_LINE,
         load_error_tables,
         release_ranks,
@@ -85,8 +85,8 @@ def _site_files(index_path: Path, _size: int, _mtime: int, shards: int) -> tuple
         names.append(path)
         out.append((path, content))
     # the curated tables (CUDA runtime, NCCL): each served on a line that names its library
-    cuda = [{"message": e["message"], "meaning": e["meaning"], "table": e["table"], "word": _TABLES[e["table"]][0],
-             "name": _TABLES[e["table"]][1]} for e in load_error_tables(index_path.parent)]
+    cuda = [{"message": e["message"], "meaning": e["meaning"], "table": e["table"], "word": ERROR_TABLES[e["table"]][0],
+             "name": ERROR_TABLES[e["table"]][1]} for e in load_error_tables(index_path.parent)]
     head = {"shards": names, "libraries": [[name, libraries[name].get("repo"), libraries[name].get("releases", [])]
                                            for name in lib_names],
             "files": files, "errors": errors, "kinds": kinds, "cuda": cuda, "patterns": len(served),
