@@ -201,6 +201,10 @@ TORCH_NOTE = "torch 2.13.0 CPU wheel, a release later than the analysed commit; 
 TORCH_20 = Requirements(pip_steps=(("torch==2.0.1",),), imports=("torch",), python_max=(3, 11))
 TORCH_20_NOTE = ("torch 2.0.1 (PyPI's cp311 wheel, a CUDA 11.7 build run without a GPU), the last release with the record's "
                  "wording (\"on rank: 0\", \"worker_count\"); 2.1 rewords the message (\"on rank 0\", \"num_workers_joined\")")
+# 012b1dcb and 3e53cb19 were analysed at 2a399d68's commit, where both checks raise RuntimeError, as torch 2.0.1
+# does; torch 2.13.0 raises ValueError for them, so it cannot prove the records' errorClass.
+TORCH_20_CLASS_NOTE = ("torch 2.0.1 (PyPI's cp311 wheel, a CUDA 11.7 build run without a GPU), the release nearest the "
+                       "analysed commit: it raises the record's RuntimeError; later releases (2.13.0) raise ValueError")
 
 REGISTRY: tuple[Reproducer, ...] = (
     Reproducer(
@@ -244,12 +248,12 @@ REGISTRY: tuple[Reproducer, ...] = (
 
 
 REGISTRY = REGISTRY + (
-    case("012b1dcb44c97448", "012b1dcb_default_group.py", TORCH_CPU, release_note=TORCH_NOTE),
+    case("012b1dcb44c97448", "012b1dcb_default_group.py", TORCH_20, release_note=TORCH_20_CLASS_NOTE),
     case("0da69f8814de0754", "0da69f88_no_mpi.py", TORCH_CPU, release_note=TORCH_NOTE),
     case("e6731f41df64fe83", "e6731f41_no_nccl.py", TORCH_CPU, release_note=TORCH_NOTE),
     case("dd0a15082d9b0a12", "dd0a1508_rendezvous.py", TORCH_CPU, release_note=TORCH_NOTE),
     case("35ef3efc5bca58bb", "35ef3efc_no_cuda_build.py", TORCH_CPU, release_note=TORCH_NOTE),
-    case("3e53cb195b2d7b69", "3e53cb19_init_twice.py", TORCH_CPU, release_note=TORCH_NOTE),
+    case("3e53cb195b2d7b69", "3e53cb19_init_twice.py", TORCH_20, release_note=TORCH_20_CLASS_NOTE),
     case("2a399d687e225c92", "2a399d68_store_barrier.py", TORCH_20, release_note=TORCH_20_NOTE),
     case("c7fb8f7d322e416f", "c7fb8f7d_tp_heads.py", VLLM_033, release_note=VLLM_033_NOTE),
     case("7bf6c84e4a15af89", "7bf6c84e_batched_lt_seqs.py", VLLM_033, release_note=VLLM_033_NOTE),
