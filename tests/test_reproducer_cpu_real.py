@@ -96,7 +96,8 @@ def test_validation_code_rejects_before_and_accepts_after(report):
     before = by["validationCode:before:in-reproducer"]
     after = by["validationCode:after:in-reproducer"]
     assert before["outcome"] == "pass" and before["exception_class"] == "AssertionError"
-    assert before["exception_message"] == "quant fusion allreduce needs mnnvl on multi-node"
+    assert before["exception_message"] == ("quant fusion allreduce needs mnnvl on multi-node (2 nodes): "
+                                           "set VLLM_FLASHINFER_ALLREDUCE_BACKEND=mnnvl or unset it")
     assert after["outcome"] == "pass" and after["exception_class"] is None
 
 
