@@ -105,10 +105,11 @@ def test_verify_seed_captures_both_states_and_skips_missing_vllm(fresh_seed_db):
     assert by_check["validationCode:syntax"]["outcome"] == "pass"
     assert by_check["exampleFix:state:before"]["details"]["state_env"] == {"VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm"}
     assert by_check["exampleFix:state:after"]["details"]["state_env"] == {"VLLM_FLASHINFER_ALLREDUCE_BACKEND": "mnnvl"}
-    # errkb's own environment has no vLLM: skipped with the package named, not "fail".
+    # errkb's own environment has no torch (nor vLLM): skipped with the first package the validation imports named,
+    # not "fail" (it asks torch.distributed whether it runs inside a rank before it imports vLLM).
     for state in ("before", "after"):
         assert by_check[f"validationCode:{state}"]["outcome"] == "skipped"
-        assert by_check[f"validationCode:{state}"]["reason"] == "needs vllm"
+        assert by_check[f"validationCode:{state}"]["reason"] == "needs torch"
     assert report["ok"] is True
 
     runs = run("runs", "--db", fresh_seed_db, "flashinfer-allreduce-quantization-fusion-is-not-su", "--json")
