@@ -43,8 +43,13 @@ assert limit >= 3, f"limit {limit} is below the 3 widgets"
 
 def _record(seed_record, validation: str) -> dict:
     rec = dict(seed_record)
+    lines = CASE.splitlines()
+    raise_line = next(n for n, text in enumerate(lines, 1) if "raise ValueError" in text)
     rec.update(id="feedfacefeedface", slug="widget-count-exceeds-limit", errorMessage="Widget count 3 exceeds limit 2",
-               messagePattern=r"Widget count (.+?) exceeds limit (.+?)", errorClass="ValueError", validationCode=validation)
+               messagePattern=r"Widget count (.+?) exceeds limit (.+?)", errorClass="ValueError", validationCode=validation,
+               # the record's raise site is the case's own: widgets.py, in trigger()
+               filePath="widgets.py", sourceCode="\n".join(lines), sourceCodeStart=1, sourceCodeEnd=len(lines),
+               lineNumber=raise_line)
     return rec
 
 
@@ -91,6 +96,30 @@ def test_a_message_that_does_not_match_the_records_pattern_fails(seed_record, wi
     before = {c.check: c for c in proof.checks}["reproducer:widgets:before"]
     assert before.outcome == "fail"
     assert before.reason == "expected the record's error; saw ValueError: Widget count 3 exceeds limit 2"
+
+
+@needs_ns
+@pytest.mark.parametrize("change, why", [
+    ({"errorClass": "KeyError"}, "the record's errorClass is KeyError; the run raised ValueError"),
+    ({"filePath": "gadgets.py"}, "the record's filePath is gadgets.py; the run raised in "),
+    ({"sourceCode": "def check_widgets(state):\n" * 12}, "the record's raise line is in check_widgets(); the run raised in trigger()"),
+])
+def test_the_records_message_raised_with_another_class_or_function_fails_the_proof(seed_record, widget_case, change, why):
+    proof = _prove(dict(_record(seed_record, REAL_VALIDATION), **change), widget_case)
+    before = {c.check: c for c in proof.checks}["reproducer:widgets:before"]
+    assert before.message_matched is True  # the message is the record's; the class or the raise site is not
+    assert before.outcome == "fail" and why in before.reason, before.reason
+    assert proof.status == "failed" and why in proof.reason
+
+
+@needs_ns
+def test_a_raise_line_elsewhere_in_the_records_function_is_drift_with_the_observed_line(seed_record, widget_case):
+    rec = _record(seed_record, REAL_VALIDATION)
+    proof = _prove(dict(rec, lineNumber=rec["lineNumber"] - 1), widget_case)
+    before = {c.check: c for c in proof.checks}["reproducer:widgets:before"]
+    assert proof.status == "proven", proof.reason
+    assert (f"record's lineNumber is {rec['lineNumber'] - 1}; raised at line {rec['lineNumber']} (inside the record's window)"
+            in before.details["drift"])
 
 
 @needs_ns
@@ -229,8 +258,11 @@ def test_the_site_shows_proofs_a_proven_filter_and_the_coverage_figure(tmp_path)
     assert f"Reproduced with torch {proof['library']['version']} on {proof['date']}" in proven
     unproven = (out / "errors/flashinfer-ai/flashinfer/buffer-overflow-when-allocating-memory-for-batch-p.html").read_text()
     assert "Not reproduced yet: no run has shown this error raised" in unproven
+    max_len = (out / "errors/vllm-project/vllm/user-specified-max-model-len-8192-is-greater-than.html").read_text()
+    assert "<h3>errkb's findings</h3>" in max_len and "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in max_len
+    # the seed's findings were corrected in its text, so its page has none left
     seed = next(out.glob("errors/vllm-project/vllm/flashinfer-allreduce-quantization-fusion*.html")).read_text()
-    assert "<h3>errkb's findings</h3>" in seed and "allow_trtllm_fallback = get_node_count() == 1" in seed
+    assert "<h3>errkb's findings</h3>" not in seed and "get_fi_ar_quant_workspace is the quantization-fusion" in seed
 
 
 def test_a_release_without_a_wheel_for_this_python_is_skipped_and_check_does_not_call_its_proof_broken(

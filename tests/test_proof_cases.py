@@ -15,6 +15,8 @@ from click.testing import CliRunner
 
 from errkb.cli import cli
 from errkb.records import proofs as D
+from errkb.records.read import read_records
+from errkb.resources import data_dir
 from errkb.verify import sandbox
 from errkb.verify.reproducers import (
     FLASHINFER_CPU,
@@ -123,7 +125,7 @@ def test_the_gpu_utilisation_proof_sees_the_plain_value_error_of_the_analysed_er
     assert proof["observed"]["exception_message"] == "GPU memory utilization must be less than 1.0. Got 90.0."
 
 
-def test_the_early_2024_records_raise_at_their_own_lines_of_vllm_0_3_3_and_7c0d9ebb_keeps_its_finding():
+def test_the_early_2024_records_raise_at_their_own_lines_of_vllm_0_3_3_and_7c0d9ebb_says_what_it_prints():
     lines = {"7c0d9ebbb94b23eb": 672, "960c65f499751dfc": 550, "4b92d3583fd8206a": 415,  # the records' lineNumber
              "c1f5104f3e8bbca3": 325, "c80189833ce236ed": 365, "7bf6c84e4a15af89": 480, "47b1bbca35b61896": 176,
              "c7fb8f7d322e416f": 211, "777101fc2a08844b": 472}
@@ -133,7 +135,10 @@ def test_the_early_2024_records_raise_at_their_own_lines_of_vllm_0_3_3_and_7c0d9
         assert proof["observed"]["raise_site"]["line"] == line and proof["drift"] == []
     # The audit's finding, observed: vLLM prints the value of the last key it tried, not its name.
     assert "(None=4096 in model's config.json)" in D.load_proof("7c0d9ebbb94b23eb")["observed"]["exception_message"]
-    assert any("max_position_embeddings=4096" in f for f in D.load_findings("7c0d9ebbb94b23eb")["findings"])
+    # ... and the record now says what the release prints (its errorMessage was corrected; git keeps the old one)
+    record = next(item.record for item in read_records([data_dir()]) if item.record and item.record["id"] == "7c0d9ebbb94b23eb")
+    assert record["errorMessage"] == D.load_proof("7c0d9ebbb94b23eb")["observed"]["exception_message"]
+    assert not any("max_position_embeddings=4096" in f for f in D.load_findings("7c0d9ebbb94b23eb")["findings"])
 
 
 def test_the_vllm_0_3_3_cases_run_the_flags_of_the_records_own_example_fix_commands():

@@ -17,42 +17,68 @@ def _bundled() -> dict[str, dict]:
     return {item.record["id"]: item.record for item in read_records([data_dir()]) if item.record}
 
 
+OLD_WINDOW = {  # 35ef3efc as first ingested: analysed at a 2018 commit, where _check_driver() raised the message
+    "lineNumber": 47, "sourceCodeStart": 45, "sourceCodeEnd": 48, "filePath": "torch/cuda/__init__.py",
+    "sourceCode": "def _check_driver():\n    if not hasattr(torch._C, '_cuda_isDriverSufficient'):\n"
+                  "        raise AssertionError(\"Torch not compiled with CUDA enabled\")\n    if not torch._C._cuda_isDriverSufficient():",
+}
+
+
 def test_the_records_function_is_the_def_above_its_raise_line_in_its_own_window():
     records = _bundled()
-    assert D.record_function(records["35ef3efc5bca58bb"]) == "_check_driver"
+    assert D.record_function(records["35ef3efc5bca58bb"]) == "_lazy_init"
+    assert D.record_function(dict(records["35ef3efc5bca58bb"], **OLD_WINDOW)) == "_check_driver"
     assert D.record_function(records["47b1bbca35b61896"]) == "_verify_quantization"
     assert D.record_function(dict(records["47b1bbca35b61896"], lineNumber=10**6)) is None
 
 
-def test_what_the_committed_runs_saw_against_their_records():
+def test_every_committed_run_raised_the_records_class_in_its_file_and_function():
     records, proofs = _bundled(), D.all_proofs()
-    found = {rid: D.observed_findings(proofs[rid], records[rid]) for rid in proofs}
-    assert found["3e53cb195b2d7b69"] == ["the record's errorClass is RuntimeError; the run raised ValueError"]
-    assert found["35ef3efc5bca58bb"] == ["the record's raise line is in _check_driver(); the run raised in _lazy_init()"]
-    assert found["2042ff2944a79d5f"] == [
-        "the record's filePath is vllm/model_executor/model_loader.py; the run raised in vllm/config/vllm.py"]
+    assert {rid: D.observed_findings(proofs[rid], records[rid]) for rid in proofs} == {rid: [] for rid in proofs}
     # pydantic's ValidationError around the record's ValueError is a documented wrapper, not a finding
-    wrapped = [rid for rid in proofs if rid.startswith(("0e2d887a", "8ad19645"))]
-    assert len(wrapped) == 2 and all(found[rid] == [] for rid in wrapped)
-    assert found["47b1bbca35b61896"] == []
+    wrapped = [rid for rid in proofs if proofs[rid]["observed"]["exception_class"] == "ValidationError"]
+    assert len(wrapped) == 2 and all(records[rid]["errorClass"] == "ValueError" for rid in wrapped)
 
 
-def test_a_wrong_class_or_function_is_shown_by_explain():
-    runner = CliRunner()
-    out = runner.invoke(cli, ["explain", "--json", "trying to initialize the default process group twice!"])
-    proof = json.loads(out.output)["matches"][0]["proof"]
-    assert proof["status"] == "proven on CPU"
-    assert proof["findings"] == ["the record's errorClass is RuntimeError; the run raised ValueError"]
-    text = " ".join(runner.invoke(cli, ["explain", "trying to initialize the default process group twice!"]).output.split())
-    assert ("(the run differs from the record: the record's errorClass is RuntimeError; the run raised ValueError)"
-            in text)
+def test_a_record_whose_raise_site_is_not_the_one_its_proof_saw_has_findings_and_fails_check():
+    from errkb.verify.proofs import check_bindings
+
+    records, proofs = _bundled(), D.all_proofs()
+    old = dict(records["35ef3efc5bca58bb"], **OLD_WINDOW)  # the site fields are not in the digest: still bound
+    assert not D.is_out_of_date(proofs["35ef3efc5bca58bb"], old)
+    assert D.observed_findings(proofs["35ef3efc5bca58bb"], old) == [
+        "the record's raise line is in _check_driver(); the run raised in _lazy_init()"]
+    moved = dict(records["2042ff2944a79d5f"], filePath="vllm/model_executor/model_loader.py")
+    assert D.observed_findings(proofs["2042ff2944a79d5f"], moved) == [
+        "the record's filePath is vllm/model_executor/model_loader.py; the run raised in vllm/config/vllm.py"]
+    broken = dict(check_bindings(dict(records, **{"35ef3efc5bca58bb": old, "2042ff2944a79d5f": moved})))
+    assert set(broken) == {"35ef3efc5bca58bb", "2042ff2944a79d5f"}
+    assert broken["35ef3efc5bca58bb"] == ("the error it observed is not the record's: the record's raise line is in "
+                                          "_check_driver(); the run raised in _lazy_init()")
+    assert check_bindings(records) == []
 
 
-def test_the_fix_page_shows_where_the_run_differs(tmp_path):
+def _old_35ef3efc(tmp_path):
     wrapper = json.loads((data_dir() / "pytorch/pytorch/torch-not-compiled-with-cuda-enabled.json").read_text())
+    wrapper["record"].update(OLD_WINDOW)
+    wrapper["record"]["githubUrl"] = wrapper["record"]["githubUrl"].split("#")[0] + "#L45-L48"
     (tmp_path / "r.json").write_text(json.dumps(wrapper))
     db = tmp_path / "store.duckdb"
     assert CliRunner().invoke(cli, ["ingest", str(tmp_path / "r.json"), "--db", str(db)]).exit_code == 0
+    return db
+
+
+def test_a_wrong_function_is_shown_by_explain(tmp_path):
+    db, runner = _old_35ef3efc(tmp_path), CliRunner()
+    out = runner.invoke(cli, ["explain", "--json", "--db", str(db), "Torch not compiled with CUDA enabled"])
+    proof = json.loads(out.output)["matches"][0]["proof"]
+    assert proof["findings"] == ["the record's raise line is in _check_driver(); the run raised in _lazy_init()"]
+    text = " ".join(runner.invoke(cli, ["explain", "--db", str(db), "Torch not compiled with CUDA enabled"]).output.split())
+    assert "(the run differs from the record: the record's raise line is in _check_driver(); the run raised in _lazy_init())" in text
+
+
+def test_the_fix_page_shows_where_the_run_differs(tmp_path):
+    db = _old_35ef3efc(tmp_path)
     out = tmp_path / "site"
     result = CliRunner().invoke(cli, ["site", "build", "--db", str(db), "--out", str(out)])
     assert result.exit_code == 0, result.output

@@ -65,8 +65,12 @@ if limit < 3:
 
 def _record(seed_record, validation: str) -> dict:
     rec = dict(seed_record)
+    lines = LIBRARY.splitlines()
     rec.update(id="feedfacefeedface", slug="widget-count-exceeds-limit", errorMessage="Widget count 3 exceeds limit 2",
-               messagePattern=r"Widget count (.+?) exceeds limit (.+?)", errorClass="ValueError", validationCode=validation)
+               messagePattern=r"Widget count (.+?) exceeds limit (.+?)", errorClass="ValueError", validationCode=validation,
+               # the record's raise site is the library's: widgetlib.py, in check()
+               filePath="widgetlib.py", sourceCode="\n".join(lines), sourceCodeStart=1, sourceCodeEnd=len(lines),
+               lineNumber=next(n for n, text in enumerate(lines, 1) if "raise ValueError" in text))
     return rec
 
 

@@ -68,8 +68,9 @@ def test_before_state_raises_the_records_error_in_vllms_own_code(report):
     assert site["file"] == "vllm/distributed/device_communicators/flashinfer_all_reduce.py"
     assert site["line"] == 221
     assert site["function"] == "get_fi_ar_quant_workspace"
-    # The drift this finds: the record's prose names a function the released code does not have.
-    assert "record's documentation names get_flashinfer_allreduce_quant_workspace; the traceback raises in get_fi_ar_quant_workspace" in a["details"]["drift"]
+    # The record as corrected: its prose used to name get_flashinfer_allreduce_quant_workspace, a function the
+    # released code does not have (this drift found it); it names get_fi_ar_quant_workspace now, so no drift is left.
+    assert a["details"]["drift"] == []
 
 
 def test_after_state_no_longer_raises_it(report):
@@ -95,7 +96,8 @@ def test_validation_code_rejects_before_and_accepts_after(report):
     before = by["validationCode:before:in-reproducer"]
     after = by["validationCode:after:in-reproducer"]
     assert before["outcome"] == "pass" and before["exception_class"] == "AssertionError"
-    assert before["exception_message"] == "quant fusion allreduce needs mnnvl on multi-node"
+    assert before["exception_message"] == ("quant fusion allreduce needs mnnvl on multi-node (2 nodes): "
+                                           "set VLLM_FLASHINFER_ALLREDUCE_BACKEND=mnnvl or unset it")
     assert after["outcome"] == "pass" and after["exception_class"] is None
 
 

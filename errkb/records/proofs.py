@@ -147,20 +147,18 @@ def record_function(record: dict) -> str | None:
     return None
 
 
-def observed_findings(proof: dict | None, record: dict) -> list[str]:
-    """Where the error a proof observed is not the record's: its class (a documented wrapper
-    aside), its raise site's file and function. Shown on the record (explain, the site), not
-    kept as a note: the proof shows the message raised, and these say what else differs."""
-    if not proof or proof.get("status") != "proven" or is_out_of_date(proof, record):
-        return []  # an out-of-date proof observed an error of other content: it says nothing here
-    observed = proof.get("observed") or {}
-    cls, want = observed.get("exception_class"), record.get("errorClass")
+def error_mismatch(record: dict, exc_class: str | None, site: dict | None) -> list[str]:
+    """Where an observed error is not the record's, each a reason the proof fails: its class
+    (a documented wrapper aside), its raise site's file and the function its raise line sits
+    in (errkb.records.proofs.record_function). The line is not judged here: a line that moved
+    inside the same function is drift (errkb.verify.judge.record_drift), reported with the
+    observed line."""
+    want = record.get("errorClass")
     out = []
-    if cls and want and cls != want and (cls, want) not in WRAPPERS:
-        out.append(f"the record's errorClass is {want}; the run raised {cls}")
-    site = observed.get("raise_site") or {}
-    if not site or (cls, want) in WRAPPERS:
-        return out
+    if exc_class and want and exc_class != want and (exc_class, want) not in WRAPPERS:
+        out.append(f"the record's errorClass is {want}; the run raised {exc_class}")
+    if not site or (exc_class, want) in WRAPPERS:
+        return out  # a wrapper's raise site is the wrapper's own
     path = record.get("filePath")
     if path and site.get("file") and not str(site["file"]).endswith(str(path)):
         out.append(f"the record's filePath is {path}; the run raised in {site['file']}")
@@ -168,6 +166,17 @@ def observed_findings(proof: dict | None, record: dict) -> list[str]:
     if func and site.get("function") and site["function"] != func:
         out.append(f"the record's raise line is in {func}(); the run raised in {site['function']}()")
     return out
+
+
+def observed_findings(proof: dict | None, record: dict) -> list[str]:
+    """Where the error a committed proof observed is not the record's (error_mismatch). A
+    proof made under the rule has none (`errkb prove` fails such a run); one made before it,
+    or a record edited to a content the proof still digests, shows them on the record
+    (explain, the site), and `errkb prove --check` fails it."""
+    if not proof or proof.get("status") != "proven" or is_out_of_date(proof, record):
+        return []  # an out-of-date proof observed an error of other content: it says nothing here
+    observed = proof.get("observed") or {}
+    return error_mismatch(record, observed.get("exception_class"), observed.get("raise_site"))
 
 
 def _record_id(record: dict | str) -> str:

@@ -10,6 +10,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 
+from errkb.records.proofs import error_mismatch
 from errkb.verify import sandbox
 from errkb.verify.reproducers import Reproducer, Scenario
 
@@ -144,12 +145,14 @@ def judge_single(record: dict, rep: Reproducer, scenario: Scenario, mode: str, r
         details["raise_site"] = {k: v for k, v in site.items() if k != "frames"}
         if matched:
             details["drift"] = record_drift(record, site)
-            if record.get("errorClass") and exc_class != record["errorClass"]:
-                details["drift"].append(f"record's errorClass is {record['errorClass']}; raised {exc_class}")
     if raised and matched is None:
         return CheckResult(outcome="error", reason=f"{exc_class} raised but could not be matched: {match_why}", **base)
     if scenario.expect_raise:
         if raised and matched:
+            wrong = error_mismatch(record, exc_class, site)
+            if wrong:
+                return CheckResult(outcome="fail", reason=f"the record's message was raised{at}, but not as the record "
+                                                          f"says: {'; '.join(wrong)}", **base)
             return CheckResult(outcome="pass", reason=f"{exc_class} raised{at}; {match_why}", **base)
         if raised and exc_class in SINGLE_NOT_RUN:
             return CheckResult(outcome="error", reason=f"the {scenario.state!r} state could not run ({shown}{at})", **base)
@@ -202,7 +205,12 @@ def judge_scenario(record: dict, rep: Reproducer, scenario: Scenario, res: sandb
             # Only the record's own error says anything about the record's accuracy.
             details["drift"] = record_drift(record, site)
     if scenario.expect_raise:
-        if raiser and matched:
+        wrong = error_mismatch(record, exc_class, site) if raiser and matched else []
+        if raiser and matched and wrong:
+            outcome = "fail"
+            where = f" at {site['file_name']}:{site['line']} in {site['function']}" if site else ""
+            reason = f"the record's message was raised{where}, but not as the record says: {'; '.join(wrong)}"
+        elif raiser and matched:
             outcome = "pass"
             where = f"{site['file_name']}:{site['line']} in {site['function']}"
             reason = f"{exc_class} raised at {where}; {match_why} (get_node_count()={counts[0]})"
@@ -278,11 +286,12 @@ def raise_site(rank: dict) -> dict | None:
 
 def record_drift(record: dict, site: dict) -> list[str]:
     """Where the record disagrees with what the traceback really shows."""
-    drift = []
-    if record.get("filePath") and not site["file"].endswith(record["filePath"]):
-        drift.append(f"record's filePath is {record['filePath']}; raised in {site['file']}")
+    drift = []  # a wrong file or function is no drift but a failure (errkb.records.proofs.error_mismatch)
     if record.get("lineNumber") and site["line"] != record["lineNumber"]:
-        drift.append(f"record's lineNumber is {record['lineNumber']}; raised at line {site['line']}")
+        start, end = record.get("sourceCodeStart"), record.get("sourceCodeEnd")
+        inside = isinstance(start, int) and isinstance(end, int) and start <= site["line"] <= end
+        drift.append(f"record's lineNumber is {record['lineNumber']}; raised at line {site['line']}"
+                     + (" (inside the record's window)" if inside else ""))
     prose = " ".join(str(record.get(k) or "") for k in ("documentation", "triggerScenarios", "commonSituations"))
     if site["function"] not in prose:
         named = sorted({n for n in re.findall(r"\b[a-z_][a-z0-9]*(?:_[a-z0-9]+){2,}\b", prose)

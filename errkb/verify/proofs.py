@@ -25,7 +25,17 @@ from pathlib import Path
 
 from errkb import __version__
 from errkb.cache import atomic_write
-from errkb.records.proofs import EXERCISED, REPRODUCER_INDEX, ProofError, all_proofs, binding, is_out_of_date, proofs_dir, record_digest
+from errkb.records.proofs import (
+    EXERCISED,
+    REPRODUCER_INDEX,
+    ProofError,
+    all_proofs,
+    binding,
+    is_out_of_date,
+    observed_findings,
+    proofs_dir,
+    record_digest,
+)
 from errkb.verify.identity import gpu_identity
 from errkb.verify.judge import CheckResult
 from errkb.verify.language import detect_language
@@ -233,7 +243,8 @@ def _committed_cpu(folder: Path | None) -> dict[str, dict]:
 
 def check_bindings(records: dict[str, dict], folder: Path | None = None) -> list[tuple[str, str]]:
     """(record id, why) for each committed CPU proof that is not bound to its record as
-    stored: the record is gone, or its exercised fields differ from the proof's digest.
+    stored: the record is gone, its exercised fields differ from the proof's digest, or the
+    error it observed is not the record's (class, file, function: error_mismatch).
     Runs nothing: the verdict is the digest's, so it holds where no venv can be built."""
     broken = []
     for rid, proof in _committed_cpu(folder).items():
@@ -248,6 +259,8 @@ def check_bindings(records: dict[str, dict], folder: Path | None = None) -> list
             else:
                 why = "it carries no digest of the record's exercised fields"
             broken.append((rid, f"out of date: {why}; re-prove it"))
+        elif wrong := observed_findings(proof, record):
+            broken.append((rid, f"the error it observed is not the record's: {'; '.join(wrong)}"))
     return broken
 
 

@@ -22,15 +22,31 @@ ANALYZED_SHA = '6170845ea8a4b7bd51506e31b76f3ad9e2e140b9'
 
 
 def validate() -> None:
+    import argparse
     import os
+
     import torch.distributed as dist
 
-    # Run where your program starts (before its first torch.distributed call), in its environment.
-    # init_process_group() with its default env:// rendezvous reads these; torchrun sets them.
+    # python validate.py [--init-method URL] [--rank R --world-size N], in your program's environment: the
+    # init_method, rank and world_size your code passes to init_process_group() (leave out what it does not
+    # pass; torchrun sets MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE itself). It rejects a setup from which
+    # no default process group can be initialised, the state in which dist.get_rank() and friends raise.
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--init-method")
+    p.add_argument("--rank", type=int)
+    p.add_argument("--world-size", type=int)
+    a, _ = p.parse_known_args()
     assert dist.is_available(), "this torch build has no torch.distributed"
-    missing = [v for v in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE") if v not in os.environ]
-    assert not missing, ("no process group can be initialised from this environment (missing " + ", ".join(missing)
-                         + "): launch with torchrun, or call init_process_group() with rank, world_size and an init_method")
+    missing = []
+    if a.init_method is None or a.init_method.startswith("env://"):
+        missing += [v for v in ("MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
+    if a.rank is None and "RANK" not in os.environ:
+        missing.append("RANK (or rank=)")
+    if a.world_size is None and "WORLD_SIZE" not in os.environ:
+        missing.append("WORLD_SIZE (or world_size=)")
+    assert not missing, ("no default process group can be initialised from this setup (missing " + ", ".join(missing)
+                         + "): launch with torchrun, or call init_process_group() with rank, world_size and an init_method"
+                         " before any other torch.distributed call")
 
 
 def main() -> int:

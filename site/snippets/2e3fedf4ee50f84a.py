@@ -22,11 +22,31 @@ ANALYZED_SHA = 'c794754062d49a8fdb63ab3c5215b488b865030c'
 
 
 def validate() -> None:
+    import argparse
     import os
-    from vllm.distributed import get_node_count
-    if get_node_count() > 1:
+
+    # python validate.py <your vllm serve flags> (--nnodes N for a multi-node launch), in the environment your
+    # ranks start with; torchrun's WORLD_SIZE and LOCAL_WORLD_SIZE count the nodes too. Inside a running rank
+    # (torch.distributed initialised), vLLM's own get_node_count() counts them.
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--nnodes", "-n", type=int)
+    a, _ = p.parse_known_args()
+
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        from vllm.distributed import get_node_count
+
+        nodes = get_node_count()
+    elif a.nnodes is not None:
+        nodes = a.nnodes
+    elif "WORLD_SIZE" in os.environ and "LOCAL_WORLD_SIZE" in os.environ:
+        nodes = -(-int(os.environ["WORLD_SIZE"]) // int(os.environ["LOCAL_WORLD_SIZE"]))
+    else:
+        nodes = 1
+    if nodes > 1:
         assert os.environ.get("VLLM_FLASHINFER_ALLREDUCE_BACKEND", "auto") != "trtllm", (
-            "quant fusion allreduce needs mnnvl on multi-node")
+            f"quant fusion allreduce needs mnnvl on multi-node ({nodes} nodes): set VLLM_FLASHINFER_ALLREDUCE_BACKEND=mnnvl or unset it")
 
 
 def main() -> int:

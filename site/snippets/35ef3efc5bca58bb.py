@@ -4,9 +4,9 @@
 #   repo:      pytorch/pytorch
 #   slug:      torch-not-compiled-with-cuda-enabled
 #   error:     AssertionError: Torch not compiled with CUDA enabled
-#   raised at: torch/cuda/__init__.py:47
-#   source:    https://github.com/pytorch/pytorch/blob/000d1f4a10e3207891737deb5a8ed33615628866/torch/cuda/__init__.py#L45-L65
-#   commit:    000d1f4a10e3207891737deb5a8ed33615628866 (analysed 2026-12-02T12:00:00.000Z)
+#   raised at: torch/cuda/__init__.py:522
+#   source:    https://github.com/pytorch/pytorch/blob/cf30153c4c131c8164ee7798e5022d810682e2cb/torch/cuda/__init__.py#L501-L525
+#   commit:    cf30153c4c131c8164ee7798e5022d810682e2cb (analysed 2026-12-02T12:00:00.000Z)
 #
 # Run it where the fix should hold: `python 35ef3efc5bca58bb.py`.
 # Exit status: 0 validated, 1 validation failed, 2 could not run (missing module, ...).
@@ -17,8 +17,8 @@ import sys
 RECORD_ID = '35ef3efc5bca58bb'
 ERROR_CLASS = 'AssertionError'
 ERROR_MESSAGE = 'Torch not compiled with CUDA enabled'
-SOURCE_URL = 'https://github.com/pytorch/pytorch/blob/000d1f4a10e3207891737deb5a8ed33615628866/torch/cuda/__init__.py#L45-L65'
-ANALYZED_SHA = '000d1f4a10e3207891737deb5a8ed33615628866'
+SOURCE_URL = 'https://github.com/pytorch/pytorch/blob/cf30153c4c131c8164ee7798e5022d810682e2cb/torch/cuda/__init__.py#L501-L525'
+ANALYZED_SHA = 'cf30153c4c131c8164ee7798e5022d810682e2cb'
 
 
 def validate() -> None:

@@ -3,7 +3,7 @@
 #
 #   repo:      vllm-project/vllm
 #   slug:      user-specified-max-model-len-8192-is-greater-than
-#   error:     ValueError: User-specified max_model_len (8192) is greater than the derived max_model_len (max_position_embeddings=4096 in model's config.json). This may lead to incorrect model outputs or CUDA errors. Make sure the value is correct and within the model context size.
+#   error:     ValueError: User-specified max_model_len (8192) is greater than the derived max_model_len (None=4096 in model's config.json). This may lead to incorrect model outputs or CUDA errors. Make sure the value is correct and within the model context size.
 #   raised at: vllm/config.py:672
 #   source:    https://github.com/vllm-project/vllm/blob/c0c2335ce027486d254c31f665ce00d7db427d22/vllm/config.py#L657-L678
 #   commit:    c0c2335ce027486d254c31f665ce00d7db427d22 (analysed 2026-12-02T12:00:00.000Z)
@@ -16,7 +16,7 @@ import sys
 
 RECORD_ID = '7c0d9ebbb94b23eb'
 ERROR_CLASS = 'ValueError'
-ERROR_MESSAGE = "User-specified max_model_len (8192) is greater than the derived max_model_len (max_position_embeddings=4096 in model's config.json). This may lead to incorrect model outputs or CUDA errors. Make sure the value is correct and within the model context size."
+ERROR_MESSAGE = "User-specified max_model_len (8192) is greater than the derived max_model_len (None=4096 in model's config.json). This may lead to incorrect model outputs or CUDA errors. Make sure the value is correct and within the model context size."
 SOURCE_URL = 'https://github.com/vllm-project/vllm/blob/c0c2335ce027486d254c31f665ce00d7db427d22/vllm/config.py#L657-L678'
 ANALYZED_SHA = 'c0c2335ce027486d254c31f665ce00d7db427d22'
 

@@ -3,7 +3,7 @@
 #
 #   repo:      vllm-project/vllm
 #   slug:      to-serve-at-least-one-request-with-the-models-s-ma
-#   error:     ValueError: To serve at least one request with the models's max seq len (131072), (16.0 GiB KV cache is needed, which is larger than the available KV cache memory (0.71 GiB). Based on the available memory, the estimated maximum model length is 5632. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.
+#   error:     ValueError: To serve at least one request with the models's max seq len (131072), (16.0 GiB KV cache is needed, which is larger than the available KV cache memory (0.71 GiB). Based on the available memory, the estimated maximum model length is 5760. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.
 #   raised at: vllm/v1/core/kv_cache_utils.py:644
 #   source:    https://github.com/vllm-project/vllm/blob/001cabc1be16a59a70d720ed61a13b678c060a18/vllm/v1/core/kv_cache_utils.py#L619-L653
 #   commit:    001cabc1be16a59a70d720ed61a13b678c060a18 (analysed 2026-12-02T12:00:00.000Z)
@@ -16,7 +16,7 @@ import sys
 
 RECORD_ID = '9ab8fc1f08d7fd42'
 ERROR_CLASS = 'ValueError'
-ERROR_MESSAGE = "To serve at least one request with the models's max seq len (131072), (16.0 GiB KV cache is needed, which is larger than the available KV cache memory (0.71 GiB). Based on the available memory, the estimated maximum model length is 5632. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+ERROR_MESSAGE = "To serve at least one request with the models's max seq len (131072), (16.0 GiB KV cache is needed, which is larger than the available KV cache memory (0.71 GiB). Based on the available memory, the estimated maximum model length is 5760. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 SOURCE_URL = 'https://github.com/vllm-project/vllm/blob/001cabc1be16a59a70d720ed61a13b678c060a18/vllm/v1/core/kv_cache_utils.py#L619-L653'
 ANALYZED_SHA = '001cabc1be16a59a70d720ed61a13b678c060a18'
 

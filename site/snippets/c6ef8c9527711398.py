@@ -22,10 +22,37 @@ ANALYZED_SHA = '0cee3cb158704acb10e04869e8265ad630fe1df4'
 
 
 def validate() -> None:
-    import torch
-    minimum = 75  # 'Minimum capability' from the error message
-    major, minor = torch.cuda.get_device_capability()
-    assert major * 10 + minor >= minimum, f"GPU capability {major * 10 + minor} < {minimum}"
+    import argparse
+    import json
+    import os
+
+    # python validate.py <the flags you pass to the vLLM api_server / vllm serve>, on the GPU you serve on.
+    # It rejects a quantised checkpoint whose method needs a higher compute capability than this GPU has;
+    # an unquantised model (no --quantization, no quantization_config in the model's config.json) passes.
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("model_tag", nargs="?")
+    p.add_argument("--model")
+    p.add_argument("--quantization", "-q")
+    a, _ = p.parse_known_args()
+    model = a.model or a.model_tag
+    method = a.quantization
+    config = os.path.join(model, "config.json") if model else ""
+    if method is None and os.path.isfile(config):  # vLLM takes the method from the checkpoint when not given
+        with open(config) as f:
+            method = (json.load(f).get("quantization_config") or {}).get("quant_method")
+    if method:
+        try:  # the method's own minimum, from the installed vLLM
+            from vllm.model_executor.layers.quantization import get_quantization_config
+            minimum = get_quantization_config(method).get_min_capability()
+        except (ImportError, ValueError, KeyError):
+            minimum = {"awq": 75}.get(method)  # AWQ's minimum as this error message prints it
+        if minimum is not None:
+            import torch
+
+            major, minor = torch.cuda.get_device_capability()
+            assert major * 10 + minor >= minimum, (
+                f"{method} needs compute capability {minimum}; this GPU has {major * 10 + minor}: "
+                "serve an unquantised model or one quantised with a method this GPU supports")
 
 
 def main() -> int:

@@ -3,7 +3,7 @@
 #
 #   repo:      pytorch/pytorch
 #   slug:      no-rendezvous-handler-for-env
-#   error:     RuntimeError: No rendezvous handler for env://
+#   error:     RuntimeError: No rendezvous handler for localhost://
 #   raised at: torch/distributed/rendezvous.py:95
 #   source:    https://github.com/pytorch/pytorch/blob/0140b62d8bab203e4699faeba802b5204fa51d26/torch/distributed/rendezvous.py#L72-L96
 #   commit:    0140b62d8bab203e4699faeba802b5204fa51d26 (analysed 2026-12-02T12:00:00.000Z)
@@ -16,7 +16,7 @@ import sys
 
 RECORD_ID = 'dd0a15082d9b0a12'
 ERROR_CLASS = 'RuntimeError'
-ERROR_MESSAGE = 'No rendezvous handler for env://'
+ERROR_MESSAGE = 'No rendezvous handler for localhost://'
 SOURCE_URL = 'https://github.com/pytorch/pytorch/blob/0140b62d8bab203e4699faeba802b5204fa51d26/torch/distributed/rendezvous.py#L72-L96'
 ANALYZED_SHA = '0140b62d8bab203e4699faeba802b5204fa51d26'
 

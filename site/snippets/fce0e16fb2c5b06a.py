@@ -22,11 +22,34 @@ ANALYZED_SHA = '6ae52299e0b5dc74b480709e4a08d93c8cb13916'
 
 
 def validate() -> None:
-    import torch
-    dtype = torch.float16  # the dtype you pass with --dtype
-    capability = torch.cuda.get_device_capability()
-    assert dtype != torch.bfloat16 or capability >= (8, 0), (
-        f"bfloat16 needs compute capability >= 8.0, this GPU has {capability}")
+    import argparse
+    import json
+    import os
+
+    # python validate.py <the flags you pass to vllm serve / the api_server>, on the GPU you serve on.
+    # It rejects bfloat16 (asked with --dtype, or 'auto' taking the checkpoint's torch_dtype) on a GPU below
+    # compute capability 8.0.
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("model_tag", nargs="?")
+    p.add_argument("--model")
+    p.add_argument("--dtype", default="auto")
+    a, _ = p.parse_known_args()
+    model = a.model or a.model_tag
+    dtype = a.dtype
+    if dtype == "auto":
+        config = os.path.join(model, "config.json") if model else ""
+        if os.path.isfile(config):
+            with open(config) as f:
+                dtype = str(json.load(f).get("torch_dtype") or "float32")
+        else:  # a hub id: its config.json as transformers resolves it (cached, or downloaded)
+            from transformers import AutoConfig
+            dtype = str(AutoConfig.from_pretrained(model).torch_dtype).replace("torch.", "")
+    if dtype in ("bfloat16", "bf16"):
+        import torch
+
+        capability = torch.cuda.get_device_capability()
+        assert capability >= (8, 0), (
+            f"bfloat16 needs compute capability >= 8.0, this GPU has {capability}: pass --dtype half (float16)")
 
 
 def main() -> int:

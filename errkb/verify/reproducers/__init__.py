@@ -217,6 +217,10 @@ TORCH_NOTE = "torch 2.13.0 CPU wheel, a release later than the analysed commit; 
 TORCH_20 = Requirements(pip_steps=(("torch==2.0.1",),), imports=("torch",), python_max=(3, 11))
 TORCH_20_NOTE = ("torch 2.0.1 (PyPI's cp311 wheel, a CUDA 11.7 build run without a GPU), the last release with the record's "
                  "wording (\"on rank: 0\", \"worker_count\"); 2.1 rewords the message (\"on rank 0\", \"num_workers_joined\")")
+# 012b1dcb and 3e53cb19 were analysed at 2a399d68's commit, where both checks raise RuntimeError, as torch 2.0.1
+# does; torch 2.13.0 raises ValueError for them, so it cannot prove the records' errorClass.
+TORCH_20_CLASS_NOTE = ("torch 2.0.1 (PyPI's cp311 wheel, a CUDA 11.7 build run without a GPU), the release nearest the "
+                       "analysed commit: it raises the record's RuntimeError; later releases (2.13.0) raise ValueError")
 
 REGISTRY: tuple[Reproducer, ...] = (
     Reproducer(
@@ -265,18 +269,20 @@ REGISTRY: tuple[Reproducer, ...] = (
 # is read as "Reproduced <label> with <release> on <date>".
 LATER = "on a release later than the record's"
 TORCH_CASE_LABEL = f"through the case's own torch program, its state chosen by the case's flags, {LATER}"
+# torch 2.0.1: the release whose checks raise the records' RuntimeError (2.13 raises ValueError)
+TORCH_20_CASE_LABEL = "through the case's own torch program, its state chosen by the case's flags"
 VLLM_033_LABEL = "through vLLM's config check (the api_server's own parser and create_engine_configs, not the server)"
 FLASHINFER_LABEL = f"through FlashInfer's run() dtype check called directly (no CUDA workspace, no plan()), {LATER}"
 WORKSPACE_LABEL = REGISTRY[0].label
 
 REGISTRY = REGISTRY + (
-    case("012b1dcb44c97448", "012b1dcb_default_group.py", TORCH_CPU, release_note=TORCH_NOTE, label=TORCH_CASE_LABEL),
+    case("012b1dcb44c97448", "012b1dcb_default_group.py", TORCH_20, release_note=TORCH_20_CLASS_NOTE, label=TORCH_20_CASE_LABEL),
     case("0da69f8814de0754", "0da69f88_no_mpi.py", TORCH_CPU, release_note=TORCH_NOTE, label=TORCH_CASE_LABEL),
     case("e6731f41df64fe83", "e6731f41_no_nccl.py", TORCH_CPU, release_note=TORCH_NOTE, label=TORCH_CASE_LABEL),
     case("dd0a15082d9b0a12", "dd0a1508_rendezvous.py", TORCH_CPU, release_note=TORCH_NOTE,
          label=f"through the record's own program run as written, {LATER}"),
     case("35ef3efc5bca58bb", "35ef3efc_no_cuda_build.py", TORCH_CPU, release_note=TORCH_NOTE, label=TORCH_CASE_LABEL),
-    case("3e53cb195b2d7b69", "3e53cb19_init_twice.py", TORCH_CPU, release_note=TORCH_NOTE, label=TORCH_CASE_LABEL),
+    case("3e53cb195b2d7b69", "3e53cb19_init_twice.py", TORCH_20, release_note=TORCH_20_CLASS_NOTE, label=TORCH_20_CASE_LABEL),
     case("2a399d687e225c92", "2a399d68_store_barrier.py", TORCH_20, release_note=TORCH_20_NOTE),
     case("c7fb8f7d322e416f", "c7fb8f7d_tp_heads.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
     case("7bf6c84e4a15af89", "7bf6c84e_batched_lt_seqs.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),

@@ -1,8 +1,9 @@
 """c7fb8f7d: --tensor-parallel-size 3 on Llama-2-70b-chat-hf (64 attention heads), vLLM 0.3.3.
 
 The record's exampleFix: `python -m vllm.entrypoints.api_server --model
-meta-llama/Llama-2-70b-chat-hf --tensor-parallel-size 3`, fixed with `CUDA_VISIBLE_DEVICES=0,1`
-and --tensor-parallel-size 2 (the 'after' state's env; the CPU torch ignores it). The model
+meta-llama/Llama-2-70b-chat-hf --tensor-parallel-size 3`, fixed with `CUDA_VISIBLE_DEVICES=0,1,2,3`
+and --tensor-parallel-size 4 (the 'after' state's env; the CPU torch ignores it): 4 divides the 64 heads,
+and four 80 GB GPUs hold the 70B model's fp16 weights (about 140 GB), which two cannot. The model
 folder holds Llama-2-70b-chat-hf's config.json (64 attention heads, 8 KV heads, 80 layers; no
 weights). That server builds its engine from the same AsyncEngineArgs parser (see
 _vllm033.py; `--device cuda` stands for the user's GPU host); after create_engine_configs()
@@ -16,7 +17,7 @@ from _vllm033 import LLAMA2_70B, accepted, engine_configs, write
 
 MODEL = "./Llama-2-70b-chat-hf"
 # The record's exampleFix states (errkb.verify.fixstates), mapped: the checkpoint name to its local config.json
-# (the 'after' state's inline CUDA_VISIBLE_DEVICES=0,1 is passed on as written; no CUDA API reads it here).
+# (the 'after' state's inline CUDA_VISIBLE_DEVICES=0,1,2,3 is passed on as written; no CUDA API reads it here).
 MAPPING = {"values": {"meta-llama/Llama-2-70b-chat-hf": MODEL}, "append": ["--device", "cuda"]}
 
 
