@@ -416,14 +416,18 @@ def verify(keys, all_records, tier, db_path, as_json):
                    "(the digest of the fields it exercised); re-run nothing.")
 @click.option("--proofs", "proofs_dir_opt", type=click.Path(file_okay=False, path_type=Path),
               help="Folder of committed proofs for --check (default: the bundled data/proofs).")
+@click.option("--mutants/--no-mutants", default=True, show_default=True,
+              help="Judge each proven record's mutants (a non-fixing exampleFix, a wrong message or class, an "
+                   "always-true, always-false or crashing validation); the proof written carries their verdicts, "
+                   "and --check fails when one survives.")
 @db_option
 @json_option
-def prove(keys, all_records, tier, write_dir, check_only, bindings_only, proofs_dir_opt, db_path, as_json):
+def prove(keys, all_records, tier, write_dir, check_only, bindings_only, proofs_dir_opt, mutants, db_path, as_json):
     """Run records' real reproducers and judge each record proven, failed, skipped or unproven.
 
     Exit status: 0 every named record proven or skipped (e.g. needs CUDA), 1 one failed or
     is unproven (or, with --check, a committed proof no longer holds or is out of date: its
-    record changed since it was proven), 2 bad input.
+    record changed since it was proven, or one of its mutants survived), 2 bad input.
     """
     from errkb.records.proofs import ProofError
     from errkb.verify import proofs as P
@@ -438,7 +442,8 @@ def prove(keys, all_records, tier, write_dir, check_only, bindings_only, proofs_
         if check_only:
             if keys or all_records:
                 raise ProofError("--check re-runs every committed CPU proof; give no record ids and no --all")
-            held, broken = P.check_store(store, proofs_dir_opt, progress, note, rerun=not bindings_only)
+            held, broken = P.check_store(store, proofs_dir_opt, progress, note, rerun=not bindings_only,
+                                         mutants=mutants)
             if as_json:
                 print_json({"checked": held, "broken": [{"record_id": r, "reason": why} for r, why in broken]})
             else:
@@ -449,12 +454,15 @@ def prove(keys, all_records, tier, write_dir, check_only, bindings_only, proofs_
             sys.exit(1 if broken else 0)
         records = P.records_to_prove(store, keys, all_records, tier)
     results = []
-    for proof, path in P.prove_records(records, tier, write_dir, progress, note):
+    for proof, path in P.prove_records(records, tier, write_dir, progress, note, mutants):
         results.append((proof, path))
         if not as_json:
             lib = proof.library or {}
             echo(f"{proof.status.upper():9} {proof.record_id}  {tier:8} {lib.get('name', '-')} {lib.get('version', '')}  "
                        f"{proof.reason}" + (f"  -> {path}" if path else ""))
+            for kind, v in ((proof.mutants or {}).get("kinds") or {}).items():
+                echo(f"  mutant {kind}: {v['verdict']}" + (f" by {v['by']}" if v.get("by") else "")
+                     + f": {v['why']}"[:300])
     if as_json:
         print_json([dict(p.to_dict(), written=str(path) if path else None) for p, path in results])
     else:
