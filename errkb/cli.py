@@ -341,17 +341,20 @@ def list_(repo, tag, error_class, severity, db_path, as_json):
 @json_option
 def stats(db_path, as_json):
     """Counts by repo, class, type, severity and lint status."""
-    from errkb.records.proofs import coverage, coverage_line
+    from errkb.records.proofs import coverage, coverage_line, mutation_line, mutation_score
 
     with open_store(db_path, read_only=True) as store:
         data = store.stats()
-        data["proof_coverage"] = coverage(list(store.records()))
+        records = list(store.records())
+        data["proof_coverage"] = coverage(records)
+        data["mutation_score"] = mutation_score(records)
     if as_json:
         print_json(data)
         return
     for key in ("records", "versions", "rejects", "ingest_runs", "verification_runs", "dataset_version"):
         echo(f"{key}: {data[key]}")
     echo(coverage_line(data["proof_coverage"]))
+    echo(mutation_line(data["mutation_score"]))
     for key in ("by_repo", "by_class", "by_type", "by_severity", "by_lint_status"):
         echo(f"{key}:")
         for name, count in data[key].items():
