@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -18,8 +19,8 @@ from errkb.verify import mutants as M
 from errkb.verify import proofs as P
 from errkb.verify import sandbox
 from errkb.verify.judge import message_matches
+from errkb.verify.reproducers import Requirements, case
 from errkb.verify.shell import split_states
-from tests.test_proof import REAL_VALIDATION, _record, widget_case  # noqa: F401  (a fixture)
 
 needs_ns = pytest.mark.skipif(not sandbox.capabilities().namespaces, reason="needs namespaces (root and util-linux unshare)")
 
@@ -131,6 +132,40 @@ def test_stats_prints_the_mutation_score_and_json_gives_it_by_kind(tmp_path, mon
 
 # -- judged by the real prove machinery ------------------------------------------------
 
+# A widget "library" in errkb's own interpreter (as tests/test_proof.py's): fast, in the real sandbox.
+CASE = '''
+STATES = {"before": {"argv": ["--limit", "2"], "env": {}}, "after": {"argv": ["--limit", "5"], "env": {}}}
+
+
+def trigger(state):
+    limit = int(state["argv"][1])
+    if 3 > limit:
+        raise ValueError(f"Widget count 3 exceeds limit {limit}")
+    return "3 widgets fit"
+'''
+REAL_VALIDATION = '''import sys
+limit = int(sys.argv[sys.argv.index("--limit") + 1])
+assert limit >= 3, f"limit {limit} is below the 3 widgets"
+'''
+
+
+def _record(seed_record: dict, validation: str) -> dict:
+    return {**seed_record, "id": "feedfacefeedface", "slug": "widget-count-exceeds-limit",
+            "errorMessage": "Widget count 3 exceeds limit 2", "messagePattern": r"Widget count (.+?) exceeds limit (.+?)",
+            "errorClass": "ValueError", "validationCode": validation}
+
+
+@pytest.fixture
+def widget_case(tmp_path, monkeypatch):
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    folder.chmod(0o755)
+    tmp_path.chmod(0o755)
+    (folder / "widgets.py").write_text(CASE)
+    monkeypatch.setenv("ERRKB_GPU_PYTHON", sys.executable)
+    rep = case("feedfacefeedface", "widgets.py", Requirements(system_python=True))
+    return rep.__class__(**{**rep.__dict__, "case": folder / "widgets.py"})
+
 
 def _widget(seed_record, rep, monkeypatch):
     monkeypatch.setattr(P, "for_record", lambda rid, tier=None: [rep] if rid == "feedfacefeedface" else [])
@@ -141,9 +176,9 @@ def _widget(seed_record, rep, monkeypatch):
 
 
 @needs_ns
-def test_the_prove_machinery_kills_the_message_and_validation_mutants_of_a_widget(seed_record, widget_case, monkeypatch):  # noqa: F811
+def test_the_prove_machinery_kills_the_message_and_validation_mutants_of_a_widget(seed_record, widget_case, monkeypatch):
     record, proof = _widget(seed_record, widget_case, monkeypatch)
-    kinds = M.run_mutants(record, proof)["kinds"]
+    kinds = P.judge_mutants(record, proof)["kinds"]
     assert kinds["wrong-message"]["verdict"] == "killed"
     assert kinds["wrong-message"]["by"] == "reproducer:widgets:before"
     assert kinds["always-true-validation"]["by"] == "validationCode:before:in-reproducer"
@@ -156,7 +191,7 @@ def test_the_prove_machinery_kills_the_message_and_validation_mutants_of_a_widge
 
 
 @needs_ns
-def test_a_surviving_mutant_makes_check_fail_naming_the_record_and_kind(seed_record, widget_case, monkeypatch,  # noqa: F811
+def test_a_surviving_mutant_makes_check_fail_naming_the_record_and_kind(seed_record, widget_case, monkeypatch,
                                                                      tmp_path):
     record, proof = _widget(seed_record, widget_case, monkeypatch)
     proof.bound = D.binding(record, None)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from errkb.records.proofs import WRAPPERS
 from errkb.verify.judge import CheckResult, message_matches
-from errkb.verify.shell import _SECTION
+from errkb.verify.shell import SECTION_HEADER
 
 KILLED, SURVIVED, NOT_DERIVED = "killed", "survived", "not derived"
 
@@ -98,7 +98,7 @@ def non_fixing_fix(fix: str | None) -> tuple[str | None, str]:
     line and one statement marked ``# after``: the marked statement becomes that code."""
     if not fix or not fix.strip():
         return None, "the record has no exampleFix"
-    marks = list(_SECTION.finditer(fix))
+    marks = list(SECTION_HEADER.finditer(fix))
     names = {m.group(1).lower() for m in marks}
     if names == {"before", "after"}:
         bodies = [fix[m.end():(marks[i + 1].start() if i + 1 < len(marks) else len(fix))].strip("\n")
@@ -253,12 +253,12 @@ def _verdict(mutant: Mutant, status: str, reason: str, new: list[CheckResult], r
             "why": f"{status}: " + (f"{bad.outcome}: {bad.reason}" if bad else reason)}
 
 
-def judge_mutant(mutant: Mutant, proof, tier: str = "cpu-real", note: Callable[[str], None] | None = None) -> dict:
+def judge_mutant(mutant: Mutant, proof, prove_record: Callable, judge: Callable, tier: str = "cpu-real",
+                 note: Callable[[str], None] | None = None) -> dict:
     """Whether the prove machinery catches ``mutant`` of the record ``proof`` (an
     errkb.verify.proofs.Proof, just run) proved: re-judging or re-running only what the
-    mutation changes, the rest taken from ``proof``'s checks."""
-    from errkb.verify.proofs import judge, prove_record
-
+    mutation changes, the rest taken from ``proof``'s checks. ``prove_record`` and ``judge``
+    are errkb.verify.proofs' (passed in: that module calls this one)."""
     if mutant.record is None:
         return {"verdict": NOT_DERIVED, "change": None, "by": None, "runs": [], "why": mutant.change}
     if not mutant.steps:
@@ -283,11 +283,13 @@ def judge_mutant(mutant: Mutant, proof, tier: str = "cpu-real", note: Callable[[
     return verdict
 
 
-def run_mutants(record: dict, proof, tier: str = "cpu-real", note: Callable[[str], None] | None = None) -> dict:
-    """The ``mutants`` section of a proven record's proof: per kind, its verdict."""
+def run_mutants(record: dict, proof, prove_record: Callable, judge: Callable, tier: str = "cpu-real",
+                note: Callable[[str], None] | None = None) -> dict:
+    """The ``mutants`` section of a proven record's proof: per kind, its verdict
+    (errkb.verify.proofs.judge_mutants is the entry point)."""
     kinds = {}
     for mutant in derive(record, proof.to_dict()):
-        kinds[mutant.kind] = judge_mutant(mutant, proof, tier, note)
+        kinds[mutant.kind] = judge_mutant(mutant, proof, prove_record, judge, tier, note)
         if note:
             v = kinds[mutant.kind]
             note(f"{record['id']}: mutant {mutant.kind}: {v['verdict']}" + (f" by {v['by']}" if v.get("by") else ""))

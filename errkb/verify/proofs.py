@@ -29,6 +29,7 @@ from errkb.records.proofs import EXERCISED, REPRODUCER_INDEX, ProofError, all_pr
 from errkb.verify.identity import gpu_identity
 from errkb.verify.judge import CheckResult
 from errkb.verify.language import detect_language
+from errkb.verify.mutants import AWAITS, run_mutants, unexpected_survivors
 from errkb.verify.reproducers import REGISTRY, for_record
 from errkb.verify.runs import FAILING, NEEDS_PYTHON, run_fix, run_reproducer
 
@@ -140,6 +141,12 @@ def prove_record(record: dict, tier: str = "cpu-real", progress: Callable[[Check
                  date=dt.datetime.now(dt.UTC).date().isoformat(), bound=binding(record, library))
 
 
+def judge_mutants(record: dict, proof: Proof, tier: str = "cpu-real", note: Callable[[str], None] | None = None) -> dict:
+    """The ``mutants`` section of a proven record's proof (errkb.verify.mutants), each mutant
+    judged by this module's prove_record and judge."""
+    return run_mutants(record, proof, prove_record, judge, tier, note)
+
+
 # -- what `errkb prove` runs --------------------------------------------------------
 
 
@@ -168,12 +175,10 @@ def prove_records(records: list[dict], tier: str, write_dir: Path | None = None,
     """Each record's proof in turn, with the file it was written to (``write_dir``, and only
     a proven record is written) or None. A proven record's mutants (errkb.verify.mutants)
     are judged too unless ``mutants`` is False, and the proof carries their verdicts."""
-    from errkb.verify.mutants import run_mutants
-
     for record in records:
         proof = prove_record(record, tier, progress, note)
         if mutants and proof.status == "proven":
-            proof.mutants = run_mutants(record, proof, tier, note)
+            proof.mutants = judge_mutants(record, proof, tier, note)
         yield proof, write_proof(proof, write_dir) if write_dir and proof.status == "proven" else None
 
 
@@ -260,8 +265,6 @@ def check_committed(records: dict[str, dict], folder: Path | None = None,
     of a kind not awaiting other work survived."""
     import time
 
-    from errkb.verify.mutants import AWAITS, run_mutants, unexpected_survivors
-
     broken = check_bindings(records, folder)
     unbound = {rid for rid, _ in broken}
     committed = _committed_cpu(folder)
@@ -292,7 +295,7 @@ def check_committed(records: dict[str, dict], folder: Path | None = None,
             continue
         if mutants:
             started = time.monotonic()
-            section = run_mutants(record, again, "cpu-real", note)
+            section = judge_mutants(record, again, "cpu-real", note)
             for kind, why in unexpected_survivors(section):
                 broken.append((rid, f"mutant {kind} survived: {why}"))
             if note:
