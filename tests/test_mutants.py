@@ -212,7 +212,7 @@ def test_the_mutants_of_a_real_torch_record_die_and_a_survivor_fails_check(heavy
     monkeypatch.setenv("ERRKB_CACHE_DIR", str(heavy_cache))
     result = CliRunner().invoke(cli, ["prove", "0da69f8814de0754", "--json"])
     assert result.exit_code == 0, result.output[-3000:]
-    kinds = json.loads(result.output)[0]["mutants"]["kinds"]
+    kinds = json.loads(result.stdout)[0]["mutants"]["kinds"]
     for kind in ("wrong-message", "always-true-validation", "always-false-validation", "crashing-validation"):
         assert kinds[kind]["verdict"] == "killed", (kind, kinds[kind])
     assert "expected the record's error; saw RuntimeError: Distributed package doesn't have MPI" in kinds["wrong-message"]["why"]
