@@ -422,7 +422,7 @@ def verify(keys, all_records, tier, db_path, as_json):
 @click.option("--mutants/--no-mutants", default=True, show_default=True,
               help="Judge each proven record's mutants (a non-fixing exampleFix, a wrong message or class, an "
                    "always-true, always-false or crashing validation); the proof written carries their verdicts, "
-                   "and --check fails when one survives.")
+                   "and --check fails when one survives (kinds awaiting other work aside: docs/proofs.md).")
 @db_option
 @json_option
 def prove(keys, all_records, tier, write_dir, check_only, bindings_only, proofs_dir_opt, mutants, db_path, as_json):
