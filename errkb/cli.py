@@ -341,17 +341,20 @@ def list_(repo, tag, error_class, severity, db_path, as_json):
 @json_option
 def stats(db_path, as_json):
     """Counts by repo, class, type, severity and lint status."""
-    from errkb.records.proofs import coverage, coverage_line
+    from errkb.records.proofs import coverage, coverage_line, mutation_line, mutation_score
 
     with open_store(db_path, read_only=True) as store:
         data = store.stats()
-        data["proof_coverage"] = coverage(list(store.records()))
+        records = list(store.records())
+        data["proof_coverage"] = coverage(records)
+        data["mutation_score"] = mutation_score(records)
     if as_json:
         print_json(data)
         return
     for key in ("records", "versions", "rejects", "ingest_runs", "verification_runs", "dataset_version"):
         echo(f"{key}: {data[key]}")
     echo(coverage_line(data["proof_coverage"]))
+    echo(mutation_line(data["mutation_score"]))
     for key in ("by_repo", "by_class", "by_type", "by_severity", "by_lint_status"):
         echo(f"{key}:")
         for name, count in data[key].items():
@@ -416,14 +419,18 @@ def verify(keys, all_records, tier, db_path, as_json):
                    "(the digest of the fields it exercised); re-run nothing.")
 @click.option("--proofs", "proofs_dir_opt", type=click.Path(file_okay=False, path_type=Path),
               help="Folder of committed proofs for --check (default: the bundled data/proofs).")
+@click.option("--mutants/--no-mutants", default=True, show_default=True,
+              help="Judge each proven record's mutants (a non-fixing exampleFix, a wrong message or class, an "
+                   "always-true, always-false or crashing validation); the proof written carries their verdicts, "
+                   "and --check fails when one survives (kinds awaiting other work aside: docs/proofs.md).")
 @db_option
 @json_option
-def prove(keys, all_records, tier, write_dir, check_only, bindings_only, proofs_dir_opt, db_path, as_json):
+def prove(keys, all_records, tier, write_dir, check_only, bindings_only, proofs_dir_opt, mutants, db_path, as_json):
     """Run records' real reproducers and judge each record proven, failed, skipped or unproven.
 
     Exit status: 0 every named record proven or skipped (e.g. needs CUDA), 1 one failed or
     is unproven (or, with --check, a committed proof no longer holds or is out of date: its
-    record changed since it was proven), 2 bad input.
+    record changed since it was proven, or one of its mutants survived), 2 bad input.
     """
     from errkb.records.proofs import ProofError
     from errkb.verify import proofs as P
@@ -438,7 +445,8 @@ def prove(keys, all_records, tier, write_dir, check_only, bindings_only, proofs_
         if check_only:
             if keys or all_records:
                 raise ProofError("--check re-runs every committed CPU proof; give no record ids and no --all")
-            held, broken = P.check_store(store, proofs_dir_opt, progress, note, rerun=not bindings_only)
+            held, broken = P.check_store(store, proofs_dir_opt, progress, note, rerun=not bindings_only,
+                                         mutants=mutants)
             if as_json:
                 print_json({"checked": held, "broken": [{"record_id": r, "reason": why} for r, why in broken]})
             else:
@@ -449,12 +457,15 @@ def prove(keys, all_records, tier, write_dir, check_only, bindings_only, proofs_
             sys.exit(1 if broken else 0)
         records = P.records_to_prove(store, keys, all_records, tier)
     results = []
-    for proof, path in P.prove_records(records, tier, write_dir, progress, note):
+    for proof, path in P.prove_records(records, tier, write_dir, progress, note, mutants):
         results.append((proof, path))
         if not as_json:
             lib = proof.library or {}
             echo(f"{proof.status.upper():9} {proof.record_id}  {tier:8} {lib.get('name', '-')} {lib.get('version', '')}  "
                        f"{proof.reason}" + (f"  -> {path}" if path else ""))
+            for kind, v in ((proof.mutants or {}).get("kinds") or {}).items():
+                echo(f"  mutant {kind}: {v['verdict']}" + (f" by {v['by']}" if v.get("by") else "")
+                     + f": {v['why']}"[:300])
     if as_json:
         print_json([dict(p.to_dict(), written=str(path) if path else None) for p, path in results])
     else:

@@ -259,3 +259,39 @@ def coverage_line(cov: dict) -> str:
     how = f" ({st.get('strong', 0)} strong, {st.get('labelled', 0)} labelled)" if sum(st.values()) else ""
     return (f"proof coverage: {c['proven on CPU']}/{cov['total']} proven on CPU{how}{gpu}{stale}, "
             f"{c['GPU-only']} GPU-only, {c['unproven']} unproven")
+
+
+def mutation_score(records: list[dict], folder: Path | None = None) -> dict:
+    """The mutants of the committed proofs (each proof's ``mutants`` section, written by
+    ``errkb prove``; errkb.verify.mutants): killed / tried overall and by kind, over the
+    records proven now (an out-of-date proof's mutants say nothing about the record)."""
+    proofs = all_proofs(folder)
+    by_kind: dict[str, dict[str, int]] = {}
+    proven = judged = 0
+    for record in records:
+        proof = proofs.get(record["id"])
+        if not status_of(record, proof).startswith("proven"):
+            continue
+        proven += 1
+        kinds = ((proof.get("mutants") or {}).get("kinds") or {}) if isinstance(proof.get("mutants"), dict) else {}
+        if kinds:
+            judged += 1
+        for name, verdict in kinds.items():
+            counts = by_kind.setdefault(str(name), {"killed": 0, "survived": 0, "not derived": 0})
+            v = verdict.get("verdict") if isinstance(verdict, dict) else None
+            if v in counts:
+                counts[v] += 1
+    killed = sum(c["killed"] for c in by_kind.values())
+    tried = killed + sum(c["survived"] for c in by_kind.values())
+    return {"killed": killed, "tried": tried, "proven": proven, "judged": judged, "by_kind": dict(sorted(by_kind.items()))}
+
+
+def mutation_line(score: dict) -> str:
+    if not score["judged"]:
+        return (f"mutation score: none judged (no proof of the {score['proven']} proven records carries mutants; "
+                "errkb prove ID --write data/proofs)")
+    survived = [f"{k} {c['survived']}" for k, c in score["by_kind"].items() if c["survived"]]
+    return (f"mutation score: {score['killed']}/{score['tried']} killed"
+            + (f" (survived: {', '.join(survived)})" if survived else "")
+            + (f"; {score['proven'] - score['judged']} proven record(s) without mutants judged"
+               if score["judged"] < score["proven"] else ""))

@@ -242,7 +242,7 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
     base = base_url.rstrip("/") + "/" if base_url else None
     dataset_version = store.dataset_version()
 
-    from errkb.records.proofs import all_proofs, coverage, load_findings, observed_findings, status_of
+    from errkb.records.proofs import all_proofs, coverage, load_findings, mutation_score, observed_findings, status_of
 
     proofs = all_proofs()
     from errkb.records.variants import bundled_folder, read_folder
@@ -298,7 +298,8 @@ def render_site(store, base_url: str | None = None, progress: Callable[[int, int
     tag_names = sorted(tags)
     repo_names = sorted(repos)
     common = {"dataset_version": dataset_version, "record_count": len(entries),
-              "proof_coverage": coverage([e.record for e in entries])}
+              "proof_coverage": coverage([e.record for e in entries]),
+              "mutation_score": mutation_score([e.record for e in entries])}
 
     total = len(entries)
     workers = default_workers(total) if workers is None else workers

