@@ -4,9 +4,9 @@
 #   repo:      vllm-project/vllm
 #   slug:      torch-bfloat16-is-not-supported-for-quantization-m
 #   error:     ValueError: torch.bfloat16 is not supported for quantization method awq. Supported dtypes: [torch.float16]
-#   raised at: vllm/config/vllm.py:518
-#   source:    https://github.com/vllm-project/vllm/blob/bcf2be96120005e9aea171927f85055a6a5c0cf6/vllm/config/vllm.py#L495-L524
-#   commit:    bcf2be96120005e9aea171927f85055a6a5c0cf6 (analysed 2026-12-02T12:00:00.000Z)
+#   raised at: vllm/model_executor/model_loader.py:87
+#   source:    https://github.com/vllm-project/vllm/blob/0cee3cb158704acb10e04869e8265ad630fe1df4/vllm/model_executor/model_loader.py#L68-L90
+#   commit:    0cee3cb158704acb10e04869e8265ad630fe1df4 (analysed 2026-12-02T12:00:00.000Z)
 #
 # Run it where the fix should hold: `python 2042ff2944a79d5f.py`.
 # Exit status: 0 validated, 1 validation failed, 2 could not run (missing module, ...).
@@ -17,8 +17,8 @@ import sys
 RECORD_ID = '2042ff2944a79d5f'
 ERROR_CLASS = 'ValueError'
 ERROR_MESSAGE = 'torch.bfloat16 is not supported for quantization method awq. Supported dtypes: [torch.float16]'
-SOURCE_URL = 'https://github.com/vllm-project/vllm/blob/bcf2be96120005e9aea171927f85055a6a5c0cf6/vllm/config/vllm.py#L495-L524'
-ANALYZED_SHA = 'bcf2be96120005e9aea171927f85055a6a5c0cf6'
+SOURCE_URL = 'https://github.com/vllm-project/vllm/blob/0cee3cb158704acb10e04869e8265ad630fe1df4/vllm/model_executor/model_loader.py#L68-L90'
+ANALYZED_SHA = '0cee3cb158704acb10e04869e8265ad630fe1df4'
 
 
 def validate() -> None:

@@ -1099,13 +1099,14 @@
     var out = found.map(function (f) {
       return { pattern: f[1][1], line: f[0], trust: f[1][2] ? "strong" : "half", meaning: null, sites: f[1][4].map(siteOf) };
     });
-    lines.forEach(function (line, n) {
-      if (line.indexOf("CUDA") < 0 && line.indexOf("cuda") < 0) { return; }
+    lines.forEach(function (line, n) {  // the curated tables (CUDA, NCCL), on a line naming the library
       sitesHead.cuda.forEach(function (c) {
-        if (line.indexOf(c.message) >= 0) { out.push({ pattern: c.message, line: n + 1, trust: "cuda", meaning: c.meaning, sites: [] }); }
+        if ((line.indexOf(c.word) >= 0 || line.indexOf(c.word.toLowerCase()) >= 0) && line.indexOf(c.message) >= 0) {
+          out.push({ pattern: c.message, line: n + 1, trust: c.table, meaning: c.meaning, name: c.name, sites: [] });
+        }
       });
     });
-    out.sort(function (p, q) { return p.line - q.line; });  // stable: a line's sites before its CUDA entries
+    out.sort(function (p, q) { return p.line - q.line; });  // stable: a line's sites before its table entries
     var seen = new Set();
     return out.filter(function (m) { if (seen.has(m.pattern)) { return false; } seen.add(m.pattern); return true; });
   }
@@ -1128,7 +1129,7 @@
       li.setAttribute("data-trust", m.trust);
       if (m.meaning !== null) {
         li.setAttribute("data-meaning", m.meaning);
-        li.appendChild(element("p", "site-message", "CUDA runtime error: " + m.meaning));
+        li.appendChild(element("p", "site-message", m.name + ": " + m.meaning));
       } else {
         li.appendChild(element("p", "site-message", siteTemplate(m.pattern)));
         var where = element("ul", "site-places");
