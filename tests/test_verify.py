@@ -382,7 +382,7 @@ def test_a_record_without_a_proof_is_reported_unproven_never_proven(db_path, see
     as_json = json.loads(CliRunner().invoke(cli, ["verify", "--db", str(db_path), "--tier", "syntax", "--json",
                                                   unproven["id"]]).output)
     assert as_json["proofs"] == {unproven["id"]: {"status": "unproven", "line": "Not reproduced yet", "library": None,
-                                                  "date": None}}
+                                                  "date": None, "strength": None, "label": None}}
 
 
 def test_a_state_whose_environment_was_not_captured_is_not_judged_on_its_flags_alone(db_path, tmp_path, make_variant):
