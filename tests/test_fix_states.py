@@ -209,7 +209,7 @@ def test_a_record_whose_example_fix_does_not_remove_the_error_is_not_proven(heav
     assert CliRunner().invoke(cli, ["ingest", "--db", str(db_path), str(path)]).exit_code == 0
     result = CliRunner().invoke(cli, ["prove", "--db", str(db_path), record["id"], "--json"])
     assert result.exit_code == 1, result.output[-3000:]
-    proof = json.loads(result.output)[0]
+    proof = json.loads(result.stdout)[0]
     assert proof["status"] == "failed"
     assert "reproducer:7bf6c84e_batched_lt_seqs:after: fail: the record's error is still raised" in proof["reason"]
 
@@ -230,7 +230,7 @@ def test_prove_on_a_scratch_store_does_not_prove_a_record_whose_fix_changes_noth
     assert CliRunner().invoke(cli, ["ingest", "--db", str(db_path), str(path)]).exit_code == 0
     result = CliRunner().invoke(cli, ["prove", "--db", str(db_path), record["id"], "--json"])
     assert result.exit_code == 1, result.output[-3000:]
-    proof = json.loads(result.output)[0]
+    proof = json.loads(result.stdout)[0]
     assert proof["status"] == status and proof["reason"].startswith(reason), proof["reason"]
     assert [c["check"] for c in proof["checks"]] == ["exampleFix:states"]
 

@@ -113,7 +113,7 @@ def test_flashinfer_plans_float16_by_default_and_run_rejects_a_bfloat16_query(he
     ensure_venv(FLASHINFER_CPU, log=lambda line: print(line, file=sys.stderr))
     result = CliRunner().invoke(cli, ["prove", "c7098e296070ec95", "--json"])
     assert result.exit_code == 0, result.output[-3000:]
-    proof = json.loads(result.output)[0]
+    proof = json.loads(result.stdout)[0]
     assert proof["status"] == "proven"
     assert proof["observed"]["exception_message"] == (
         "The dtype of q torch.bfloat16 does not match the q_data_type torch.float16 specified in plan function.")
