@@ -252,7 +252,7 @@ def test_a_message_only_a_known_site_knows_shows_where_it_is_raised(built, index
             "and self.max_tokens < 1; seen in vllm 0.14.0-0.34.0") in answer["text"]
     # the other sites that raise it (older releases) are listed too, each linked at its release
     assert "vllm/sampling_params.py:187" in answer["text"] and "seen in vllm 0.2.0-0.2.7" in answer["text"]
-    assert "https://github.com/vllm-project/vllm/blob/v0.34.0/vllm/sampling_params.py#L696" in answer["links"]
+    assert "https://github.com/vllm-project/vllm/blob/62d4bc3c7/vllm/sampling_params.py#L696" in answer["links"]
     assert "Matches a known error" not in answer["text"]
 
 

@@ -1049,7 +1049,7 @@
                  kind: sitesHead.kinds[row[5]], errorClass: row[6] === null ? null : sitesHead.errors[row[6]],
                  releases: releases, release: newest, commit: commit === undefined ? null : commit, url: null };
     var repo = lib[1];
-    if (repo && site.commit && site.commit.length === 40) {
+    if (repo && site.commit && /^[0-9a-f]{7,40}$/.test(site.commit)) {  // errkb.match.sites._COMMIT: a short hash links too
       site.url = "https://github.com/" + repo + "/blob/" + site.commit + "/" + site.file + "#L" + site.line;
     } else if (repo && site.release && /^\d+(?:\.\d+)*(?:\.post\d+)?$/.test(site.release)) {
       site.url = "https://github.com/" + repo + "/blob/v" + site.release + "/" + site.file + "#L" + site.line;
