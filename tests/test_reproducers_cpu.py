@@ -31,7 +31,7 @@ def _prove(record_id: str, heavy_cache, monkeypatch) -> dict:
     ensure_venv(for_record(record_id, "cpu-real")[0].requirements, log=say)
     result = CliRunner().invoke(cli, ["prove", record_id, "--json"])
     assert result.exit_code == 0, result.output[-3000:]
-    return json.loads(result.output)[0]
+    return json.loads(result.stdout)[0]
 
 
 def test_torch_cpu_really_raises_the_nccl_error_and_the_validation_tells_the_states_apart(heavy_cache, monkeypatch):
