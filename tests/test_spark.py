@@ -191,11 +191,12 @@ def test_invalid_utf8_text_rows_match_like_the_filter_and_pass_through_losslessl
     text = tmp_path / "raw.log"
     text.write_bytes(b"\n".join(raw_lines) + b"\n")
 
-    done = run_errkb("enrich", "-q", str(text), db=db)
+    done = run_errkb("enrich", "-q", "--no-sites", str(text), db=db)  # Spark has no known-site tier (docs/enrich.md)
     assert done.returncode == 0, done.stderr.decode()
     filtered = [json.loads(x) for x in done.stdout.decode().splitlines()]
     assert len(filtered) == len(raw_lines)
-    expected = [d.get("errkb") for d in filtered]
+    # Spark's errkb struct has no tier column yet (docs/enrich.md): the filter's curated objects without it
+    expected = [None if d.get("errkb") is None else {k: v for k, v in d["errkb"].items() if k != "tier"} for d in filtered]
     assert sum(e is not None for e in expected) >= 2  # invalid lines matched too
 
     # coalesce(1) keeps the file's order, so row i is line i.
