@@ -348,24 +348,22 @@ def check_reproducer_nccl(timeout_per_run: float = 75.0) -> dict:
 
 def check_gpu_proofs(write_dir: Path | None = None) -> dict:
     """(c) The GPU-tier single-process reproducers (CUDA OOM, CUDA in a forked child), judged
-    like the CPU proofs: raised before, gone after, validation rejects before and accepts after.
+    like the CPU proofs: raised before, gone after, validation rejects before and accepts after,
+    and a proven record's mutants caught.
     A proven one is written to ``write_dir`` (data/proofs/<id>.json's form) when given."""
+    from errkb.records.read import read_records
     from errkb.resources import data_dir
-    from errkb.verify.proofs import prove_record, write_proof
+    from errkb.store.db import bundled_record_paths
+    from errkb.verify.proofs import prove_records
     from errkb.verify.reproducers import REGISTRY
 
-    records = {}
-    for path in data_dir().rglob("*.json"):
-        if path.parts[-2] not in ("proofs", "findings"):
-            rec = json.loads(path.read_text())["record"]
-            records[rec["id"]] = rec
+    records = {item.record["id"]: item.record for item in read_records(bundled_record_paths(data_dir())) if item.record}
     proofs = {}
     for rep in REGISTRY:
         if rep.tier == "gpu" and rep.protocol == "single" and rep.record_id in records:
-            proof = prove_record(records[rep.record_id], "gpu")
+            # as `errkb prove --tier gpu --write DIR` does: a proven record's mutants are judged too
+            proof, _ = next(prove_records([records[rep.record_id]], "gpu", write_dir))
             proofs[rep.record_id] = proof.to_dict()
-            if write_dir is not None and proof.status == "proven":
-                write_proof(proof, write_dir)
     statuses = sorted({p["status"] for p in proofs.values()})
     if statuses == ["proven"]:
         outcome = "pass"

@@ -58,7 +58,7 @@ def test_gpu_check_script_writes_its_report(tmp_path):
     report = tmp_path / "report.json"
     proc = subprocess.run(["bash", str(REPO / "scripts" / "gpu-check.sh"), str(report)], capture_output=True, text=True, timeout=330)
     data = json.loads(report.read_text())
-    assert set(data["checks"]) == {"fused-allreduce-rmsnorm-fp8", "fused-workspace-nccl"}
+    assert set(data["checks"]) == {"fused-allreduce-rmsnorm-fp8", "fused-workspace-nccl", "gpu-proofs"}
     assert proc.returncode == (1 if any(c["outcome"] in ("fail", "error", "timeout") for c in data["checks"].values()) else 0)
 
 
@@ -77,3 +77,14 @@ def test_reproducer_with_nccl(tmp_path):
     assert a["outcome"] == "pass" and a["message_matched"] is True, a["reason"]
     assert checks["reproducer:fused-workspace-nccl:b-after"]["outcome"] == "pass"
     assert checks["reproducer:fused-workspace-nccl:c-control"]["outcome"] == "pass"
+
+
+def test_gpu_proofs_check_reads_the_bundled_records_without_a_gpu(gpu_check):
+    """The GPU proofs check must get as far as judging each GPU case on any machine: here
+    (no CUDA) each is skipped with its reason, never an error reading the dataset (data/
+    holds site indexes and tag maps beside the records)."""
+    result = gpu_check.check_gpu_proofs(None)
+    assert set(result["proofs"]) == {"0d976de03616c8f3", "97a67fede3271408"}
+    if _cuda_gpus() == 0:
+        assert result["outcome"] == "skipped", result["reason"]
+        assert all("needs CUDA" in p["reason"] for p in result["proofs"].values())

@@ -435,21 +435,25 @@ def test_root_inside_cannot_undo_the_read_only_root():
 
 
 @needs_ns
-def test_code_cannot_lift_its_own_limits_or_write_host_settings():
+@pytest.mark.parametrize("gpus", [False, True], ids=["cpu", "gpu"])
+def test_code_cannot_lift_its_own_limits_or_write_host_settings(gpus):
     # uid 0 without capabilities could still write root-owned files in /sys and /proc:
     # its own cgroup's pids.max, or host sysctls. Every mount but the working folder is
-    # read-only inside.
+    # read-only inside. A GPU run keeps its own /proc writable (CUDA's driver needs it:
+    # cuInit fails with 304 under a read-only /proc) but the host's sysctls stay read-only.
     r = sandbox.run(
         ["bash", "-c",
          'cg=$(grep -o "errkb-[^ ]*" /proc/self/cgroup | head -1); '
          'echo 100000 > "/sys/fs/cgroup/pids/$cg/pids.max"; echo "pids:$?"; '
          'echo 60 > /proc/sys/vm/swappiness; echo "sysctl:$?"; '
-         'echo ok > "$HOME/x" && echo home:0'],
-        limits=FAST,
+         'echo ok > "$HOME/x" && echo home:0; '
+         'echo renamed > /proc/self/comm; echo "comm:$?"'],
+        limits=FAST, gpus=gpus,
     )
     assert "Read-only file system" in r.stderr
     lines = r.stdout.split()
     assert "pids:1" in lines and "sysctl:1" in lines and "home:0" in lines
+    assert ("comm:0" if gpus else "comm:1") in lines
 
 
 @needs_ns

@@ -54,6 +54,25 @@ def _remount_all_read_only(libc, writable: str, notes: list[str], private: tuple
                 notes.append(f"{point} left writable: {e}")
 
 
+# CUDA's driver writes its own process's /proc entries while it starts: under a
+# read-only /proc, cuInit fails with 304 "OS call failed or operation not supported on
+# this OS" (seen on an H200 runner; a read-only /dev, /sys or / does not matter). A GPU
+# run keeps its /proc (its own PID namespace's) writable, with the parts that reach the
+# host (sysctls, IRQs, buses, the sysrq trigger: Docker's read-only set) read-only still.
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+
+
+def _proc_read_only_parts(libc, notes: list[str]) -> None:
+    for path in PROC_READ_ONLY:
+        if not os.path.exists(path):
+            continue
+        try:
+            _mount(libc, path, path, None, MS_BIND | MS_REC, None)
+            _mount(libc, None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
+        except OSError as e:
+            notes.append(f"{path} left writable: {e}")
+
+
 # What a run's /dev holds: the pseudo-devices programs expect, never the host's disks,
 # consoles, kernel log, KVM, FUSE or loop devices. GPU runs also get the NVIDIA nodes.
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
@@ -464,7 +483,10 @@ def _launch(spec: dict) -> None:
             # not only /, but /sys (the run's own cgroup limits live there) and /proc
             # (host sysctls), which uid 0 could write even without capabilities.
             _mount(libc, base, base, None, MS_BIND | MS_REC, None)
-            _remount_all_read_only(libc, base, notes, tuple(private))
+            gpus = spec.get("gpus", False)
+            _remount_all_read_only(libc, base, notes, tuple(private) + (("/proc",) if gpus else ()))
+            if gpus:
+                _proc_read_only_parts(libc, notes)
             if os.path.isdir("/dev"):
                 _minimal_dev(libc, base, spec["private_shm"], spec.get("gpus", False), notes)
         if spec["loopback_up"]:
