@@ -83,11 +83,19 @@ def test_a_python_fixs_before_is_derived_from_its_own_markers():
 
 
 @pytest.mark.parametrize(("record_id", "reason"), [
-    ("012b1dcb44c97448", "the '# before:' line is not code and no commented-out code follows it"),
     ("eda8b73d9a02a8c9", "the '# before:' line is not code and no commented-out code follows it"),
 ])
 def test_bundled_python_fixes_whose_broken_program_cannot_be_derived_say_why(record_id, reason):
     assert reason in str(parse_fix(bundled()[record_id]["exampleFix"]))
+
+
+def test_a_before_line_of_code_over_an_after_header_replaces_the_whole_after_block():
+    # 012b1dcb: `# before: rank = dist.get_rank()` over a commented `# after: ...` header whose
+    # block sets up and initialises the group: the broken program calls get_rank() alone.
+    fix = parse_fix(bundled()["012b1dcb44c97448"]["exampleFix"])
+    before = [line for line in fix.before.program.splitlines() if line.strip() and not line.startswith("#")]
+    assert before == ["import os", "import torch.distributed as dist", "rank = dist.get_rank()"]
+    assert "dist.init_process_group(\"gloo\", rank=0, world_size=1)" in fix.after.program
 
 
 def test_bundled_python_fixes_derive_the_broken_program_the_fix_names():

@@ -97,6 +97,18 @@ def test_the_non_fixing_fix_makes_the_after_section_the_before_one():
     assert M.non_fixing_fix(None) == (None, "the record has no exampleFix")
 
 
+def test_a_commented_out_before_block_is_the_before_code_of_the_non_fixing_fix():
+    # 35ef3efc's form: the broken code commented out under `# before`, the fix under `# after`
+    fix = "import torch\n\n# before\n# model = torch.nn.Linear(4, 4).cuda()\n\n# after\ndevice = 'cpu'\nmodel = torch.nn.Linear(4, 4).to(device)\n"
+    new, _ = M.non_fixing_fix(fix)
+    after = new.split("# after\n", 1)[1]
+    assert after.strip() == "model = torch.nn.Linear(4, 4).cuda()"
+    # a commented block that is prose (or a lone word) is no code to make the 'after' equal to
+    for prose in ("# before\n# the model is moved to CUDA unconditionally\n\n# after\nx = 1\n",
+                  "# before\n# model\n\n# after\nx = 1\n"):
+        assert M.non_fixing_fix(prose)[0] is None
+
+
 def test_the_non_fixing_fix_is_derived_from_most_committed_records_and_says_why_not_for_the_rest():
     derived = [r["id"] for r, p in _committed() if _mutant("non-fixing-fix", r, p).record is not None]
     assert len(derived) >= 20

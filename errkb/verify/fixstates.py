@@ -11,7 +11,8 @@ place of the ``# after`` block) when that derivation parses. Anything else is
 ``NotExecutable(reason)``, never half a state.
 
 ``map_states`` applies a case's ``MAPPING`` (plain data in the case module: value
-substitutions, per-flag substitutions, flags appended, wrappers it accepts) and checks it:
+substitutions, per-flag substitutions, flags appended, wrappers it accepts, and for a Python
+fix the arguments its validation is given in each state) and checks it:
 what the record's fix changes between its states (the flags, variables or program lines
 that differ) must be exactly what the mapped states change. The environment that reaches a
 run passes ``sandbox.allowed_state_env`` first.
@@ -402,6 +403,9 @@ def describe(mapping: dict) -> str:
         parts.insert(0, "the program as derived from the fix")
     if mapping.get("argv_from"):
         parts.append(f"the validation given the program's {mapping['argv_from']!r}")
+    if mapping.get("validation_argv"):
+        parts.append("the validation given " + ", ".join(f"{name}: {' '.join(argv) or '(no arguments)'}"
+                                                         for name, argv in mapping["validation_argv"].items()))
     if mapping.get("model_flag"):
         parts.append(f"the positional model given as {mapping['model_flag']}")
     if mapping.get("append"):
@@ -431,6 +435,8 @@ def map_states(fix: FixStates, mapping: dict) -> Mapped | NotExecutable:
                 code_lines = "\n".join(line for line in own[name]["program"].splitlines()
                                        if not line.lstrip().startswith("#"))
                 out[name]["argv"] = re.findall(mapping["argv_from"], code_lines)
+            elif mapping.get("validation_argv"):  # what the program does, said as the validation's flags
+                out[name]["argv"] = list(mapping["validation_argv"][name])
     else:
         if mapping.get("python"):
             return NotExecutable("a shell fix, and the case runs a Python program")

@@ -101,6 +101,19 @@ def _has_code(text: str) -> bool:
     return any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines())
 
 
+def _uncommented_code(block: str) -> str | None:
+    """A block of commented-out Python (every line a comment) as code, when it parses and does
+    something (a call or an assignment: a lone commented word is prose); else None."""
+    lines = [line for line in block.splitlines() if line.strip()]
+    if not lines or not all(line.lstrip().startswith("#") for line in lines):
+        return None
+    code = "\n".join(re.sub(r"^(\s*)#\s?", r"\1", line) for line in lines)
+    if not _parses(code):
+        return None
+    does = any(isinstance(node, (ast.Call, ast.Assign, ast.AugAssign)) for node in ast.walk(ast.parse(code)))
+    return code if does else None
+
+
 def non_fixing_fix(fix: str | None) -> tuple[str | None, str]:
     """The exampleFix with its "after" made equal to its "before", or (None, why not).
 
@@ -120,6 +133,8 @@ def non_fixing_fix(fix: str | None) -> tuple[str | None, str]:
             code = [re.sub(r"\s+#.*$", "", h.group(1)).strip() for h in heads if h]
             if len(code) == 1 and _parses(code[0]):
                 before = code[0]
+        if not _has_code(before):  # a commented-out before block (what errkb.verify.fixstates runs)
+            before = _uncommented_code(before) or before
         if not _has_code(before):
             return None, "the exampleFix's 'before' is prose, not code: nothing to make the 'after' equal to"
         out = fix[:marks[0].start()]

@@ -266,21 +266,20 @@ REGISTRY: tuple[Reproducer, ...] = (
 # Labels (what a proof exercised, when less than the user's entry point on the release nearest the record): each
 # is read as "Reproduced <label> with <release> on <date>".
 LATER = "on a release later than the record's"
-TORCH_CASE_LABEL = f"through the case's own torch program, its state chosen by the case's flags, {LATER}"
-# torch 2.0.1: the release whose checks raise the records' RuntimeError (2.13 raises ValueError)
-TORCH_20_CASE_LABEL = "through the case's own torch program, its state chosen by the case's flags"
+RECORD_PROGRAM_LATER = f"through the record's own program run as written, {LATER}"
 VLLM_033_LABEL = "through vLLM's config check (the api_server's own parser and create_engine_configs, not the server)"
 FLASHINFER_LABEL = f"through FlashInfer's run() dtype check called directly (no CUDA workspace, no plan()), {LATER}"
 WORKSPACE_LABEL = REGISTRY[0].label
 
 REGISTRY = REGISTRY + (
-    case("012b1dcb44c97448", "012b1dcb_default_group.py", TORCH_20, release_note=TORCH_20_CLASS_NOTE, label=TORCH_20_CASE_LABEL),
-    case("0da69f8814de0754", "0da69f88_no_mpi.py", TORCH_CPU, release_note=TORCH_NOTE, label=TORCH_CASE_LABEL),
-    case("e6731f41df64fe83", "e6731f41_no_nccl.py", TORCH_CPU, release_note=TORCH_NOTE, label=TORCH_CASE_LABEL),
-    case("dd0a15082d9b0a12", "dd0a1508_rendezvous.py", TORCH_CPU, release_note=TORCH_NOTE,
-         label=f"through the record's own program run as written, {LATER}"),
-    case("35ef3efc5bca58bb", "35ef3efc_no_cuda_build.py", TORCH_CPU, release_note=TORCH_NOTE, label=TORCH_CASE_LABEL),
-    case("3e53cb195b2d7b69", "3e53cb19_init_twice.py", TORCH_20, release_note=TORCH_20_CLASS_NOTE, label=TORCH_20_CASE_LABEL),
+    # the record's own program (its exampleFix) on the release nearest the record: strong
+    case("012b1dcb44c97448", "012b1dcb_default_group.py", TORCH_20, release_note=TORCH_20_CLASS_NOTE),
+    case("0da69f8814de0754", "0da69f88_no_mpi.py", TORCH_CPU, release_note=TORCH_NOTE, label=RECORD_PROGRAM_LATER),
+    case("e6731f41df64fe83", "e6731f41_no_nccl.py", TORCH_CPU, release_note=TORCH_NOTE, label=RECORD_PROGRAM_LATER),
+    case("dd0a15082d9b0a12", "dd0a1508_rendezvous.py", TORCH_CPU, release_note=TORCH_NOTE, label=RECORD_PROGRAM_LATER),
+    # analysed at torch 2.13.0's own commit, the release it runs on: strong
+    case("35ef3efc5bca58bb", "35ef3efc_no_cuda_build.py", TORCH_CPU, release_note=TORCH_NOTE),
+    case("3e53cb195b2d7b69", "3e53cb19_init_twice.py", TORCH_20, release_note=TORCH_20_CLASS_NOTE),
     case("2a399d687e225c92", "2a399d68_store_barrier.py", TORCH_20, release_note=TORCH_20_NOTE),
     case("c7fb8f7d322e416f", "c7fb8f7d_tp_heads.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
     case("7bf6c84e4a15af89", "7bf6c84e_batched_lt_seqs.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),

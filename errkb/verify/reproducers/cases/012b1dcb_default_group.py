@@ -1,26 +1,26 @@
 """012b1dcb: torch.distributed used before init_process_group.
 
-before: the program calls dist.get_rank() with no process group; after: it first
-initialises a one-process gloo group (torchrun's variables, set here for a local run).
-The state's argv is what the validation code reads: whether the program initialises.
+The states are the record's own program (errkb.verify.fixstates derives its 'before' from
+its `# before:` line): dist.get_rank() with no process group before; a one-process gloo
+group first after (torchrun's variables set by the program for a local run), its fixed
+port 29500 replaced by a free one. The validation is given what each state's program
+passes to init_process_group(), as a user runs it: nothing before (it never initialises);
+after, the rendezvous its MASTER_ADDR/MASTER_PORT name (env:// from 127.0.0.1:29500, said
+as tcp://127.0.0.1:29500), rank 0 and world size 1.
 """
 
-STATES = {
-    "before": {"argv": ["--no-init"], "env": {}},
-    "after": {"argv": ["--init"], "env": {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "0", "RANK": "0", "WORLD_SIZE": "1"}},
-}
+MAPPING = {"python": True, "substitute": {"29500": "{port}"},
+           "validation_argv": {"before": [],
+                               "after": ["--init-method", "tcp://127.0.0.1:29500", "--rank", "0", "--world-size", "1"]}}
 
 
 def trigger(state):
     import torch.distributed as dist
+    from _program import free_port, run_program
 
-    if "--init" in state["argv"]:
-        import socket
-
-        with socket.socket() as s:  # a free loopback port for the rendezvous
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    rank = dist.get_rank()
-    dist.destroy_process_group()
-    return f"dist.get_rank() returned {rank}"
+    try:
+        namespace = run_program(state, port=free_port())
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    return f"dist.get_rank() returned {namespace['rank']}"

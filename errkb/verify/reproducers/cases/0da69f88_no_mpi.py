@@ -1,20 +1,23 @@
 """0da69f88: init_process_group("mpi") on a torch build without MPI (every PyPI wheel).
 
-The state's argv is the backend the launch asks for (what the validation reads).
+The states are the record's own program (errkb.verify.fixstates derives its 'before' from
+its `# before:` line): `dist.init_process_group("mpi")` before, the backend chosen by
+`dist.is_mpi_available()` after, with its fixed port 29500 replaced by a free one. The
+validation is given the backend each state's program runs with on this build (no MPI:
+"mpi" before, "gloo" after), as a user runs `python validate.py <backend>`.
 """
 
-STATES = {"before": {"argv": ["mpi"], "env": {}}, "after": {"argv": ["gloo"], "env": {}}}
+MAPPING = {"python": True, "substitute": {"29500": "{port}"},
+           "validation_argv": {"before": ["mpi"], "after": ["gloo"]}}
 
 
 def trigger(state):
-    import socket
-
     import torch.distributed as dist
+    from _program import free_port, run_program
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group(state["argv"][0], init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    backend = dist.get_backend()
-    dist.destroy_process_group()
-    return f"process group up with backend {backend}"
+    try:
+        run_program(state, port=free_port())
+        return f"process group up with backend {dist.get_backend()}"
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()

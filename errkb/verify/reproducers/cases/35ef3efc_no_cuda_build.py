@@ -1,17 +1,17 @@
 """35ef3efc: moving a model to CUDA with a CPU-only torch build.
 
-before: model.cuda() unconditionally; after: the device chosen from
-torch.cuda.is_available(). The state's argv is the device the program asks for
-("cuda", or "auto" = cuda when usable, else cpu): what the validation reads.
+The states are the record's own program (errkb.verify.fixstates derives its 'before' from
+its commented-out `# before` block): `model.cuda()` unconditionally before, the device
+chosen by `torch.cuda.is_available()` after. The validation is given the device each
+state's program asks for ("cuda" before; "auto", cuda when usable else cpu, after), as a
+user runs `python validate.py <device>`.
 """
 
-STATES = {"before": {"argv": ["cuda"], "env": {}}, "after": {"argv": ["auto"], "env": {}}}
+MAPPING = {"python": True, "validation_argv": {"before": ["cuda"], "after": ["auto"]}}
 
 
 def trigger(state):
-    import torch
+    from _program import run_program
 
-    wanted = state["argv"][0]
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if wanted == "auto" else wanted
-    model = torch.nn.Linear(4, 4).to(device)
-    return f"model on {next(model.parameters()).device}"
+    namespace = run_program(state)
+    return f"model on {next(namespace['model'].parameters()).device}"

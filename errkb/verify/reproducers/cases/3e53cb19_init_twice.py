@@ -1,29 +1,23 @@
 """3e53cb19: init_process_group called a second time in one process.
 
-before: the program initialises unconditionally (twice: a helper does it again);
-after: it initialises only when dist.is_initialized() is False. The state's argv says
-which (what the validation reads).
+The states are the record's own program (errkb.verify.fixstates derives its 'before' from
+its `# before:` line): a helper has already initialised the group, and the program calls
+init_process_group again unconditionally before, only when dist.is_initialized() is False
+after; its fixed port 29500 is replaced by a free one. The validation is given what each
+state's program does (`--always-init` before, `--init-once` after), as a user runs it.
 """
 
-STATES = {"before": {"argv": ["--always-init"], "env": {}}, "after": {"argv": ["--init-once"], "env": {}}}
+MAPPING = {"python": True, "substitute": {"29500": "{port}"},
+           "validation_argv": {"before": ["--always-init"], "after": ["--init-once"]}}
 
 
 def trigger(state):
-    import socket
-
     import torch.distributed as dist
+    from _program import free_port, run_program
 
-    def init():
-        if "--init-once" in state["argv"] and dist.is_initialized():
-            return
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-
-    init()
     try:
-        init()  # the second call, e.g. from a library helper
+        run_program(state, port=free_port())
     finally:
-        dist.destroy_process_group()
+        if dist.is_initialized():
+            dist.destroy_process_group()
     return "second call skipped: the group was already initialised"

@@ -11,9 +11,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_program(state: dict, **values: str) -> None:
-    """Execute the state's program with each ``{name}`` placeholder the mapping put in it filled."""
+def run_program(state: dict, **values: str) -> dict:
+    """Execute the state's program with each ``{name}`` placeholder the mapping put in it filled;
+    its module namespace is returned (what it defined, for the case's report)."""
     program = state["program"]
     for name, value in values.items():
         program = program.replace("{" + name + "}", str(value))
-    exec(compile(program, "<exampleFix>", "exec"), {"__name__": "__main__"})
+    namespace = {"__name__": "__main__"}
+    exec(compile(program, "<exampleFix>", "exec"), namespace)
+    return namespace
