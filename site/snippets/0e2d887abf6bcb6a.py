@@ -37,11 +37,21 @@ def validate() -> None:
         # Without --quantization, vLLM takes the method from the checkpoint's quantization_config.
         method = (getattr(AutoConfig.from_pretrained(a.model), "quantization_config", None) or {}).get("quant_method")
     if method is not None:
-        import vllm.model_executor.layers.quantization as quantization
+        try:
+            from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS as known
+        except ImportError:
+            # vLLM <= 0.4 has no such list, and its quantization package loads the CUDA kernels on import:
+            # ask the release's own model-config check, given nothing but the method.
+            import types
 
-        # QUANTIZATION_METHODS in later releases; early ones keep a registry dict.
-        known = getattr(quantization, "QUANTIZATION_METHODS", None) or list(getattr(quantization, "_QUANTIZATION_CONFIG_REGISTRY", {}))
-        assert method in known, f"unknown quantization method {method!r}; this vLLM knows {sorted(known)}"
+            from vllm.config import ModelConfig
+
+            try:
+                ModelConfig._verify_quantization(types.SimpleNamespace(quantization=method, hf_config=None))
+                known = [method.lower()]
+            except ValueError as e:
+                raise SystemExit(f"vLLM rejects quantization method {method!r}: {e}") from None
+        assert method.lower() in known, f"unknown quantization method {method!r}; this vLLM knows {sorted(known)}"
 
 
 def main() -> int:

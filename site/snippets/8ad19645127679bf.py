@@ -30,7 +30,11 @@ def validate() -> None:
     a, _ = p.parse_known_args()
 
     from transformers import AutoConfig
-    from vllm import ModelRegistry
+
+    try:
+        from vllm import ModelRegistry
+    except ImportError:  # vLLM before 0.4.1 keeps it in the models package only (the analysed commit's era)
+        from vllm.model_executor.models import ModelRegistry
 
     archs = AutoConfig.from_pretrained(a.model).architectures or []
     supported = set(ModelRegistry.get_supported_archs())

