@@ -701,7 +701,7 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
 
     Reads FILES (or stdin) line by line and writes one JSON object per line to
     stdout, in order; a matched line gains an `errkb` object (id, slug, repo,
-    errorClass, severity, score, solution, url). With --input/--output it enriches
+    errorClass, severity, score, solution, url, tier). With --input/--output it enriches
     whole archives through DuckDB instead. Counters go to stderr at the end and on
     SIGUSR1; SIGTERM stops after writing every line already read. --json prints the
     counters as JSON.

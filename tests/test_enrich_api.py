@@ -35,6 +35,7 @@ def test_yields_every_dict_in_order_matched_ones_with_errkb(matcher):
         "score": out[1]["errkb"]["score"],
         "solution": SEED_SOLUTION,
         "url": f"https://errkb.example.org/errors/vllm-project/vllm/{SEED_SLUG}.html",
+        "tier": "curated",
     }
     assert events == original  # the caller's dicts are not modified
 

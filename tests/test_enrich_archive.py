@@ -56,7 +56,7 @@ def test_jsonl_to_parquet_keeps_rows_columns_and_order(matcher, jsonl, tmp_path)
     assert rows[0]["errkb"] == {
         "id": SEED_ID, "slug": SEED_SLUG, "repo": "vllm-project/vllm", "errorClass": "ValueError",
         "severity": "error", "score": rows[0]["errkb"]["score"], "solution": SEED_SOLUTION,
-        "url": f"https://e.test/errors/vllm-project/vllm/{SEED_SLUG}.html",
+        "url": f"https://e.test/errors/vllm-project/vllm/{SEED_SLUG}.html", "tier": "curated",
     }
     assert rows[1]["errkb"] is None
     assert sum(r["errkb"] is not None for r in rows) == 100

@@ -41,7 +41,7 @@ from errkb.resources import data_dir  # noqa: E402
 from errkb.store.db import Store  # noqa: E402
 from tests.support import REPO, real_records, variant  # noqa: E402
 
-ERRKB_FIELDS = ("id", "slug", "repo", "errorClass", "severity", "score", "solution", "url")
+ERRKB_FIELDS = ("id", "slug", "repo", "errorClass", "severity", "score", "solution", "url", "tier")
 FIXTURE_LOGS = sorted((REPO / "tests" / "fixtures" / "real_logs").glob("*.txt"))
 
 
@@ -195,8 +195,9 @@ def test_invalid_utf8_text_rows_match_like_the_filter_and_pass_through_losslessl
     assert done.returncode == 0, done.stderr.decode()
     filtered = [json.loads(x) for x in done.stdout.decode().splitlines()]
     assert len(filtered) == len(raw_lines)
-    # Spark's errkb struct has no tier column yet (docs/enrich.md): the filter's curated objects without it
-    expected = [None if d.get("errkb") is None else {k: v for k, v in d["errkb"].items() if k != "tier"} for d in filtered]
+    # Spark's errkb struct carries the record tiers (curated, variant) as the filter's objects do
+    expected = [d.get("errkb") for d in filtered]
+    assert all(e is None or e["tier"] in ("curated", "variant") for e in expected)
     assert sum(e is not None for e in expected) >= 2  # invalid lines matched too
 
     # coalesce(1) keeps the file's order, so row i is line i.

@@ -1,7 +1,7 @@
 """Enrich log lines with the known error they show: a streaming filter and a Python API.
 
 Every line that matches a record gains an ``errkb`` object (id, slug, repo,
-errorClass, severity, score, the first solution, the fix-page URL); every other line
+errorClass, severity, score, the first solution, the fix-page URL, the tier); every other line
 passes through. A filter inside a log pipeline must never drop, reorder or stall a
 line, and must not die on one bad byte, so the rules are:
 

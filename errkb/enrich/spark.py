@@ -497,7 +497,7 @@ def enrich(
     ship: str = "files",
 ) -> DataFrame:
     """``df`` with an ``errkb`` struct column appended, row for row: id, slug, repo,
-    errorClass, severity, score, solution and fix-page url of the best match, null
+    errorClass, severity, score, solution, fix-page url and tier of the best match, null
     where nothing matched (the column ``errkb enrich --input ... --output`` writes).
 
     ``column`` holds the message (a column or dotted path into a struct; string or

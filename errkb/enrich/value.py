@@ -1,11 +1,12 @@
 """The ``errkb`` value a matched line or row gets, and the one match type of enrich.
 
 All three paths (the streaming filter, the archive path, Spark) write the same value
-for a match: id, slug, repo, errorClass, severity, score, the first solution and the
-fix-page URL. It is built here, once per record (:class:`RecordValues`), and written
-either as JSON text (the filter, JSON Lines out) or as Arrow columns (Parquet/CSV out,
-Spark). Only the score differs between two lines matching one record, so each record's
-value is kept without it and the score is put in per line.
+for a match: id, slug, repo, errorClass, severity, score, the first solution, the
+fix-page URL and the tier (curated, or variant: an older wording matched). It is built
+here, once per record (:class:`RecordValues`), and written either as JSON text (the
+filter, JSON Lines out) or as Arrow columns (Parquet/CSV out, Spark). Only the score and
+the tier differ between two lines matching one record, so each record's value is kept
+without them and they are put in per line.
 
 A match crossing a process boundary (archive workers to the parent) or built from a
 record alone is a :class:`Hit`; the matcher's own ``Match`` is read through the same
@@ -20,8 +21,10 @@ from typing import Any
 
 from errkb.records.urls import fix_page_path, fix_page_url
 
-ERRKB_FIELDS = ("id", "slug", "repo", "errorClass", "severity", "score", "solution", "url")
-_NO_SCORE = tuple(k for k in ERRKB_FIELDS if k != "score")
+# "tier" last: "curated", or "variant" when an older wording of the record matched (a
+# known site, tier "site", has no record: JSON lines only, see errkb.enrich.lines)
+ERRKB_FIELDS = ("id", "slug", "repo", "errorClass", "severity", "score", "solution", "url", "tier")
+_RECORD_FIELDS = tuple(k for k in ERRKB_FIELDS if k not in ("score", "tier"))  # the same for every match of a record
 
 
 def rounded(score: float) -> float:
@@ -79,6 +82,7 @@ def errkb_object(match: Any, site_url: str | None = None, record: dict | None = 
         "score": rounded(match.score),
         "solution": solutions[0] if solutions else None,
         "url": fix_page_url(site_url, repo, slug) if site_url else fix_page_path(repo, slug),
+        "tier": tier_of(match),
     }
 
 
@@ -89,9 +93,14 @@ def errkb_struct_type():
     return pa.struct([(k, pa.float64() if k == "score" else pa.string()) for k in ERRKB_FIELDS])
 
 
+def tier_of(match: Any) -> str:
+    """A record match's tier: "variant" when an older wording of the record matched, else "curated"."""
+    return "variant" if getattr(match, "variant", None) else "curated"
+
+
 def tier_text(match: Any) -> str:
     """The end of a record match's JSON text: its tier and the closing brace."""
-    return ', "tier": "variant"}' if getattr(match, "variant", None) else ', "tier": "curated"}'
+    return f', "tier": "{tier_of(match)}"}}'
 
 
 class RecordValues:
@@ -112,7 +121,7 @@ class RecordValues:
         self.labels: dict[str, str] = {}  # record id -> "repo/slug"
         self.index: dict[str, int] = {}  # record id -> its row in the columns
         self._fetched: dict[str, dict] = {}
-        self._columns: dict[str, list] = {k: [] for k in _NO_SCORE}
+        self._columns: dict[str, list] = {k: [] for k in _RECORD_FIELDS}
         self._arrays: dict | None = None
         # record id -> (JSON text before the score, text after it)
         self._text: dict[str, tuple[str, str]] = {}
@@ -141,7 +150,7 @@ class RecordValues:
         if record is None and self.resolve_one is not None:
             record = self.resolve_one(rid)
         obj = errkb_object(match, self.site_url, record)
-        for k in _NO_SCORE:
+        for k in _RECORD_FIELDS:
             self._columns[k].append(obj[k])
         self.labels[rid] = f"{obj['repo']}/{obj['slug']}"
         self._arrays = None
@@ -151,8 +160,9 @@ class RecordValues:
     def value(self, match: Any) -> dict:
         """The ``errkb`` object of ``match`` (a new dict; the embedding API returns it)."""
         at = self.position(match)
-        obj = {k: self._columns[k][at] for k in _NO_SCORE}
-        return {k: (rounded(match.score) if k == "score" else obj[k]) for k in ERRKB_FIELDS}
+        obj = {k: self._columns[k][at] for k in _RECORD_FIELDS}
+        obj.update(score=rounded(match.score), tier=tier_of(match))
+        return {k: obj[k] for k in ERRKB_FIELDS}
 
     # -- as JSON text ------------------------------------------------------------------
 
@@ -163,6 +173,7 @@ class RecordValues:
         if parts is None:
             obj = self.value(match)
             obj["score"] = 0.0
+            del obj["tier"]  # per match: text() appends it
             text = json.dumps(obj, ensure_ascii=False)
             try:
                 text.encode("utf-8")
@@ -204,6 +215,11 @@ class RecordValues:
         for k in ERRKB_FIELDS:
             if k == "score":
                 children.append(pa.array(score, type=pa.float64(), mask=missing))
+            elif k == "tier":
+                tiers = np.full(n, "curated", dtype=object)
+                if rows:
+                    tiers[rows] = [tier_of(m) for m in matches]
+                children.append(pa.array(tiers, type=pa.string(), mask=missing))
             elif len(self._arrays[k]):
                 children.append(self._arrays[k].take(take_arr))
             else:
