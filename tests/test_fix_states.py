@@ -143,6 +143,27 @@ def test_a_mapping_that_changes_something_else_fails_with_the_reason():
         map_states(fix, {"values": {"org/model": "./model", "other/model": "./model"}})
 
 
+FLAG_ENV = {**MAPPING, "flag_env": {"--gpu-memory-utilization": ("VLLM_CPU_KVCACHE_SPACE", {"0.3": "0", "0.9": "1"})}}
+
+
+def test_a_flag_the_runner_expresses_as_a_variable_sets_it_per_state_and_stands_for_the_flag():
+    fix = parse_fix("# before\nvllm serve org/model --gpu-memory-utilization 0.3\n"
+                    "# after\nvllm serve org/model --gpu-memory-utilization=0.9\n")
+    mapped = map_states(fix, FLAG_ENV)
+    assert [mapped.states[s]["env"]["VLLM_CPU_KVCACHE_SPACE"] for s in ("before", "after")] == ["0", "1"]
+    assert mapped.changes == ["--gpu-memory-utilization"]  # the variable's change is the flag's
+    assert "--gpu-memory-utilization expressed as $VLLM_CPU_KVCACHE_SPACE (0.3 -> 0, 0.9 -> 1)" in mapped.shown
+    # a value the case has no counterpart for is not run on half a state
+    other = parse_fix("# before\nvllm serve org/model --gpu-memory-utilization 0.3\n"
+                      "# after\nvllm serve org/model --gpu-memory-utilization 0.95\n")
+    assert "'after' state's --gpu-memory-utilization 0.95 has no counterpart" in str(map_states(other, FLAG_ENV))
+    # a non-fixing fix (the same flag in both states) sets the same variable: the fix changes nothing
+    same = parse_fix("# before\nvllm serve org/model --gpu-memory-utilization 0.3\n"
+                     "# after\nvllm serve org/model --gpu-memory-utilization 0.3\n")
+    with pytest.raises(MappingError, match="the fix changes nothing"):
+        map_states(same, FLAG_ENV)
+
+
 def test_a_record_whose_after_is_its_before_fails_with_the_reason():
     fix = parse_fix("# before\nvllm serve org/model --max-num-seqs 512\n# after\nvllm serve org/model --max-num-seqs 512\n")
     with pytest.raises(MappingError, match="the fix changes nothing"):

@@ -11,7 +11,8 @@ place of the ``# after`` block) when that derivation parses. Anything else is
 ``NotExecutable(reason)``, never half a state.
 
 ``map_states`` applies a case's ``MAPPING`` (plain data in the case module: value
-substitutions, per-flag substitutions, flags appended, wrappers it accepts, and for a Python
+substitutions, per-flag substitutions, flags appended, wrappers it accepts, a flag the runner
+expresses as a variable (``flag_env``: the variable's change stands for the flag's), and for a Python
 fix the arguments its validation is given in each state) and checks it:
 what the record's fix changes between its states (the flags, variables or program lines
 that differ) must be exactly what the mapped states change. The environment that reaches a
@@ -412,9 +413,21 @@ def describe(mapping: dict) -> str:
         parts.append("appended: " + " ".join(mapping["append"]))
     if mapping.get("env"):
         parts.append("variables added: " + " ".join(f"{k}={v}" for k, v in mapping["env"].items()))
+    for flag, (variable, table) in (mapping.get("flag_env") or {}).items():
+        parts.append(f"{flag} expressed as ${variable} (" + ", ".join(f"{k} -> {v}" for k, v in table.items()) + ")")
     if mapping.get("wrappers"):
         parts.append("wrappers run as their command: " + ", ".join(mapping["wrappers"]))
     return "; ".join(parts) or "run as written"
+
+
+def _flag_value(words: tuple[str, ...], flag: str) -> str | None:
+    """The value ``flag`` has in a command's words (``--flag V`` or ``--flag=V``), or None."""
+    for k, word in enumerate(words):
+        if word == flag and k + 1 < len(words):
+            return words[k + 1]
+        if word.startswith(flag + "="):
+            return word.split("=", 1)[1]
+    return None
 
 
 def map_states(fix: FixStates, mapping: dict) -> Mapped | NotExecutable:
@@ -459,7 +472,18 @@ def map_states(fix: FixStates, mapping: dict) -> Mapped | NotExecutable:
             if gone:
                 dropped[name] = gone
             out[name] = {"argv": [*argv, *(mapping.get("append") or ())], "env": {**kept, **(mapping.get("env") or {})}}
+            # a flag the runner cannot honour, expressed as the variable that sets the same quantity here
+            # (vLLM's --gpu-memory-utilization is VLLM_CPU_KVCACHE_SPACE on the CPU backend)
+            for flag, (variable, table) in (mapping.get("flag_env") or {}).items():
+                value = _flag_value(state.flags, flag)
+                if value not in table:
+                    return NotExecutable(f"the {name!r} state's {flag} {value} has no counterpart on this runner "
+                                         f"(${variable} is known for {flag} {', '.join(table)})")
+                out[name]["env"][variable] = table[value]
     wanted, got = changes(own["before"], own["after"]), changes(out["before"], out["after"])
+    for flag, (variable, _) in (mapping.get("flag_env") or {}).items():
+        if flag in wanted:  # the variable is that flag's change, said in the runner's terms
+            got = [c for c in got if c != f"${variable}"]
     if not wanted:
         raise MappingError("the record's exampleFix 'after' state is its 'before' state: the fix changes nothing")
     if wanted != got:

