@@ -15,12 +15,7 @@ MAPPING = {"python": True, "substitute": {"29500": "{port}"},
 
 
 def trigger(state):
-    import torch.distributed as dist
-    from _program import free_port, run_program
+    from _program import run_distributed_program
 
-    try:
-        namespace = run_program(state, port=free_port())
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    namespace, _ = run_distributed_program(state)
     return f"dist.get_rank() returned {namespace['rank']}"

@@ -20,3 +20,17 @@ def run_program(state: dict, **values: str) -> dict:
     namespace = {"__name__": "__main__"}
     exec(compile(program, "<exampleFix>", "exec"), namespace)
     return namespace
+
+
+def run_distributed_program(state: dict) -> tuple[dict, str | None]:
+    """A torch.distributed program (its fixed port, put as ``{port}`` by the mapping, replaced
+    by a free one): its namespace and the backend of the default process group it left up
+    (None when none), which is destroyed after, also when the program raises."""
+    import torch.distributed as dist
+
+    try:
+        namespace = run_program(state, port=free_port())
+        return namespace, (str(dist.get_backend()) if dist.is_initialized() else None)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -13,12 +13,7 @@ MAPPING = {"python": True, "substitute": {"29500": "{port}"}, "argv_from": r'ini
 
 
 def trigger(state):
-    import torch.distributed as dist
-    from _program import free_port, run_program
+    from _program import run_distributed_program
 
-    try:
-        run_program(state, port=free_port())
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    run_distributed_program(state)
     return "process group initialised"

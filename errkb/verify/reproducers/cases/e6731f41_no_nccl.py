@@ -12,12 +12,7 @@ MAPPING = {"python": True, "substitute": {"29500": "{port}"},
 
 
 def trigger(state):
-    import torch.distributed as dist
-    from _program import free_port, run_program
+    from _program import run_distributed_program
 
-    try:
-        run_program(state, port=free_port())
-        return f"process group up with backend {dist.get_backend()}"
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    _, backend = run_distributed_program(state)
+    return f"process group up with backend {backend}"
