@@ -21,3 +21,14 @@ def test_xdg_cache_home_then_home(monkeypatch, tmp_path):
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert cache_root() == tmp_path / "home" / ".cache" / "errkb"
+
+
+def test_release_downloads_live_under_the_cache_root(monkeypatch, tmp_path):
+    """`errkb sites add` without $ERRKB_RELEASES_DIR downloads under errkb's cache folder."""
+    from errkb.mine.releases import cache_dir
+
+    monkeypatch.delenv("ERRKB_RELEASES_DIR", raising=False)
+    monkeypatch.setenv("ERRKB_CACHE_DIR", str(tmp_path / "c"))
+    assert cache_dir() == tmp_path / "c" / "releases"
+    monkeypatch.setenv("ERRKB_RELEASES_DIR", str(tmp_path / "r"))
+    assert cache_dir() == tmp_path / "r"

@@ -124,3 +124,19 @@ def test_vendored_and_test_paths():
     assert excluded_reason("torch/testing/_internal/common.py").startswith("test-internal")
     assert excluded_reason("vllm/test_utils.py").startswith("test-internal")
     assert excluded_reason("vllm/sampling_params.py") is None
+
+
+def test_archive_over_the_cap_is_cut_short_with_a_reason(tmp_path, monkeypatch):
+    """Past MAX_ARCHIVE_BYTES of message-holding members the rest is not read, and the part
+    says so; the cap is above the largest covered release (FlashInfer 0.7.4: 613 MB)."""
+    import errkb.mine.sources as sources
+
+    assert sources.MAX_ARCHIVE_BYTES > 613_000_000
+    wheel = tmp_path / "vllm-0.0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in ("a", "b", "c"):
+            zf.writestr(f"vllm/{name}.py", RAISE)
+    monkeypatch.setattr(sources, "MAX_ARCHIVE_BYTES", 2 * len(RAISE))
+    part = read_release(wheel, LIBRARIES["vllm"], "0.0.1")
+    assert [r["f"] for r in part.rows] == ["vllm/a.py", "vllm/b.py"]
+    assert part.skipped == {f"archive over {2 * len(RAISE)} bytes of members: rest not read": 1}

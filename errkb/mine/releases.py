@@ -90,7 +90,7 @@ def cache_dir() -> Path:
     base = os.environ.get("ERRKB_RELEASES_DIR")
     if base:
         return Path(base).expanduser().absolute()
-    from errkb.resources import cache_root
+    from errkb.cache import cache_root
 
     return cache_root() / "releases"
 
