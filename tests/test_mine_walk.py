@@ -126,9 +126,11 @@ def test_vendored_and_test_paths():
     assert excluded_reason("vllm/sampling_params.py") is None
 
 
-def test_archive_over_the_cap_is_cut_short_with_a_reason(tmp_path, monkeypatch):
-    """Past MAX_ARCHIVE_BYTES of message-holding members the rest is not read, and the part
-    says so; the cap is above the largest covered release (FlashInfer 0.7.4: 613 MB)."""
+def test_archive_over_the_cap_is_refused_not_added_in_part(tmp_path, monkeypatch):
+    """Past MAX_ARCHIVE_BYTES of message-holding members the archive is not read on, and the
+    release is refused with the reason: a part read only partly would say every later message
+    is absent from the release. The cap is above the largest covered release (FlashInfer 0.7.4:
+    613 MB)."""
     import errkb.mine.sources as sources
 
     assert sources.MAX_ARCHIVE_BYTES > 613_000_000
@@ -137,6 +139,6 @@ def test_archive_over_the_cap_is_cut_short_with_a_reason(tmp_path, monkeypatch):
         for name in ("a", "b", "c"):
             zf.writestr(f"vllm/{name}.py", RAISE)
     monkeypatch.setattr(sources, "MAX_ARCHIVE_BYTES", 2 * len(RAISE))
-    part = read_release(wheel, LIBRARIES["vllm"], "0.0.1")
-    assert [r["f"] for r in part.rows] == ["vllm/a.py", "vllm/b.py"]
-    assert part.skipped == {f"archive over {2 * len(RAISE)} bytes of members: rest not read": 1}
+    with pytest.raises(ReleaseError, match=rf"^{wheel.name}: archive over {2 * len(RAISE)} bytes of members: "
+                                           r"rest not read; the release is not added"):
+        read_release(wheel, LIBRARIES["vllm"], "0.0.1")
