@@ -52,8 +52,9 @@ _SHA = re.compile(r"^[0-9a-f]{40}$")
 MAX_MEMBER_BYTES = 2_000_000
 # A whole archive whose message-holding members decompress to more than this is not read
 # on (members are read one at a time: the cap bounds the time a hostile archive costs, not
-# memory); `errkb sites add` then refuses the release rather than add a part of it. FlashInfer 0.7.4's wheel holds 613 MB of .py and include/csrc C++ (12,489 such
-# members under 2 MB); a 400 MB cap left its part without everything sorted after
+# memory); `errkb sites add` then refuses the release rather than add a part of it.
+# FlashInfer 0.7.4's wheel holds 613 MB of .py and include/csrc C++ (12,489 such members
+# under 2 MB); a 400 MB cap left its part without everything sorted after
 # flashinfer/data/csrc (experimental/, fused_moe/, gemm/, mla/, moe_ep/, ...).
 MAX_ARCHIVE_BYTES = 1_500_000_000
 

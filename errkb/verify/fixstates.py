@@ -193,12 +193,23 @@ _AFTER_HEADER = re.compile(r"^\s*#\s*after\b", re.I)
 _AFTER_MARK = re.compile(r"\s*\S.*#\s*after\b", re.I)  # code with a trailing "# after"
 
 
-def _parses(code: str) -> str | None:
+def parse_error(code: str) -> str | None:
+    """Why ``code`` does not parse as Python (None: it parses). Never raises: fix text is untrusted."""
     try:
         ast.parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
         return f"{type(e).__name__}: {getattr(e, 'msg', e)}"
     return None
+
+
+def uncommented(lines: list[str]) -> str | None:
+    """Commented-out lines (every non-blank one a ``#`` comment) as the code they hold, each
+    line's indentation kept; None when some line is not a comment. Both the "before" state
+    (from a ``# before`` block) and the non-fixing-fix mutant read a block this one way."""
+    block = [line for line in lines if line.strip()]
+    if not block or not all(line.lstrip().startswith("#") for line in block):
+        return None
+    return "\n".join(re.sub(r"^(\s*)#\s?", r"\1", line) for line in block)
 
 
 def _statement_span(tree: ast.Module, line: int) -> tuple[int, int] | None:
@@ -250,7 +261,7 @@ def _python_before(code: str) -> str | NotExecutable:
     if befores:
         text = befores[0][1].group(2)
         text = re.sub(r"\s+#.*$", "", text)
-        if _parses(text.strip()) is None:
+        if parse_error(text.strip()) is None:
             replacement = text.strip()
     if replacement is not None:
         if len(marked) == 1:  # `# before: <code>` in place of the statement marked `# after`
@@ -274,10 +285,11 @@ def _python_before(code: str) -> str | NotExecutable:
         if not block and befores:
             return NotExecutable(f"the '# before:' line is not code and no commented-out code follows it: "
                                  f"{befores[0][1].group(2)[:80]!r}")
-        if not block or not all(line.lstrip().startswith("#") for line in block):
+        code_before = uncommented(block)
+        if code_before is None:
             return NotExecutable("the '# before' block is not commented-out code")
-        before_code = [re.sub(r"^(\s*)#\s?", r"\1", line) for line in block]
-        why = _parses("\n".join(before_code))
+        before_code = code_before.split("\n")
+        why = parse_error(code_before)
         if why:
             return NotExecutable(f"the commented-out '# before' block is not code ({why})")
         after = _after_block(lines, a)
@@ -295,13 +307,13 @@ def _python_before(code: str) -> str | NotExecutable:
 
 
 def _python_states(code: str) -> FixStates | NotExecutable:
-    why = _parses(code)
+    why = parse_error(code)
     if why:
         return NotExecutable(f"the fix does not parse as Python ({why})")
     before = _python_before(code)
     if isinstance(before, NotExecutable):
         return before
-    why = _parses(before)
+    why = parse_error(before)
     if why:
         return NotExecutable(f"the derived 'before' program does not parse ({why})")
     return FixStates("python", PythonState(before), PythonState(code))

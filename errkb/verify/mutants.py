@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from errkb.records.proofs import WRAPPERS
+from errkb.verify.fixstates import parse_error, uncommented
 from errkb.verify.judge import CheckResult, message_matches
 from errkb.verify.shell import SECTION_HEADER
 
@@ -90,11 +91,7 @@ _AFTER_MARKED = re.compile(r"^(\s*)(\S.*?)\s*#\s*after\b.*$", re.I)
 
 
 def _parses(code: str) -> bool:
-    try:
-        ast.parse(code)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return False
-    return True
+    return parse_error(code) is None
 
 
 def _has_code(text: str) -> bool:
@@ -104,11 +101,8 @@ def _has_code(text: str) -> bool:
 def _uncommented_code(block: str) -> str | None:
     """A block of commented-out Python (every line a comment) as code, when it parses and does
     something (a call or an assignment: a lone commented word is prose); else None."""
-    lines = [line for line in block.splitlines() if line.strip()]
-    if not lines or not all(line.lstrip().startswith("#") for line in lines):
-        return None
-    code = "\n".join(re.sub(r"^(\s*)#\s?", r"\1", line) for line in lines)
-    if not _parses(code):
+    code = uncommented(block.splitlines())
+    if code is None or not _parses(code):
         return None
     does = any(isinstance(node, (ast.Call, ast.Assign, ast.AugAssign)) for node in ast.walk(ast.parse(code)))
     return code if does else None
