@@ -103,3 +103,27 @@ def test_knowledge_base_resolves_what_errkb_objects_need(store_db, kb):
     got = kb.get_many([records[0]["id"], "0000000000000000"])
     assert got == {records[0]["id"]: records[0]}
     assert got[records[0]["id"]]["solutions"][0] == SEED_SOLUTION
+
+
+def test_sites_tag_a_message_no_record_matches_and_curated_still_wins(matcher):
+    """With ``sites=KnowledgeBase.sites()`` (the shipped index), a vLLM message without a
+    record gets the same tier-site object `errkb enrich` writes; the seed's message, also
+    raised at a known site, stays curated; another library's message and a plain line get nothing."""
+    from errkb.enrich.value import site_object
+    from errkb.match.sites import SiteIndex
+
+    sites = SiteIndex.load()
+    events = [{"message": "ValueError: max_tokens must be at least 1, got 0."},
+              {"message": f"ValueError: {SEED_MESSAGE}"},
+              {"message": "numpy.linalg.LinAlgError: Singular matrix"},
+              {"message": "GET /health 200"}]
+    out = list(enrich_records(events, matcher, sites=sites, batch=4))
+    site = out[0]["errkb"]
+    assert site == site_object(sites.match_lines([events[0]["message"]])[0])
+    assert (site["tier"], site["library"], site["file"], site["function"]) == (
+        "site", "vllm", "vllm/sampling_params.py", "SamplingParams._verify_args")
+    assert not {"solution", "id", "slug", "score"} & set(site), "a known site is never a fix"
+    assert (out[1]["errkb"]["tier"], out[1]["errkb"]["id"]) == ("curated", SEED_ID)
+    assert out[2] is events[2] and out[3] is events[3]
+    assert list(enrich_records(events, matcher, sites=sites)) == out  # one at a time: the same
+    assert "errkb" not in next(enrich_records(events[:1], matcher))  # without sites: no tier site

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import IO, Any
 
-from errkb.enrich.value import Hit, RecordValues, errkb_object, tier_text  # noqa: F401 - errkb_object: the API's name
+from errkb.enrich.value import Hit, RecordValues, errkb_object, site_object, tier_text  # noqa: F401 - errkb_object: the API's name
 from errkb.errors import ErrkbError
 from errkb.match.matcher import MAX_TEXT_CHARS, TAIL_CHARS
 from errkb.signals import install, restore
@@ -438,19 +438,10 @@ class LineEnricher:
         return results
 
     def site_text(self, site: Any) -> str:
-        """The ``errkb`` JSON text of a known-site match: where the message is raised (its
-        newest site), the releases and the source link; no fix fields (a site is not a fix)."""
+        """The ``errkb`` JSON text of a known-site match (value.site_object), kept per pattern."""
         text = self._site_text.get(site.pattern)
         if text is None:
-            top = site.sites[0] if site.sites else None
-            obj = {"tier": "site", "pattern": site.pattern, "trust": site.trust}
-            if top is not None:
-                obj.update({"library": top.library, "file": top.file, "line": top.line, "function": top.function,
-                            "condition": top.condition, "kind": top.kind, "errorClass": top.error_class,
-                            "releases": top.releases, "url": top.source_url(), "otherSites": len(site.sites) - 1})
-            if site.meaning is not None:
-                obj["meaning"] = site.meaning
-            text = self._site_text[site.pattern] = json.dumps(obj, ensure_ascii=False)
+            text = self._site_text[site.pattern] = json.dumps(site_object(site), ensure_ascii=False)
         return text
 
     def _matched_lines(self, matched: list[int], results: list, lines: list[str], objects: dict[int, dict],
@@ -756,22 +747,35 @@ def stream(
 
 
 class RecordEnricher:
-    """Adds ``errkb`` to dicts whose message matches a record (embedding API)."""
+    """Adds ``errkb`` to dicts whose message matches a record (embedding API), or, with
+    ``sites`` (an errkb.match.sites.SiteIndex, e.g. ``KnowledgeBase.sites()``), a known
+    site where no record matches (tier "site", as the filter tags it)."""
 
-    def __init__(self, matcher: Any, field: str | Sequence[str] = "message", site_url: str | None = None):
+    def __init__(self, matcher: Any, field: str | Sequence[str] = "message", site_url: str | None = None,
+                 sites: Any = None):
         self.matcher = matcher
         self.paths = _field_paths(field)
         self.site_url = site_url
+        self.sites = sites
         # One errkb value per record: a store-backed Match looks its record up per call.
         self.values = RecordValues(site_url)
 
     def enrich_batch(self, items: list[dict]) -> list[tuple[dict, bool]]:
         messages = [field_value(d, self.paths) if isinstance(d, dict) else None for d in items]
-        results = self.matcher.match_lines([m or "" for m in messages])
+        texts = [m or "" for m in messages]
+        results = self.matcher.match_lines(texts)
+        found_sites: list = [None] * len(items)
+        if self.sites is not None:
+            left = [i for i, (m, r) in enumerate(zip(messages, results)) if m and not r]
+            if left:  # curated always wins: only the lines no record matched are asked
+                for i, site in zip(left, self.sites.match_lines(cut_long([texts[i] for i in left]))):
+                    found_sites[i] = site
         out = []
-        for item, message, found in zip(items, messages, results):
+        for item, message, found, site in zip(items, messages, results, found_sites):
             if message and found:
                 out.append(({**item, "errkb": self.values.value(found[0])}, True))
+            elif site is not None:
+                out.append(({**item, "errkb": site_object(site)}, True))
             else:
                 out.append((item, False))
         return out
@@ -784,6 +788,7 @@ def enrich_records(
     site_url: str | None = None,
     only_matched: bool = False,
     batch: int = 1,
+    sites: Any = None,
 ) -> Iterator[dict]:
     """Yield each dict of ``records``, in order; a matched one as a new dict with an
     ``errkb`` object added (the input dict is not changed), an unmatched one as is.
@@ -791,8 +796,10 @@ def enrich_records(
     ``field`` is a key or dotted path (or several, the first present wins) holding
     the message. ``batch`` > 1 matches that many records per matcher call, which is
     faster but holds records back until the batch is full: keep 1 for live streams.
+    ``sites`` (``KnowledgeBase.sites()``) tags a message no record matches with its
+    known site (``"tier": "site"``: where it is raised, not a fix), as `errkb enrich` does.
     """
-    enricher = RecordEnricher(matcher, field, site_url)
+    enricher = RecordEnricher(matcher, field, site_url, sites)
     pending: list[dict] = []
     for item in records:
         pending.append(item)

@@ -22,7 +22,8 @@ from typing import Any
 from errkb.records.urls import fix_page_path, fix_page_url
 
 # "tier" last: "curated", or "variant" when an older wording of the record matched (a
-# known site, tier "site", has no record: JSON lines only, see errkb.enrich.lines)
+# known site, tier "site", has no record: the filter's JSON lines and the Python API
+# only, as site_object)
 ERRKB_FIELDS = ("id", "slug", "repo", "errorClass", "severity", "score", "solution", "url", "tier")
 _RECORD_FIELDS = tuple(k for k in ERRKB_FIELDS if k not in ("score", "tier"))  # the same for every match of a record
 
@@ -84,6 +85,21 @@ def errkb_object(match: Any, site_url: str | None = None, record: dict | None = 
         "url": fix_page_url(site_url, repo, slug) if site_url else fix_page_path(repo, slug),
         "tier": tier_of(match),
     }
+
+
+def site_object(site: Any) -> dict:
+    """The ``errkb`` object of a line only a known site matched (an
+    errkb.match.sites.SiteMatch): where the message is raised (its newest site), the
+    releases and the source link; no fix fields (a site is not a fix)."""
+    top = site.sites[0] if site.sites else None
+    obj = {"tier": "site", "pattern": site.pattern, "trust": site.trust}
+    if top is not None:
+        obj.update({"library": top.library, "file": top.file, "line": top.line, "function": top.function,
+                    "condition": top.condition, "kind": top.kind, "errorClass": top.error_class,
+                    "releases": top.releases, "url": top.source_url(), "otherSites": len(site.sites) - 1})
+    if site.meaning is not None:
+        obj["meaning"] = site.meaning
+    return obj
 
 
 def errkb_struct_type():
