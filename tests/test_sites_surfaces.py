@@ -100,3 +100,16 @@ def test_the_batch_path_finds_what_the_per_text_path_finds():
     assert batch[0].sites[0].file == "vllm/sampling_params.py"
     assert batch[-2].meaning and batch[-1].meaning  # the CUDA table, in the same scan
     assert batch[2:5] == [None, None, None]
+
+
+def test_explain_of_a_log_names_the_log_line_of_each_known_site(store_db):
+    """A log with a curated error and a message only a known site knows: the curated answer
+    first, then the site, given the log line it is on (not the line within its message)."""
+    log = ["INFO starting", "INFO loading weights", SITE_LINE, "INFO step 1", CURATED_LINE, "INFO done"]
+    run = _errkb("explain", "--db", str(store_db), "--json", stdin="\n".join(log) + "\n")
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert [m["id"] for m in out["matches"]] == [SEED_ID]
+    assert [(s["line"], s["sites"][0]["file"]) for s in out["sites"]] == [(3, "vllm/sampling_params.py")]
+    text = _errkb("explain", "--db", str(store_db), stdin="\n".join(log) + "\n").stdout
+    assert "Also in this log, raised at known sites (where, not a fix):\n  line 3: max_tokens must be at least 1" in text

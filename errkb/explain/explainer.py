@@ -329,15 +329,18 @@ def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanat
     return Explanation("text", found, near, len(lines), kb.skipped, [], kb.dataset_hash, hits, words, sites)
 
 
-def _sites(kb: KnowledgeBase, texts: list[str]) -> list:
-    """Known sites of texts no record matched (errkb.match.sites), one per pattern, in order."""
-    from errkb.match.sites import SiteIndexError
+def _sites(kb: KnowledgeBase, texts: list[str], first_lines: list[int] | None = None) -> list:
+    """Known sites of texts no record matched (errkb.match.sites), one per pattern, in order;
+    with ``first_lines`` (where each text begins in a log), each match's line is the log's."""
+    from errkb.match.sites import SiteIndexError, SiteMatch
 
     try:
         index = kb.sites()
         out: dict[str, object] = {}
-        for text in texts:
+        for k, text in enumerate(texts):
             for m in index.match(text):
+                if first_lines is not None:
+                    m = SiteMatch(m.pattern, first_lines[k] + m.line_number - 1, m.trust, m.sites, m.meaning)
                 out.setdefault(m.pattern, m)
         return list(out.values())
     except SiteIndexError:
@@ -382,7 +385,9 @@ def _explain_log(kb: KnowledgeBase, lines: Iterator, all_matches: bool) -> Expla
     """Every distinct known error of a log with its count and first/last line (streamed)."""
     firsts: dict[str, object] = {}  # record id -> its first Match
     counts: dict[str, Occurrences] = {}
-    unmatched: dict[str, list[str]] = {}  # a few error-looking messages, for near matches
+    # a few error-looking messages (text -> (its first line in the log, its forms)), for near
+    # matches and known sites
+    unmatched: dict[str, tuple[int, list[str]]] = {}
     last_line = 0
     from errkb.match.log import match_log
 
@@ -409,15 +414,16 @@ def _explain_log(kb: KnowledgeBase, lines: Iterator, all_matches: bool) -> Expla
     if unmatched:
         # Also beside exact matches: a log's known wrapper ("Engine core initialization failed.
         # See root cause above.") often sits under the cause, a message of another release.
-        near = _near(kb, [t for forms in unmatched.values() for t in forms])
+        near = _near(kb, [t for _, forms in unmatched.values() for t in forms])
         if found:
             matched = {f.record_id for f in found}
             near = [n for n in near if n.record_id not in matched][:NEAR_BESIDE_MATCHES]
-    sites = _sites(kb, list(unmatched)) if unmatched else []
+    # each site's line is the log's line (the message's first), not the line within its message
+    sites = _sites(kb, list(unmatched), [first for first, _ in unmatched.values()]) if unmatched else []
     return Explanation("log", found, near, last_line, kb.skipped, [], kb.dataset_hash, sites=sites)
 
 
-def _keep_unmatched(message, unmatched: dict[str, list[str]]) -> None:
+def _keep_unmatched(message, unmatched: dict[str, tuple[int, list[str]]]) -> None:
     """Keep the forms of an unmatched message that names an error class (near-match
     candidates). Lines from the fast path carry no forms yet: computed here, rarely."""
     forms = message.candidates
@@ -430,7 +436,7 @@ def _keep_unmatched(message, unmatched: dict[str, list[str]]) -> None:
     if error_class and forms:
         text = forms[-1].text
         if text not in unmatched:
-            unmatched[text] = [c.text for c in forms][-4:]
+            unmatched[text] = (message.first_line, [c.text for c in forms][-4:])
 
 
 def _near(kb: KnowledgeBase, texts: list[str]) -> list:

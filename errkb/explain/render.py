@@ -60,15 +60,17 @@ def render_text(explanation, show_all: bool = False, color: bool = False, width:
     return page.text()
 
 
-def _known_sites(page: _Page, sites: list, heading: str) -> None:
-    """The known-site tier (errkb.match.sites.SiteMatch): every site raising each message."""
+def _known_sites(page: _Page, sites: list, heading: str, log: bool = False) -> None:
+    """The known-site tier (errkb.match.sites.SiteMatch): every site raising each message
+    (in a log, each message led by the log line it is on)."""
     page.blank()
     page.prose(heading, 0, style="heading")
     for m in sites:
+        at = f"line {m.line_number}: " if log else ""
         if m.meaning is not None:
-            page.prose(f"{m.table_name}: {m.meaning}", 2, 4)
+            page.prose(f"{at}{m.table_name}: {m.meaning}", 2, 4)
             continue
-        page.prose(_template(m.pattern), 2, 4, style="title")
+        page.prose(at + _template(m.pattern), 2, 4, style="title")
         for site in m.sites:
             page.prose(site.describe(), 4, 6)
             url = site.source_url()
@@ -157,7 +159,7 @@ def _log_summary(page: _Page, explanation, shown: list, others: int) -> None:
                    0, style="heading")
         _near_matches(page, explanation.near)
     if getattr(explanation, "sites", None):
-        _known_sites(page, explanation.sites, "Also in this log, raised at known sites (where, not a fix):")
+        _known_sites(page, explanation.sites, "Also in this log, raised at known sites (where, not a fix):", log=True)
 
 
 def _text_matches(page: _Page, shown: list, others: int) -> None:
