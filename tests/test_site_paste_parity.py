@@ -66,12 +66,16 @@ def built(tmp_path_factory) -> tuple[Path, Path]:
     return db, tmp / "site"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def index_page(browser, built):
+    """The built site's index page, loaded once and again only where a test took the shared
+    browser elsewhere (test_known_site_text_is_inserted_as_text opens another site)."""
     _db, site = built
-    browser.get((site / "index.html").as_uri())
-    # every search chunk has run (near matches need all records)
-    WebDriverWait(browser, 20).until(lambda d: "so far" not in d.find_element(By.ID, "count").text)
+    url = (site / "index.html").as_uri()
+    if browser.current_url.split("?")[0] != url:
+        browser.get(url)
+        # every search chunk has run (near matches need all records)
+        WebDriverWait(browser, 20).until(lambda d: "so far" not in d.find_element(By.ID, "count").text)
     return browser
 
 
@@ -329,3 +333,31 @@ def test_known_site_text_is_inserted_as_text(tmp_path, browser, monkeypatch):
     assert "<img src=x onerror=window.__pwned=1> must_be_set for … now" in answer["text"]
     assert "when x < 1 && <b>bold</b>" in answer["text"]
     assert browser.execute_script("return window.__pwned === undefined")
+
+
+def test_a_log_shows_its_known_error_then_its_other_lines_known_sites(built, index_page):
+    """A pasted log with a curated error and an error line only a known site knows: the record
+    answers, and after it the site, at the log line it is on, as `errkb explain --json` lists
+    it; a line the record answers is never also shown as a site."""
+    db, _site = built
+    curated = next(row["text"] for row in pastes() if row["kind"] == "exact" and "\n" not in row["text"])
+    log = "\n".join(["INFO starting", "2026-08-14 21:17:39 ERROR ValueError: max_tokens must be at least 1, got 0.",
+                     "INFO step 1", curated, "INFO done"])
+    result = CliRunner().invoke(cli, ["explain", "--db", str(db), "--json", log])
+    want = json.loads(result.output)
+    assert want["matches"] and [s["line"] for s in want["sites"]] == [2], want["sites"]
+    got = site_outcome(index_page, log)
+    assert (got["kind"], got["id"]) == ("match", want["matches"][0]["id"])
+    shown = index_page.execute_script("""
+const a = document.getElementById('paste-answer');
+return Array.from(a.querySelectorAll('li.site-match')).map(li => ({
+  tier: 'site', pattern: li.getAttribute('data-pattern'), line: Number(li.getAttribute('data-line')),
+  trust: li.getAttribute('data-trust'), meaning: li.hasAttribute('data-meaning') ? li.getAttribute('data-meaning') : null,
+  sites: Array.from(li.querySelectorAll('li.site')).map(s => JSON.parse(s.getAttribute('data-site')))}));""")
+    assert shown == want["sites"]
+    answer = site_answer(index_page)
+    assert "Also in this text, raised at known sites (where, not a fix):" in answer["heads"]
+    assert "line 2: max_tokens must be at least 1, got …." in answer["text"]
+    # the curated line alone, twice, in a log: its record, and no site for it
+    got = site_outcome(index_page, f"INFO a\n{curated}\nINFO b\n{curated}")
+    assert got["kind"] == "match" and site_answer(index_page)["sites"] == 0

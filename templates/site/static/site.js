@@ -942,7 +942,7 @@
     return dedupe(out.filter(function (t) { return t.length <= data.max_line; }));
   }
   // ---- the known-site tier (errkb.match.sites): where a library raises the message ------
-  // Asked only when no record matched. The manifest names a head script (sites/head-*.js:
+  // Asked when no record matched, and for a log's error lines no record matched (logSiteAnswer). The manifest names a head script (sites/head-*.js:
   // libraries, files, error classes, the CUDA table, the shards' names); each shard
   // (sites/<k>-*.js) holds the served patterns whose anchor word hashes to it (errkb.site.sites),
   // so a paste loads only the shards of its own words. A pattern is literal chunks and
@@ -1118,20 +1118,44 @@
     var verb = { log: "logged", warn: "warned", assert: "asserted", factory: "built" }[s.kind] || "raised";
     return verb + " at " + where + (s.condition ? " when " + s.condition : "") + "; seen in " + s.library + " " + s.releases;
   }
-  function showSites(matches) {
+  // errkb.explain.explainer._explain_log's sites: in a text of several lines where records
+  // matched, the lines no record matches that name an error class (explain keeps at most 20
+  // such messages of a log), each at its own line; "loading" while their shards load.
+  var LOG_SITE_MESSAGES = 20;
+  function logSiteAnswer(text) {
+    var lines = text.split("\n"), out = [], seen = new Set(), waiting = false, kept = 0;
+    if (lines.filter(function (l) { return pyStrip(l); }).length < 2) { return []; }
+    lines.forEach(function (line, n) {
+      var body = pyStrip(stripPrefixes(stripAnsi(line)));
+      if (kept >= LOG_SITE_MESSAGES || !splitErrorClass(body)) { return; }
+      if (exactAnswer(pasteForms(line), line)) { return; }  // a record answers this line (explain: a matched message)
+      kept++;
+      var got = siteAnswer(line);
+      if (typeof got === "string") { waiting = waiting || got === "loading"; return; }
+      got.forEach(function (m) {
+        if (seen.has(m.pattern)) { return; }
+        seen.add(m.pattern);
+        m.line = n + 1;
+        out.push(m);
+      });
+    });
+    return waiting ? "loading" : out;
+  }
+  function showSites(matches, heading, log) {
     var box = element("div", "site-answer");
-    box.appendChild(element("p", "answer-head", "Where it is raised (a known site: errkb has no fix for it):"));
+    box.appendChild(element("p", "answer-head", heading || "Where it is raised (a known site: errkb has no fix for it):"));
     var list = element("ol", "site-list");
     matches.forEach(function (m) {
       var li = element("li", "site-match");
       li.setAttribute("data-pattern", m.pattern);
       li.setAttribute("data-line", String(m.line));
       li.setAttribute("data-trust", m.trust);
+      var at = log ? "line " + m.line + ": " : "";
       if (m.meaning !== null) {
         li.setAttribute("data-meaning", m.meaning);
-        li.appendChild(element("p", "site-message", m.name + ": " + m.meaning));
+        li.appendChild(element("p", "site-message", at + m.name + ": " + m.meaning));
       } else {
-        li.appendChild(element("p", "site-message", siteTemplate(m.pattern)));
+        li.appendChild(element("p", "site-message", at + siteTemplate(m.pattern)));
         var where = element("ul", "site-places");
         m.sites.forEach(function (s) {
           var place = element("li", "site");
@@ -1193,6 +1217,18 @@
             found.appendChild(li);
           });
           answer.appendChild(found);
+        }
+        // a log's other error lines raised at known sites, after its known errors (as explain);
+        // asked once every record has loaded (a line's record may be in a chunk still loading)
+        if (!complete()) {
+          answer.setAttribute("data-sites", "loading");
+        } else {
+          var logSites = logSiteAnswer(pasteText(query));
+          answer.setAttribute("data-sites", typeof logSites === "string" ? logSites : String(logSites.length));
+          if (sitesFailed.length) { answer.setAttribute("data-sites-missing", sitesFailed.join(" ")); }
+          if (typeof logSites !== "string" && logSites.length) {
+            answer.appendChild(showSites(logSites, "Also in this text, raised at known sites (where, not a fix):", true));
+          }
         }
       } else if (!complete()) {
         kind = "loading";
