@@ -768,7 +768,11 @@ class RecordEnricher:
         if self.sites is not None:
             left = [i for i, (m, r) in enumerate(zip(messages, results)) if m and not r]
             if left:  # curated always wins: only the lines no record matched are asked
-                for i, site in zip(left, self.sites.match_lines(cut_long([texts[i] for i in left]))):
+                try:
+                    sites = self.sites.match_lines(cut_long([texts[i] for i in left]))
+                except Exception:  # the tier is an addition: a broken index leaves the records' answers whole
+                    sites = []
+                for i, site in zip(left, sites):
                     found_sites[i] = site
         out = []
         for item, message, found, site in zip(items, messages, results, found_sites):

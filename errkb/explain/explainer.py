@@ -339,8 +339,8 @@ def _sites(kb: KnowledgeBase, texts: list[str], first_lines: list[int] | None = 
         out: dict[str, object] = {}
         for k, text in enumerate(texts):
             for m in index.match(text):
-                if first_lines is not None:
-                    m = SiteMatch(m.pattern, first_lines[k] + m.line_number - 1, m.trust, m.sites, m.meaning)
+                if first_lines is not None:  # a line inside a normalised message is not a log line: its first
+                    m = SiteMatch(m.pattern, first_lines[k], m.trust, m.sites, m.meaning)
                 out.setdefault(m.pattern, m)
         return list(out.values())
     except SiteIndexError:

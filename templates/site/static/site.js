@@ -1123,14 +1123,18 @@
   // such messages of a log), each at its own line; "loading" while their shards load.
   var LOG_SITE_MESSAGES = 20;
   function logSiteAnswer(text) {
-    var lines = text.split("\n"), out = [], seen = new Set(), waiting = false, kept = 0;
-    if (lines.filter(function (l) { return pyStrip(l); }).length < 2) { return []; }
+    var lines = text.split("\n"), out = [], seen = new Set(), kept = new Set(), waiting = false;
+    var filled = lines.filter(function (l) { return pyStrip(l); });
+    // one traceback is one message to explain (text mode: no sites beside a match)
+    if (filled.length < 2 || /^Traceback \(most recent call last\):/.test(pyStrip(filled[0]))) { return []; }
     lines.forEach(function (line, n) {
       var body = pyStrip(stripPrefixes(stripAnsi(line)));
-      if (kept >= LOG_SITE_MESSAGES || !splitErrorClass(body)) { return; }
+      if (!splitErrorClass(body)) { return; }
+      var forms = textMessages(line, 0), message = forms[forms.length - 1];  // explain's forms[-1]: the bare message
+      if (kept.has(message) || kept.size >= LOG_SITE_MESSAGES) { return; }  // distinct messages, as explain keeps them
       if (exactAnswer(pasteForms(line), line)) { return; }  // a record answers this line (explain: a matched message)
-      kept++;
-      var got = siteAnswer(line);
+      kept.add(message);
+      var got = siteAnswer(message);
       if (typeof got === "string") { waiting = waiting || got === "loading"; return; }
       got.forEach(function (m) {
         if (seen.has(m.pattern)) { return; }
@@ -1220,7 +1224,9 @@
         }
         // a log's other error lines raised at known sites, after its known errors (as explain);
         // asked once every record has loaded (a line's record may be in a chunk still loading)
-        if (!complete()) {
+        if (hit.truncated) {
+          answer.setAttribute("data-sites", "0");  // a text that begins a record: explain's text mode, no sites
+        } else if (!complete()) {
           answer.setAttribute("data-sites", "loading");
         } else {
           var logSites = logSiteAnswer(pasteText(query));
