@@ -443,6 +443,8 @@ def run_archive(args, work: Path, db: Path, log: Path, results: dict) -> None:
         ("duckdb copy (I/O only)", copy_cmd + f"{q(str(archive))} {q(str(work / 'copy.parquet'))}", args.archive_lines),
         ("errkb enrich --workers 1", f"{timed(q(ERRKB), tf)} enrich --db {q(str(db))} -q --workers 1 --input {q(str(archive))} --output {q(str(work / 'out1.parquet'))}", args.archive_lines),
         ("errkb enrich --workers 2", f"{timed(q(ERRKB), tf)} enrich --db {q(str(db))} -q --workers 2 --input {q(str(archive))} --output {q(str(work / 'out2.parquet'))}", args.archive_lines),
+        # the known-site tier is on by default: this row is its baseline, the same run without it
+        ("errkb enrich --workers 2 --no-sites", f"{timed(q(ERRKB), tf)} enrich --db {q(str(db))} -q --workers 2 --no-sites --input {q(str(archive))} --output {q(str(work / 'out2n.parquet'))}", args.archive_lines),
         ("errkb enrich --workers 2 (1/10 size)", f"{timed(q(ERRKB), tf)} enrich --db {q(str(db))} -q --workers 2 --input {q(str(small))} --output {q(str(work / 'out-small.parquet'))}", max(args.archive_lines // 10, 1)),
     ):
         tf.unlink(missing_ok=True)

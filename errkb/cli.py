@@ -701,8 +701,9 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
 
     Reads FILES (or stdin) line by line and writes one JSON object per line to
     stdout, in order; a matched line gains an `errkb` object (id, slug, repo,
-    errorClass, severity, score, solution, url, tier). With --input/--output it enriches
-    whole archives through DuckDB instead. Counters go to stderr at the end and on
+    errorClass, severity, score, solution, url, tier); a line no record matches but a
+    known site does gets tier "site" and where it is raised (--no-sites: not). With
+    --input/--output it enriches whole archives through DuckDB instead. Counters go to stderr at the end and on
     SIGUSR1; SIGTERM stops after writing every line already read. --json prints the
     counters as JSON.
     """
@@ -718,7 +719,8 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
         from errkb.enrich.archive import enrich_archive
 
         summary = enrich_archive(archives, output, kb.matcher, fields=fields, site_url=site_url,
-                                 only_matched=only_matched, workers=workers, resolve_many=kb.get_many)
+                                 only_matched=only_matched, workers=workers, resolve_many=kb.get_many,
+                                 sites=None if no_sites else kb.sites())
         if not quiet:
             _echo_err(json.dumps(summary.as_dict()) if as_json else summary.summary())
         return
@@ -745,9 +747,12 @@ def enrich(files, fields, site_url, only_matched, flush_each_line, batch, archiv
 @click.option("--site-url", envvar="ERRKB_SITE_URL", default=None,
               help="Where the fix pages are hosted (default $ERRKB_SITE_URL); without it `url` is a relative path.")
 @click.option("--overwrite", is_flag=True, help="Replace --output if it exists.")
+@click.option("--no-sites", "no_sites", is_flag=True,
+              help="No known-site tier: rows no record matches are not tagged with where they are raised.")
 @db_option
 @json_option
-def spark_enrich(input_path, output_path, master, column, input_format, index_path, site_url, overwrite, db_path, as_json):
+def spark_enrich(input_path, output_path, master, column, input_format, index_path, site_url, overwrite, no_sites,
+                 db_path, as_json):
     """Enrich a log archive on Apache Spark; write it as Parquet with the errkb column.
 
     Needs `pip install 'errkb[spark]'` and Java 17. Exit 0 when the output is written.
@@ -755,7 +760,7 @@ def spark_enrich(input_path, output_path, master, column, input_format, index_pa
     from errkb.enrich.spark import run_job
 
     report = run_job(input_path, output_path, master=master, column=column, input_format=input_format,
-                     db=db_path, site_url=site_url, index=index_path, overwrite=overwrite)
+                     db=db_path, site_url=site_url, index=index_path, overwrite=overwrite, sites=not no_sites)
     if as_json:
         print_json(report.as_dict())
     else:
@@ -932,7 +937,11 @@ def query(archives, since, until, time_column, by, sql, as_json):
         for r in data:
             where = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in r.items() if isinstance(v, list))
             seen = f"  {r['first_seen']} .. {r['last_seen']}" if "first_seen" in r else ""
-            echo(f"{r['lines']:>8}  {r['id']}  {r['repo']}/{r['slug']}  {r['error_class']}{seen}" + (f"  [{where}]" if where else ""))
+            if r.get("tier") == "site":  # where it is raised, not a record
+                what = f"site  {r['site']}  {r['error_class'] or ''}"
+            else:
+                what = f"{r['id']}  {r['repo']}/{r['slug']}  {r['error_class']}"
+            echo(f"{r['lines']:>8}  {what}{seen}" + (f"  [{where}]" if where else ""))
         _echo_err(f"{len(data)} known error(s)")
     sys.exit(0 if data else 1)
 

@@ -57,6 +57,7 @@ def test_jsonl_to_parquet_keeps_rows_columns_and_order(matcher, jsonl, tmp_path)
         "id": SEED_ID, "slug": SEED_SLUG, "repo": "vllm-project/vllm", "errorClass": "ValueError",
         "severity": "error", "score": rows[0]["errkb"]["score"], "solution": SEED_SOLUTION,
         "url": f"https://e.test/errors/vllm-project/vllm/{SEED_SLUG}.html", "tier": "curated",
+        "site": None,  # a record's row: where a known site is raised is a site's field only
     }
     assert rows[1]["errkb"] is None
     assert sum(r["errkb"] is not None for r in rows) == 100
@@ -299,3 +300,95 @@ def test_query_reads_a_spark_output_folder(enriched, tmp_path):
     result = runner.invoke(cli, ["query", str(empty)])
     assert result.exit_code == 2
     assert result.stderr == f"Error: {empty}: a folder without .parquet, .jsonl/.ndjson/.json or .csv/.tsv files\n"
+
+
+# -- the known-site tier on the archive path ---------------------------------------------
+
+SITE_ROWS = [
+    {"host": "a", "message": "ValueError: max_tokens must be at least 1, got 0."},  # a vLLM site, no record
+    {"host": "b", "message": f"ValueError: {SEED_MESSAGE}"},  # a record (also raised at a known site)
+    {"host": "c", "message": "RuntimeError: CUDA error: device-side assert triggered"},  # the CUDA table
+    {"host": "d", "message": "numpy.linalg.LinAlgError: Singular matrix"},  # another library: nothing
+    {"host": "e", "message": "GET /health 200"},
+]
+
+
+@pytest.fixture
+def site_jsonl(tmp_path) -> Path:
+    path = tmp_path / "sites.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for _ in range(40) for r in SITE_ROWS))
+    return path
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_archive_rows_no_record_matches_get_their_known_site_and_curated_wins(store_db, site_jsonl, tmp_path, workers):
+    """`errkb enrich --input/--output` tags a row only a known site matches with tier
+    "site" and where it is raised (the struct's ``site`` field), never with fix fields; a
+    record's row stays curated with a null ``site``; in worker processes too."""
+    out = tmp_path / "sites.parquet"
+    result = CliRunner().invoke(cli, ["enrich", "--db", str(store_db), "--input", str(site_jsonl), "--output", str(out),
+                                      "--workers", str(workers), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stderr)
+    assert (summary["rows"], summary["matched"], summary["sites"], summary["site_errors"]) == (200, 40, 80, 0)
+    rows = read(out)
+    assert [r["host"] for r in rows] == [r["host"] for _ in range(40) for r in SITE_ROWS]  # order kept
+    vllm, curated, cuda, foreign, plain = (r["errkb"] for r in rows[:5])
+    assert (vllm["tier"], vllm["repo"], vllm["errorClass"]) == ("site", "vllm-project/vllm", "VLLMValidationError")
+    assert (vllm["site"]["library"], vllm["site"]["file"], vllm["site"]["function"]) == (
+        "vllm", "vllm/sampling_params.py", "SamplingParams._verify_args")
+    assert isinstance(vllm["site"]["line"], int) and vllm["site"]["releases"]
+    assert vllm["url"].startswith("https://github.com/vllm-project/vllm/blob/")
+    assert (vllm["id"], vllm["slug"], vllm["score"], vllm["solution"], vllm["severity"]) == (None,) * 5, \
+        "a known site is never a fix"
+    assert (curated["tier"], curated["id"], curated["site"]) == ("curated", SEED_ID, None)
+    assert curated["solution"] == SEED_SOLUTION
+    assert (cuda["tier"], cuda["site"]["trust"]) == ("site", "cuda") and "device-side assert" in cuda["site"]["meaning"]
+    assert foreign is None and plain is None
+    # errkb query counts the sites apart from the record, each by where it is raised
+    found = {(r["tier"], r["id"], r["site"]): r["lines"] for r in known_errors([str(out)])}
+    assert found[("curated", SEED_ID, None)] == 40
+    assert found[("site", None, f"vllm vllm/sampling_params.py:{vllm['site']['line']}")] == 40
+    assert found[("site", None, "CUDA: device-side assert triggered")] == 40
+    assert len(found) == 3
+
+
+def test_archive_jsonl_output_is_the_filters_with_its_sites_and_no_sites_turns_it_off(store_db, site_jsonl, tmp_path):
+    """JSON Lines out of the archive path is the streaming filter's output byte for byte,
+    known sites included; --no-sites writes records only, on every output."""
+    runner = CliRunner()
+    out = tmp_path / "sites.out.jsonl"
+    result = runner.invoke(cli, ["enrich", "--db", str(store_db), "--input", str(site_jsonl), "--output", str(out),
+                                 "--workers", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stderr)["sites"] == 80
+    filtered = runner.invoke(cli, ["enrich", "--db", str(store_db), "--quiet"], input=site_jsonl.read_bytes())
+    assert filtered.exit_code == 0, filtered.output
+    assert out.read_bytes() == filtered.stdout_bytes
+    tiers = [json.loads(line).get("errkb", {}).get("tier") for line in out.read_text().splitlines()[:5]]
+    assert tiers == ["site", "curated", "site", None, None]
+    for name in ("nosites.jsonl", "nosites.parquet"):
+        path = tmp_path / name
+        result = runner.invoke(cli, ["enrich", "--db", str(store_db), "--input", str(site_jsonl), "--output", str(path),
+                                     "--workers", "1", "--no-sites", "--json"])
+        assert result.exit_code == 0, result.output
+        assert (json.loads(result.stderr)["matched"], json.loads(result.stderr)["sites"]) == (40, 0)
+        rows = read(path)
+        assert {r["errkb"]["tier"] for r in rows if r.get("errkb")} == {"curated"}
+
+
+def test_a_site_index_that_fails_costs_only_the_tier(matcher, site_jsonl, tmp_path):
+    """A site lookup that raises leaves the records' matches whole and is counted."""
+
+    class Broken:
+        def prepare_batch(self):
+            return self
+
+        def match_lines(self, lines):
+            raise OSError("the site cache went away")
+
+    out = tmp_path / "broken.parquet"
+    summary = enrich_archive([str(site_jsonl)], out, matcher, workers=1, sites=Broken())
+    assert (summary.matched, summary.sites, summary.site_errors) == (40, 0, 1)
+    assert "known-site lookups failed" in summary.summary()
+    assert sum(1 for r in read(out) if r["errkb"]) == 40

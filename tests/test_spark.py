@@ -110,7 +110,7 @@ def run_errkb(*args: str, stdin: bytes | None = None, db: Path | None = None) ->
 
 
 def by_n(rows) -> dict[int, dict | None]:
-    return {r["n"]: (r["errkb"].asDict() if r["errkb"] is not None else None) for r in rows}
+    return {r["n"]: (r["errkb"].asDict(recursive=True) if r["errkb"] is not None else None) for r in rows}
 
 
 # -- equality with `errkb enrich` ------------------------------------------------------------
@@ -137,8 +137,11 @@ def test_spark_equals_errkb_enrich_row_for_row(spark, dataset, tmp_path):
 
     assert len(got_rows) == len(rows)
     assert sorted(got) == sorted(expected)
-    matched = [n for n, v in expected.items() if v is not None]
+    matched = [n for n, v in expected.items() if v is not None and v["tier"] != "site"]
     assert len(matched) >= 3 * len(records)  # the comparison is about real matches
+    # and about known sites (the real logs' errors no record describes): tier site, where it is raised
+    sited = [n for n, v in expected.items() if v is not None and v["tier"] == "site"]
+    assert sited and all(expected[n]["site"]["pattern"] and expected[n]["id"] is None for n in sited)
     for n in expected:
         assert got[n] == expected[n], f"row {n}: {lines[n] if n < len(lines) else None!r}"
     # Input columns pass through.
@@ -166,13 +169,15 @@ def test_spark_enrich_cli_output_equals_errkb_enrich_output(spark, dataset, tmp_
     expected = {r["n"]: r["errkb"] for r in pq.read_table(reference).to_pylist()}
     assert {r["n"]: r["errkb"] for r in written} == expected
     assert summary["rows"] == len(rows)
-    assert summary["matched"] == sum(v is not None for v in expected.values()) > 0
+    assert summary["matched"] == sum(v is not None and v["tier"] != "site" for v in expected.values()) > 0
+    assert summary["sites"] == sum(v is not None and v["tier"] == "site" for v in expected.values()) > 0
     assert summary["format"] == "json"
     # The written struct has the archive path's type, so `errkb query` reads it too:
     # Spark's output folder itself (part files beside _SUCCESS and .crc files).
     assert pq.read_schema(reference).field("errkb").type == pq.ParquetDataset(out).schema.field("errkb").type
     assert (out / "_SUCCESS").exists()
-    query = CliRunner().invoke(cli, ["query", str(out), "--sql", "SELECT count(*) AS n FROM enriched WHERE errkb IS NOT NULL"])
+    query = CliRunner().invoke(cli, ["query", str(out), "--sql",
+                                     "SELECT count(*) AS n FROM enriched WHERE errkb IS NOT NULL AND errkb.tier <> 'site'"])
     assert (query.exit_code, query.stdout) == (0, f"n\n{summary['matched']}\n"), query.output
 
 
@@ -191,7 +196,9 @@ def test_invalid_utf8_text_rows_match_like_the_filter_and_pass_through_losslessl
     text = tmp_path / "raw.log"
     text.write_bytes(b"\n".join(raw_lines) + b"\n")
 
-    done = run_errkb("enrich", "-q", "--no-sites", str(text), db=db)  # Spark has no known-site tier (docs/enrich.md)
+    # records only on both sides (--no-sites, sites=False): the filter's JSON objects are compared
+    # with the struct's record fields (a site's object and struct differ in shape)
+    done = run_errkb("enrich", "-q", "--no-sites", str(text), db=db)
     assert done.returncode == 0, done.stderr.decode()
     filtered = [json.loads(x) for x in done.stdout.decode().splitlines()]
     assert len(filtered) == len(raw_lines)
@@ -203,9 +210,11 @@ def test_invalid_utf8_text_rows_match_like_the_filter_and_pass_through_losslessl
     # coalesce(1) keeps the file's order, so row i is line i.
     df = spark.read.text(str(text)).coalesce(1)
     out = tmp_path / "out.parquet"
-    enrich(df, column="value", db=db).write.parquet(str(out))
+    enrich(df, column="value", db=db, sites=False).write.parquet(str(out))
     table = pq.read_table(out)
-    assert table.column("errkb").to_pylist() == expected
+    got = table.column("errkb").to_pylist()
+    assert [g if g is None else {k: g[k] for k in ERRKB_FIELDS} for g in got] == expected
+    assert all(g is None or g["site"] is None for g in got)
     # The invalid bytes are still there, byte for byte, in the passed-through column.
     assert table.column("value").cast(pa.binary()).to_pylist() == raw_lines
 
@@ -251,7 +260,7 @@ def test_a_new_dataset_version_ships_a_new_index(spark, tmp_path, seed_record):
         store.ingest([src])
     index1 = build_index(db)
     df = spark.createDataFrame([(second[1]["errorMessage"],)], "message string")
-    assert enrich(df, db=db).collect()[0]["errkb"] is None
+    assert enrich(df, db=db, sites=False).collect()[0]["errkb"] is None  # (with sites: the seed's known site)
 
     src.write_text("".join(json.dumps(r) + "\n" for r in second))
     with Store.open(db) as store:

@@ -46,9 +46,9 @@ from errkb.enrich.duck import (
 )
 from errkb.enrich.jsonl import RAW_TABLE, json_files, raw_batch, raw_blocks, reason
 from errkb.enrich.jsonl_out import jsonl_to_jsonl
-from errkb.enrich.pool import add_bounded, match_column, pool_map
+from errkb.enrich.pool import add_bounded, column_matcher, match_column, pool_map
 from errkb.enrich.shape import TEXT_COLUMN, JsonPlan, json_plan
-from errkb.enrich.value import ERRKB_FIELDS, RecordValues, errkb_struct_type  # noqa: F401 - the column, named here too
+from errkb.enrich.value import ERRKB_FIELDS, RecordValues, errkb_struct_type, is_site  # noqa: F401 - the column, named here too
 from errkb.enrich.writers import OUTPUT_FORMATS, write
 
 BATCH_ROWS = 65536
@@ -60,7 +60,9 @@ class ArchiveSummary:
     inputs: list[str]
     output: str
     rows: int = 0
-    matched: int = 0
+    matched: int = 0  # rows a record matched
+    sites: int = 0  # rows no record matched but a known site does (tier "site": where, not a fix)
+    site_errors: int = 0  # batches whose known-site lookup failed (their rows got no site)
     written: int = 0
     batches: int = 0
     workers: int = 1
@@ -82,6 +84,8 @@ class ArchiveSummary:
             "output": self.output,
             "rows": self.rows,
             "matched": self.matched,
+            "sites": self.sites,
+            "site_errors": self.site_errors,
             "written": self.written,
             "batches": self.batches,
             "workers": self.workers,
@@ -101,6 +105,10 @@ class ArchiveSummary:
             f"errkb enrich: {self.rows:,} rows, {self.matched:,} matched, {self.written:,} written to {self.output}, "
             f"{self.seconds:.2f} s, {rate}, {self.workers} worker(s)"
         ]
+        if self.sites:
+            lines.append(f"  {self.sites:,} more rows are raised at a known site (tier site: where, not a fix)")
+        if self.site_errors:
+            lines.append(f"  {self.site_errors:,} batches' known-site lookups failed (their rows got no site)")
         if self.not_json:
             lines.append(f"  {self.not_json:,} lines were not JSON objects (kept, their text in message)")
         if self.invalid_utf8:
@@ -135,6 +143,7 @@ def enrich_archive(
     workers: int | None = None,
     batch_rows: int = BATCH_ROWS,
     resolve_many=None,
+    sites: Any = None,
 ) -> ArchiveSummary:
     """Enrich every row of ``inputs`` into ``output`` (format from its extension).
 
@@ -144,7 +153,10 @@ def enrich_archive(
     (an ``errkb`` member only on matched lines; a line that already had one is kept as
     it is). ``resolve_many(ids) -> {id: record}`` supplies matched records' solutions and
     slugs in bulk (``KnowledgeBase.get_many``); without it, the matcher's own
-    per-record look-up (``Matcher.record``) is used.
+    per-record look-up (``Matcher.record``) is used. ``sites`` (``KnowledgeBase.sites()``;
+    None: the tier is off) tags a row no record matches but a known site does: tier
+    "site", with where it is raised (the struct's ``site`` field; a JSON line gets the
+    streaming filter's site object).
     """
     _require_pyarrow()
     import duckdb
@@ -162,13 +174,16 @@ def enrich_archive(
     started = time.perf_counter()
     summary = ArchiveSummary(inputs=inputs, output=output, workers=workers)
     fmt = input_format(inputs)
+    if sites is not None:
+        sites.prepare_batch()  # built once here, so worker processes only open it
 
     if fmt == "json" and OUTPUT_FORMATS[out_ext] == "(FORMAT json)":
         files = json_files(inputs)
         try:
             # outputs keep an ordinary file's mode (0666 less the umask), unlike caches
             with replacing(output, suffix=".tmp" + out_ext, mode=0o666) as tmp, open(tmp, "wb") as out:
-                jsonl_to_jsonl(files, out, matcher, fields, site_url, only_matched, workers, batch_rows, resolve_many, summary)
+                jsonl_to_jsonl(files, out, matcher, fields, site_url, only_matched, workers, batch_rows, resolve_many, summary,
+                               sites)
         except OSError as e:
             raise ArchiveError(f"{output}: cannot write: {reason(e)}") from e
         summary.seconds = time.perf_counter() - started
@@ -216,10 +231,12 @@ def enrich_archive(
         rows, hits, report = matched
         add_bounded(summary, per_process, report)
         summary.rows += batch.num_rows
-        summary.matched += len(rows)
+        record_ids = [h.record_id for h in hits if not is_site(h)]
+        summary.matched += len(record_ids)
+        summary.sites += len(hits) - len(record_ids)
         summary.batches += 1
-        summary.by_record.update(h.record_id for h in hits)
-        values.fetch([h.record_id for h in hits])
+        summary.by_record.update(record_ids)
+        values.fetch(record_ids)
         struct = values.struct(batch.num_rows, rows, hits)
         out = batch.drop_columns([MESSAGE_COLUMN]).append_column(pa.field("errkb", errkb_struct_type()), struct)
         if only_matched:
@@ -230,12 +247,13 @@ def enrich_archive(
     def batches() -> Iterator:
         try:
             if workers <= 1:
+                local = column_matcher(matcher, sites)
                 for batch in reader:
-                    yield enriched(batch, match_column(batch.column(MESSAGE_COLUMN).to_pylist(), matcher))
+                    yield enriched(batch, match_column(batch.column(MESSAGE_COLUMN).to_pylist(), local))
                 return
             tasks = ((batch, (batch.column(MESSAGE_COLUMN).to_pylist(),), batch.column(MESSAGE_COLUMN).nbytes)
                      for batch in reader)
-            for batch, matched in pool_map(tasks, match_column, workers, matcher):
+            for batch, matched in pool_map(tasks, match_column, workers, matcher, column_matcher, (sites,)):
                 yield enriched(batch, matched)
         except duckdb.Error as e:
             failure.append(ArchiveError(f"{', '.join(inputs)}: {duck_error(e)}"))

@@ -18,9 +18,11 @@ from errkb.enrich.pool import add_bounded, bounded_report, pool_map
 from errkb.enrich.value import Hit, RecordValues
 
 
-def line_enricher(matcher, fields: Sequence[str], only_matched: bool) -> LineEnricher:
-    """A worker's line enricher: matched lines get a NUL and their hit (``found``)."""
-    enricher = LineEnricher(matcher, fields=list(fields), only_matched=only_matched)
+def line_enricher(matcher, fields: Sequence[str], only_matched: bool, sites=None) -> LineEnricher:
+    """A worker's line enricher: lines a record matched get a NUL and their hit
+    (``found``); a line only a known site matched gets its site object's text at once
+    (it needs no record). ``sites`` is pickled as its path and reopened in the worker."""
+    enricher = LineEnricher(matcher, fields=list(fields), only_matched=only_matched, sites=sites)
     enricher.found = []
     return enricher
 
@@ -28,7 +30,7 @@ def line_enricher(matcher, fields: Sequence[str], only_matched: bool) -> LineEnr
 def enrich_lines(block: bytes, final: bool, enricher: LineEnricher):
     """The streaming filter's output for ``block`` with a NUL for each errkb object, the
     hits in line order, (lines, JSON object lines, invalid UTF-8 lines, already
-    enriched) and the time-bound report (a pool task: ``enricher`` is the worker's)."""
+    enriched, lines tagged with a known site) and the time-bound report (a pool task: ``enricher`` is the worker's)."""
     e = enricher
     e.counters = Counters()
     e.found = []
@@ -36,7 +38,8 @@ def enrich_lines(block: bytes, final: bool, enricher: LineEnricher):
     if out is None:
         out = e.enrich_block(block, final)
     c = e.counters
-    return out, e.found, (c.lines, c.json_lines, c.invalid_utf8, c.already_enriched), bounded_report(e.matcher)
+    return (out, e.found, (c.lines, c.json_lines, c.invalid_utf8, c.already_enriched, c.sites),
+            bounded_report(e.matcher))
 
 
 def _match_lines(e, messages: list[str]) -> list[list]:
@@ -56,7 +59,11 @@ def _match_lines(e, messages: list[str]) -> list[list]:
 
 
 def _hole(e: LineEnricher, match) -> str:
-    """Where a worker's matched line gets its errkb text: a NUL, the hit noted."""
+    """Where a worker's matched line gets its errkb text: a NUL, the hit noted; a known
+    site's text (errkb.enrich.value.site_object) is written at once."""
+    if hasattr(match, "sites"):  # an errkb.match.sites.SiteMatch, not a record's match
+        e.counters.sites += 1
+        return e.site_text(match)
     e.found.append(Hit.of(match))
     return "\x00"
 
@@ -102,6 +109,8 @@ def _objects_block(e, block: bytes) -> bytes | None:
     counters.lines += len(lines)
     counters.json_lines += len(lines)
     results = _match_lines(e, messages)
+    if e.sites is not None:
+        results = e.add_sites(messages, results)
     matched = [i for i, r in enumerate(results) if r]
     done = {i: lines[i] if kinds[i] == 2 else _splice(*without_null_errkb(lines[i]), _hole(e, results[i][0]))
             if kinds[i] == 3 else _splice(lines[i], kinds[i] == 1, _hole(e, results[i][0])) for i in matched}
@@ -118,7 +127,7 @@ def _objects_block(e, block: bytes) -> bytes | None:
 
 
 def jsonl_to_jsonl(files, out, matcher, fields, site_url, only_matched, workers, max_lines, resolve_many,
-                   summary) -> None:
+                   summary, sites=None) -> None:
     """Enrich the JSON Lines ``files`` into the binary file ``out``, counting into
     ``summary`` (an errkb.enrich.archive.ArchiveSummary)."""
     # the streaming filter's own errkb texts (one JSON text per record, the score put in)
@@ -127,16 +136,17 @@ def jsonl_to_jsonl(files, out, matcher, fields, site_url, only_matched, workers,
     # no key: the parent keeps no copy of a block while a worker has it
     tasks = ((None, (block, final), len(block)) for _, block, final in raw_blocks(files, max_lines))
     if workers <= 1:
-        local = line_enricher(matcher, fields, only_matched)
+        local = line_enricher(matcher, fields, only_matched, sites)
         results: Iterator = ((key, enrich_lines(*args, local)) for key, args, _ in tasks)
     else:
-        results = pool_map(tasks, enrich_lines, workers, matcher, line_enricher, (list(fields), only_matched))
-    for _, (data, found, (lines, objects, invalid, already), report) in results:
+        results = pool_map(tasks, enrich_lines, workers, matcher, line_enricher, (list(fields), only_matched, sites))
+    for _, (data, found, (lines, objects, invalid, already, sited), report) in results:
         summary.batches += 1
         summary.rows += lines
         summary.not_json += lines - objects
         summary.invalid_utf8 += invalid
         summary.already_enriched += already
+        summary.sites += sited
         add_bounded(summary, per_process, report)
         if found:
             values.fetch([h.record_id for h in found])

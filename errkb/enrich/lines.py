@@ -385,7 +385,7 @@ class LineEnricher:
 
         results = self._match(messages)
         if self.sites is not None:
-            results = self._add_sites(messages, results)
+            results = self.add_sites(messages, results)
         matched = list(compress(range(n), results))
         if self.only_matched:
             if not matched:
@@ -421,7 +421,7 @@ class LineEnricher:
                     out[i] = data
         return b"\n".join(out)
 
-    def _add_sites(self, messages: list[str], results: list) -> list:
+    def add_sites(self, messages: list[str], results: list) -> list:
         """``results`` with each line no record matched but a known site does given that
         site's match (curated always wins: a matched line is left as it is)."""
         try:

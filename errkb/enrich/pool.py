@@ -19,7 +19,7 @@ from typing import Any
 from errkb.cache import shipped_file
 from errkb.enrich.duck import ArchiveError
 from errkb.enrich.lines import cut_long
-from errkb.enrich.value import Hit
+from errkb.enrich.value import Hit, site_object
 
 _state: Any = None  # in a worker: what the pool's setup made of the loaded matcher
 
@@ -36,22 +36,63 @@ def _call(fn, args: tuple):
     return fn(*args, _state)
 
 
-def bounded_report(matcher) -> tuple[int, dict] | None:
-    """(this process, what its matcher's time bound cut short so far)."""
+def bounded_report(matcher, site_errors: int = 0) -> tuple[int, dict] | None:
+    """(this process, what its matcher's time bound cut short so far, and how many
+    batches' known-site lookups failed)."""
     report = getattr(matcher, "bounded_report", None)
-    return (os.getpid(), report()) if report is not None else None
+    return (os.getpid(), {**report(), "site_errors": site_errors}) if report is not None else None
 
 
-def match_column(messages: list, matcher) -> tuple[list[int], list[Hit], Any]:
+class ColumnMatcher:
+    """What matches a column of messages: the record matcher and, with the known-site tier
+    on, the site index (errkb.match.sites.SiteIndex; None: the tier is off)."""
+
+    def __init__(self, matcher, sites=None):
+        self.matcher = matcher
+        self.sites = sites
+        self.site_errors = 0  # batches whose site lookup failed (their sites counted as none)
+        self._site_objects: dict[str, dict] = {}  # pattern -> its site_object
+
+    def site_object(self, site) -> dict:
+        obj = self._site_objects.get(site.pattern)
+        if obj is None:
+            obj = self._site_objects[site.pattern] = site_object(site)
+        return obj
+
+
+def column_matcher(matcher, sites=None) -> ColumnMatcher:
+    """A worker's :class:`ColumnMatcher` (the pool's setup; ``sites`` is pickled as its
+    path and reopened in the worker)."""
+    return ColumnMatcher(matcher, sites)
+
+
+def match_column(messages: list, state: ColumnMatcher) -> tuple[list[int], list, Any]:
     """(rows, hits) of the best match of each matched message, and the matcher's
-    time-bound report (a task: the matcher is the worker's)."""
-    texts = [t if isinstance(t, str) else "" for t in messages]
+    time-bound report (a task: the state is the worker's). A hit is a record's
+    (:class:`Hit`) or, on a row no record matched, a known site's (its site_object dict:
+    curated always wins)."""
+    matcher = state.matcher
+    # bytes (Spark's text rows holding invalid UTF-8) are matched with U+FFFD for the bad bytes
+    texts = cut_long([t if isinstance(t, (str, bytes)) else "" for t in messages])
+    results = matcher.match_lines(texts)
+    found: dict[int, Any] = {}
+    if state.sites is not None:
+        left = [i for i, r in enumerate(results) if not r and texts[i]]
+        if left:
+            unmatched = [texts[i].decode("utf-8", "replace") if isinstance(texts[i], bytes) else texts[i] for i in left]
+            try:
+                found = {i: s for i, s in zip(left, state.sites.match_lines(unmatched)) if s is not None}
+            except Exception:  # a broken site index costs the tier, never the records' matches
+                state.site_errors += 1
     rows, hits = [], []
-    for i, found in enumerate(matcher.match_lines(cut_long(texts))):
-        if found:
+    for i, best in enumerate(results):
+        if best:
             rows.append(i)
-            hits.append(Hit.of(found[0]))
-    return rows, hits, bounded_report(matcher)
+            hits.append(Hit.of(best[0]))
+        elif i in found:
+            rows.append(i)
+            hits.append(state.site_object(found[i]))
+    return rows, hits, bounded_report(matcher, state.site_errors)
 
 
 def add_bounded(summary, per_process: dict, report) -> None:
@@ -65,6 +106,7 @@ def add_bounded(summary, per_process: dict, report) -> None:
         disabled += [r for r in c["disabled"] if r not in disabled]
     summary.bounded = {"timeouts": sum(c["timeouts"] for c in per_process.values()),
                        "skipped": sum(c["skipped"] for c in per_process.values()), "disabled": disabled}
+    summary.site_errors = sum(c.get("site_errors", 0) for c in per_process.values())
 
 
 # Bytes of task input in flight at once (beyond one task): a batch of huge lines must not

@@ -68,8 +68,9 @@ def known_errors(
     time_column: str | None = None,
     by: Sequence[str] | None = None,
 ) -> list[dict]:
-    """Known errors in an enriched archive: per record, how many lines, first and last
-    seen, and the distinct values of each ``by`` column (hosts, services, ...). ``by``
+    """Known errors in an enriched archive: per record (and per known site: ``tier``
+    "site", ``site`` "library file:line", no id), how many lines, first and last seen,
+    and the distinct values of each ``by`` column (hosts, services, ...). ``by``
     None: the ``host`` column where the archive has one (a column named is required)."""
     import duckdb
 
@@ -89,7 +90,16 @@ def known_errors(
     elif time_column not in columns:
         raise ArchiveError(f"{paths[0]}: no column {time_column!r} (columns: {', '.join(columns)})")
     select = ["errkb.id AS id", "errkb.repo AS repo", "errkb.slug AS slug", "errkb.errorClass AS error_class",
-              "errkb.severity AS severity", "count(*) AS lines"]
+              "errkb.severity AS severity"]
+    struct_type = columns["errkb"]
+    if re.search(r"\btier VARCHAR", struct_type):  # archives enriched since the tiers
+        select.append("errkb.tier AS tier")
+    if re.search(r"\bsite STRUCT", struct_type):  # a known site's row: where it is raised, not a record
+        # a mined site by its place; a curated table's message (CUDA, NCCL: no place) by its text
+        select.append("CASE WHEN errkb.tier = 'site' THEN CASE WHEN errkb.site.file IS NULL "
+                      "THEN concat(upper(errkb.site.trust), ': ', errkb.site.pattern) "
+                      "ELSE concat(errkb.site.library, ' ', errkb.site.file, ':', errkb.site.line) END END AS site")
+    select.append("count(*) AS lines")
     where = ["errkb IS NOT NULL"]
     args: list = []
     if time_column is not None:

@@ -38,8 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from errkb.cache import cache_root, read_intact, seal, vouched, write_atomic
-from errkb.enrich.lines import cut_long
-from errkb.enrich.value import ERRKB_FIELDS, RecordValues, errkb_struct_type  # noqa: F401 - the column's type
+from errkb.enrich.value import ERRKB_FIELDS, SITE_FIELDS, RecordValues, errkb_struct_type  # noqa: F401 - the column's type
 from errkb.errors import ErrkbError
 
 if TYPE_CHECKING:  # pyspark is an optional extra: `pip install 'errkb[spark]'`
@@ -215,15 +214,16 @@ _cached: dict[str, Any] = {}  # index sha256 -> Matcher; holds the newest only
 _values: dict[tuple[str, str | None], RecordValues] = {}  # (index sha256, site_url) -> values
 
 
-def _values_for(sha: str, site_url: str | None) -> RecordValues:
-    """The worker's record values for this index and site URL, kept across tasks."""
+def _values_for(sha: str, site_url: str | None, resolve_one=None) -> RecordValues:
+    """The worker's record values for this index and site URL, kept across tasks
+    (``resolve_one``: the loaded index's own record look-up, ``Matcher.record``)."""
     key = (sha, site_url)
     values = _values.get(key)
     if values is None:
         with _cache_lock:
             if any(k[0] != sha for k in _values):
                 _values.clear()
-            values = _values.setdefault(key, RecordValues(site_url))
+            values = _values.setdefault(key, RecordValues(site_url, resolve_one=resolve_one))
     return values
 
 
@@ -278,21 +278,26 @@ def _messages(column) -> list:
 
 
 def enrich_batch(batch, matcher, site_url: str | None, message_column: str = MESSAGE_COLUMN,
-                 values: RecordValues | None = None):
+                 values: RecordValues | None = None, sites: Any = None):
     """One Arrow record batch with ``message_column`` replaced by the ``errkb`` struct
     (null where nothing matched): the Spark-free core every executor runs.
 
-    Like ``errkb enrich --input``: a null message is matched as an empty text, the
-    best match fills the struct with :class:`errkb.enrich.value.RecordValues`' values.
-    ``values`` carries those values from batch to batch (a worker keeps one)."""
+    Like ``errkb enrich --input`` (errkb.enrich.pool.match_column): a null message is
+    matched as an empty text, the best match fills the struct with
+    :class:`errkb.enrich.value.RecordValues`' values, and a row no record matches is
+    tagged with its known site when ``sites`` (a SiteIndex, or an
+    errkb.enrich.pool.ColumnMatcher holding one) is given. ``values`` carries the
+    values from batch to batch (a worker keeps one)."""
     import pyarrow as pa
 
+    from errkb.enrich.pool import ColumnMatcher, match_column
+
     if values is None or values.site_url != site_url:
-        values = RecordValues(site_url)
+        values = RecordValues(site_url, resolve_one=matcher.record)
+    state = sites if isinstance(sites, ColumnMatcher) else ColumnMatcher(matcher, sites)
     messages = _messages(batch.column(message_column))
-    results = matcher.match_lines(cut_long([m if m is not None else "" for m in messages]))
-    rows = [i for i, found in enumerate(results) if found]
-    struct = values.struct(len(results), rows, [results[i][0] for i in rows])
+    rows, hits, _ = match_column([m if m is not None else "" for m in messages], state)
+    struct = values.struct(batch.num_rows, rows, hits)
     keep = [i for i, name in enumerate(batch.schema.names) if name != message_column]
     return pa.RecordBatch.from_arrays(
         [batch.column(i) for i in keep] + [struct],
@@ -300,21 +305,44 @@ def enrich_batch(batch, matcher, site_url: str | None, message_column: str = MES
     )
 
 
+_site_state: dict[int, Any] = {}  # id(matcher) -> its ColumnMatcher with the bundled site index
+
+
+def _sites_for(matcher) -> Any:
+    """This worker's ColumnMatcher with the site index errkb ships (the executor's own
+    install: nothing is copied), opened once per process."""
+    state = _site_state.get(id(matcher))
+    if state is None:
+        from errkb.enrich.pool import ColumnMatcher
+        from errkb.match.sites import SiteIndex
+
+        with _cache_lock:
+            _site_state.clear()  # the newest index's matcher only, as _cached
+            state = _site_state[id(matcher)] = ColumnMatcher(matcher, SiteIndex.load().prepare_batch())
+    return state
+
+
 def _enrich_partition(batches: Iterator, *, index_name: str, index_sha: str, shared_path: str | None,
-                      site_url: str | None, counters) -> Iterator:
+                      site_url: str | None, counters, sites: bool = False) -> Iterator:
     """The function ``mapInArrow`` runs per partition, in a Python worker."""
-    matcher = values = None
+    import pyarrow.compute as pc
+
+    matcher = values = state = None
     for batch in batches:
         if batch.num_rows == 0:
             continue
         if matcher is None:
             matcher = _matcher_for(index_name, index_sha, shared_path, counters)
-            values = _values_for(index_sha, site_url)
+            values = _values_for(index_sha, site_url, matcher.record)
+            state = _sites_for(matcher) if sites else None
         started = time.perf_counter()
-        out = enrich_batch(batch, matcher, site_url, values=values)
+        out = enrich_batch(batch, matcher, site_url, values=values, sites=state)
         if counters is not None:
-            counters.add({"batches": 1, "rows": batch.num_rows, "matched": out.column(OUTPUT_COLUMN).is_valid().sum().as_py(),
-                          "match_seconds": time.perf_counter() - started, f"batches@{_worker_id()}": 1})
+            column = out.column(OUTPUT_COLUMN)
+            sited = pc.sum(pc.equal(column.field("tier"), "site")).as_py() or 0
+            counters.add({"batches": 1, "rows": batch.num_rows, "matched": column.is_valid().sum().as_py() - sited,
+                          "sites": sited, "match_seconds": time.perf_counter() - started,
+                          f"batches@{_worker_id()}": 1})
         yield out
 
 
@@ -371,6 +399,10 @@ class EnrichStats:
         return int(self.value.get("matched", 0))
 
     @property
+    def sites(self) -> int:
+        return int(self.value.get("sites", 0))
+
+    @property
     def batches(self) -> int:
         return int(self.value.get("batches", 0))
 
@@ -387,7 +419,7 @@ class EnrichStats:
 
     def as_dict(self) -> dict:
         return {
-            "rows": self.rows, "matched": self.matched, "batches": self.batches, "index_loads": self.index_loads,
+            "rows": self.rows, "matched": self.matched, "sites": self.sites, "batches": self.batches, "index_loads": self.index_loads,
             "load_seconds": round(self.load_seconds, 3), "match_seconds": round(self.match_seconds, 3),
             "loads_by_worker": self.loads_by_worker, "batches_by_worker": self.batches_by_worker,
         }
@@ -399,9 +431,12 @@ class EnrichStats:
 def output_schema(df: DataFrame):
     """The schema ``mapInArrow`` returns: ``df``'s columns less the message column,
     then the ``errkb`` struct."""
-    from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-    errkb = StructType([StructField(k, DoubleType() if k == "score" else StringType(), True) for k in ERRKB_FIELDS])
+    site = StructType([StructField(k, LongType() if k in ("line", "otherSites") else StringType(), True)
+                       for k in SITE_FIELDS])
+    errkb = StructType([StructField(k, DoubleType() if k == "score" else StringType(), True) for k in ERRKB_FIELDS]
+                       + [StructField("site", site, True)])
     fields = [f for f in df.schema.fields if f.name != MESSAGE_COLUMN]
     return StructType(fields + [StructField(OUTPUT_COLUMN, errkb, True)])
 
@@ -461,6 +496,7 @@ def enrich_with_stats(
     site_url: str | None = None,
     index: IndexFile | str | os.PathLike | None = None,
     ship: str = "files",
+    sites: bool = True,
 ) -> tuple[DataFrame, EnrichStats]:
     """:func:`enrich`, plus the counters its executors fill in (index loads, time split)."""
     require_pyspark()
@@ -475,16 +511,18 @@ def enrich_with_stats(
     if ship == "files":
         ship_index(spark, index)
     counters = spark.sparkContext.accumulator({}, CounterParam())
-    fn = partition_function(index, ship, site_url, counters)
+    fn = partition_function(index, ship, site_url, counters, sites)
     return df.mapInArrow(fn, output_schema(df)), EnrichStats(counters)
 
 
-def partition_function(index: IndexFile, ship: str, site_url: str | None, counters=None):
+def partition_function(index: IndexFile, ship: str, site_url: str | None, counters=None, sites: bool = True):
     """What Spark pickles into every task: a module function (pickled by reference) and
-    the index file's name, hash and path, never the index itself."""
+    the index file's name, hash and path, never the index itself (nor the site index:
+    each executor opens the one its errkb install ships)."""
     return partial(
         _enrich_partition, index_name=index.name, index_sha=index.sha256,
         shared_path=str(index.path.resolve()) if ship == "shared" else None, site_url=site_url, counters=counters,
+        sites=sites,
     )
 
 
@@ -495,6 +533,7 @@ def enrich(
     site_url: str | None = None,
     index: IndexFile | str | os.PathLike | None = None,
     ship: str = "files",
+    sites: bool = True,
 ) -> DataFrame:
     """``df`` with an ``errkb`` struct column appended, row for row: id, slug, repo,
     errorClass, severity, score, solution, fix-page url and tier of the best match, null
@@ -506,9 +545,11 @@ def enrich(
     (else they are site-relative, as in ``errkb enrich``); ``index`` is a prebuilt
     index file (default: compiled from ``db`` once per dataset version); ``ship`` is
     ``"files"`` (Spark copies the index to executors) or ``"shared"`` (every executor
-    reads ``index`` at the same path).
+    reads ``index`` at the same path). ``sites``: a row no record matches but a known
+    site does gets tier "site" and the struct's ``site`` field (where vLLM, PyTorch or
+    FlashInfer raise it; each executor opens the site index its errkb ships).
     """
-    return enrich_with_stats(df, column=column, db=db, site_url=site_url, index=index, ship=ship)[0]
+    return enrich_with_stats(df, column=column, db=db, site_url=site_url, index=index, ship=ship, sites=sites)[0]
 
 
 # -- a whole job: files in, Parquet out (`errkb spark-enrich`) ---------------------
@@ -527,7 +568,8 @@ class JobReport:
     output: str
     input_format: str
     rows: int
-    matched: int
+    matched: int  # rows a record matched
+    sites: int  # rows only a known site matched (tier "site")
     corrupt_rows: int
     seconds: float
     index_file: str
@@ -538,7 +580,7 @@ class JobReport:
     def as_dict(self) -> dict:
         return {
             "input": self.input, "output": self.output, "format": self.input_format, "rows": self.rows,
-            "matched": self.matched, "corrupt_rows": self.corrupt_rows, "seconds": round(self.seconds, 3),
+            "matched": self.matched, "sites": self.sites, "corrupt_rows": self.corrupt_rows, "seconds": round(self.seconds, 3),
             "rows_per_s": round(self.rows / self.seconds) if self.seconds > 0 else None,
             "index_file": self.index_file, "index_sha256": self.index_sha256,
             "dataset_version": self.dataset_version, "executors": self.stats,
@@ -547,6 +589,8 @@ class JobReport:
     def summary(self) -> str:
         share = f" ({100 * self.matched / self.rows:.1f}%)" if self.rows else ""
         out = [f"errkb spark-enrich: {self.rows:,} rows, {self.matched:,} matched{share}, {self.seconds:.1f} s -> {self.output}"]
+        if self.sites:
+            out.append(f"  {self.sites:,} more rows are raised at a known site (tier site: where, not a fix)")
         if self.corrupt_rows:
             out.append(f"  {self.corrupt_rows:,} input lines were not JSON objects: kept in column _corrupt_record, unmatched")
         out.append(f"  index {self.index_sha256[:12]} (dataset {self.dataset_version or 'unknown'}) loaded "
@@ -628,6 +672,7 @@ def run_job(
     site_url: str | None = None,
     index: str | os.PathLike | None = None,
     overwrite: bool = False,
+    sites: bool = True,
 ) -> JobReport:
     """Read ``input_path`` (Parquet, JSON Lines or text), enrich it, write Parquet to ``output_path``."""
     require_pyspark()
@@ -652,7 +697,7 @@ def run_job(
         except failures as e:
             raise SparkEnrichError(f"{input_path}: cannot read as {fmt}: {_first_line(e)}") from e
         try:
-            out, stats = enrich_with_stats(df, column=column, site_url=site_url, index=shipped)
+            out, stats = enrich_with_stats(df, column=column, site_url=site_url, index=shipped, sites=sites)
         except SparkEnrichError as e:
             raise SparkEnrichError(f"{input_path}: {e}") from e
         try:
@@ -662,11 +707,13 @@ def run_job(
         written = spark.read.parquet(output_path)
         counts = written.selectExpr(
             "count(*) AS rows",
-            "count(errkb) AS matched",
+            "count_if(errkb.tier <> 'site') AS matched",
+            "count_if(errkb.tier = 'site') AS sites",
             ("count(_corrupt_record) AS corrupt" if "_corrupt_record" in written.schema.names else "0L AS corrupt"),
         ).collect()[0]
         return JobReport(
             input=input_path, output=output_path, input_format=fmt, rows=counts["rows"], matched=counts["matched"],
+            sites=counts["sites"],
             corrupt_rows=counts["corrupt"], seconds=time.perf_counter() - started, index_file=str(shipped.path),
             index_sha256=shipped.sha256, dataset_version=shipped.dataset_version, stats=stats.as_dict(),
         )

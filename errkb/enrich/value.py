@@ -21,11 +21,15 @@ from typing import Any
 
 from errkb.records.urls import fix_page_path, fix_page_url
 
-# "tier" last: "curated", or "variant" when an older wording of the record matched (a
-# known site, tier "site", has no record: the filter's JSON lines and the Python API
-# only, as site_object)
+# "tier": "curated", or "variant" when an older wording of the record matched, or "site":
+# a known site matched (no record: the JSON object is site_object; in the struct column
+# only repo, errorClass, url and tier are set, and "site" holds where it is raised)
 ERRKB_FIELDS = ("id", "slug", "repo", "errorClass", "severity", "score", "solution", "url", "tier")
 _RECORD_FIELDS = tuple(k for k in ERRKB_FIELDS if k not in ("score", "tier"))  # the same for every match of a record
+# The struct column's last field, "site" (null on a record's match): site_object's where-fields.
+SITE_FIELDS = ("library", "file", "line", "function", "condition", "kind", "releases", "pattern", "trust",
+               "otherSites", "meaning")
+_SITE_INTEGERS = ("line", "otherSites")
 
 
 def rounded(score: float) -> float:
@@ -94,7 +98,7 @@ def site_object(site: Any) -> dict:
     top = site.sites[0] if site.sites else None
     obj = {"tier": "site", "pattern": site.pattern, "trust": site.trust}
     if top is not None:
-        obj.update({"library": top.library, "file": top.file, "line": top.line, "function": top.function,
+        obj.update({"library": top.library, "repo": top.repo, "file": top.file, "line": top.line, "function": top.function,
                     "condition": top.condition, "kind": top.kind, "errorClass": top.error_class,
                     "releases": top.releases, "url": top.source_url(), "otherSites": len(site.sites) - 1})
     if site.meaning is not None:
@@ -102,11 +106,26 @@ def site_object(site: Any) -> dict:
     return obj
 
 
-def errkb_struct_type():
-    """The Arrow type of the ``errkb`` column (Parquet/CSV out and Spark)."""
+def is_site(match: Any) -> bool:
+    """Whether an archive match is a known site's (its site_object, as workers send it)
+    rather than a record's (a :class:`Hit`)."""
+    return isinstance(match, dict)
+
+
+def site_struct_type():
+    """The Arrow type of the struct column's ``site`` field."""
     import pyarrow as pa
 
-    return pa.struct([(k, pa.float64() if k == "score" else pa.string()) for k in ERRKB_FIELDS])
+    return pa.struct([(k, pa.int64() if k in _SITE_INTEGERS else pa.string()) for k in SITE_FIELDS])
+
+
+def errkb_struct_type():
+    """The Arrow type of the ``errkb`` column (Parquet/CSV out and Spark): ERRKB_FIELDS,
+    then ``site`` (a known site's where-fields; null on a record's match)."""
+    import pyarrow as pa
+
+    return pa.struct([(k, pa.float64() if k == "score" else pa.string()) for k in ERRKB_FIELDS]
+                     + [("site", site_struct_type())])
 
 
 def tier_of(match: Any) -> str:
@@ -210,10 +229,18 @@ class RecordValues:
 
     def struct(self, n: int, rows: list[int], matches: list[Any]):
         """The ``errkb`` struct column of ``n`` rows: ``matches[k]``'s value at row
-        ``rows[k]``, null elsewhere."""
+        ``rows[k]``, null elsewhere. A match is a record's (a :class:`Hit` or matcher
+        ``Match``) or a known site's (its site_object: tier "site", repo, errorClass and
+        url set, the rest of the record fields null, and the where-fields in ``site``)."""
         import numpy as np
         import pyarrow as pa
 
+        sited = [k for k, m in enumerate(matches) if is_site(m)]
+        if sited:
+            site_rows = [rows[k] for k in sited]
+            site_objs = [matches[k] for k in sited]
+            keep = [k for k, m in enumerate(matches) if not is_site(m)]
+            rows, matches = [rows[k] for k in keep], [matches[k] for k in keep]
         at = [self.position(m) for m in matches]
         if self._arrays is None:
             self._arrays = {k: pa.array(v, type=pa.string()) for k, v in self._columns.items()}
@@ -224,20 +251,35 @@ class RecordValues:
             take[rows] = at
             valid[rows] = True
             score[rows] = [rounded(m.score) for m in matches]
+        # null indices: the children are null under a null struct too, and on a site's row
+        no_record = ~valid
+        take_arr = pa.array(take, mask=no_record)
+        if sited:
+            valid[site_rows] = True
         missing = ~valid
-        # null indices: the children are null under a null struct too
-        take_arr = pa.array(take, mask=missing)
         children = []
         for k in ERRKB_FIELDS:
-            if k == "score":
-                children.append(pa.array(score, type=pa.float64(), mask=missing))
+            if k == "score":  # a site has no score
+                children.append(pa.array(score, type=pa.float64(), mask=no_record))
             elif k == "tier":
                 tiers = np.full(n, "curated", dtype=object)
                 if rows:
                     tiers[rows] = [tier_of(m) for m in matches]
+                if sited:
+                    tiers[site_rows] = "site"
                 children.append(pa.array(tiers, type=pa.string(), mask=missing))
-            elif len(self._arrays[k]):
-                children.append(self._arrays[k].take(take_arr))
             else:
-                children.append(pa.nulls(n, pa.string()))
+                column = self._arrays[k].take(take_arr) if len(self._arrays[k]) else pa.nulls(n, pa.string())
+                if sited and k in ("repo", "errorClass", "url"):
+                    values = column.to_numpy(zero_copy_only=False).astype(object)
+                    values[site_rows] = [o.get(k) for o in site_objs]
+                    column = pa.array(values, type=pa.string())
+                children.append(column)
+        if sited:
+            where: list = [None] * n
+            for row, obj in zip(site_rows, site_objs):
+                where[row] = {f: obj.get(f) for f in SITE_FIELDS}
+            children.append(pa.array(where, type=site_struct_type()))
+        else:
+            children.append(pa.nulls(n, site_struct_type()))
         return pa.StructArray.from_arrays(children, fields=list(errkb_struct_type()), mask=pa.array(missing))

@@ -263,19 +263,28 @@ class SiteIndex:
         self.header = header
         self.cuda = cuda
         self._entries: dict[int, dict] = {}
+        self._source: tuple = (None, None)  # (index path, cache folder) as load() was given them
+
+    def __reduce__(self):
+        # pickled as where it is: a worker process reopens the same index and cache (the
+        # parent built the cache files, so that costs a few file opens), never a copy of it
+        return (SiteIndex.load, self._source)
 
     # -- loading
 
     @classmethod
     def load(cls, path: Path | None = None, cache: Path | None = None) -> SiteIndex:
+        source = (None if path is None else str(path), None if cache is None else str(cache))
         path = Path(path) if path is not None else default_path()
         cuda = load_error_tables(default_path().parent)  # curated: always the bundled tables
         if not path.exists():
-            return cls(None, None, {"libraries": {}}, cuda)
+            index = cls(None, None, {"libraries": {}}, cuda)
+            index._source = source
+            return index
         st = path.stat()
         # The cache is named by what it was built from; a rebuilt or updated index gets a new one.
         key = f"{zlib.crc32(str(path.resolve()).encode()):08x}-{st.st_size}-{st.st_mtime_ns}"
-        stem = (cache if cache is not None else _cache_folder()) / f"{_CACHE_FORMAT}-{key}"
+        stem = (Path(cache) if cache is not None else _cache_folder()) / f"{_CACHE_FORMAT}-{key}"
         names = [stem.with_name(stem.name + ext) for ext in (".head", ".anchors", ".aidx", ".rows", ".ridx")]
         if not all(p.exists() for p in names):
             # a few seconds, once: said on a terminal only (a pipe's reader gets no chatter,
@@ -289,9 +298,11 @@ class SiteIndex:
                                      "set ERRKB_CACHE_DIR to a writable folder") from None
         try:
             header = json.loads(names[0].read_text(encoding="utf-8"))
-            return cls(_SortedLines(names[1], names[2]), _Lines(names[3], names[4]), header, cuda, stem)
+            index = cls(_SortedLines(names[1], names[2]), _Lines(names[3], names[4]), header, cuda, stem)
         except (OSError, ValueError) as e:
             raise SiteIndexError(f"{stem}.*: unreadable site cache ({e}); delete it to rebuild") from None
+        index._source = source
+        return index
 
     def __len__(self) -> int:
         return len(self._rows_file) if self._rows_file is not None else 0
@@ -301,6 +312,13 @@ class SiteIndex:
         lines (enrich), where a dict lookup per word beats a binary search per word."""
         if self._anchors is not None:
             self._anchors.preload()
+        return self
+
+    def prepare_batch(self) -> SiteIndex:
+        """Build the batch scan (:meth:`match_lines`) now, its files kept beside the cache:
+        the archive path calls it before its worker processes open the index, so they load
+        it instead of each building it."""
+        self._prefilter()
         return self
 
     # -- matching
