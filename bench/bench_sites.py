@@ -9,6 +9,11 @@
         site pattern matches (false matches: another library's message pinned to a
         vLLM/PyTorch/FlashInfer site), with and without the trust rule. Also the share of
         the index's own messages that still match (the rule's cost).
+    python -m bench.bench_sites batch [--lines 200000] [--runs 3]
+        The batch scan enrich uses (SiteIndex.match_lines) over the bench corpus's log:
+        the share of lines with a candidate and lines/s, with the shipped key rule
+        (SHARED_KEY_OK) and with the rarest-shared key (the baseline, SHARED_KEY_OK=1),
+        each index in its own fresh cache, in this run; the matches must be the same.
     python -m bench.bench_sites pastes [FIXTURE] [--json]
         Real pastes from public issues (tests/fixtures/pastes_sites.jsonl: text, source,
         what must answer) through `errkb explain --json` of the errkb on PYTHONPATH: per
@@ -167,6 +172,54 @@ def pastes(fixture: Path, as_json: bool) -> None:
     print(f"{len(rows)} pastes: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
 
+_BATCH_ONE = """
+import gzip, json, sys, time
+from errkb.match import prefilter, sites
+sites.SHARED_KEY_OK = int(sys.argv[1])
+n, runs = int(sys.argv[2]), int(sys.argv[3])
+with gzip.open(sys.argv[4], "rt", encoding="utf-8", errors="replace") as f:
+    lines = f.read().split("\\n")[:n]  # lines as enrich splits them
+index = sites.SiteIndex.load().preload().prepare_batch()
+scan, members = index._prefilter()
+clean, buf = prefilter.clean_lines(lines)
+if isinstance(scan, tuple):
+    candidates = sum(1 for line in clean if next(scan[0].iter(line), None) is not None)
+else:
+    candidates = len(prefilter.scan_hyperscan_lines(scan, members, set(), buf, [], [], len(clean)))
+best = float("inf")
+for _ in range(runs):
+    t = time.perf_counter()
+    found = [m for i in range(0, len(lines), 16384) for m in index.match_lines(lines[i:i + 16384])]
+    best = min(best, time.perf_counter() - t)
+print(json.dumps({"candidates": candidates, "lines_per_s": round(len(lines) / best),
+                  "matches": [m.pattern if m else None for m in found]}))
+"""
+
+
+def batch(lines: int, runs: int) -> None:
+    import tempfile
+
+    from errkb.match import sites
+
+    corpus = Path(os.environ.get("ERRKB_BENCH_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "bench-corpus"))
+    log = corpus / "lines.txt.gz"
+    got = {}
+    for rule in (1, sites.SHARED_KEY_OK):  # the baseline first: the rarest-shared key
+        env = dict(os.environ, ERRKB_CACHE_DIR=tempfile.mkdtemp(prefix="errkb-bench-keys-"))
+        out = subprocess.run([sys.executable, "-c", _BATCH_ONE, str(rule), str(lines), str(runs), str(log)],
+                             env=env, capture_output=True, text=True, check=True)
+        got[rule] = json.loads(out.stdout)
+        g = got[rule]
+        n = len(g["matches"])
+        print(f"SHARED_KEY_OK={rule:<3} candidates {g['candidates']:,}/{n:,} lines ({100 * g['candidates'] / n:.1f}%), "
+              f"{g['lines_per_s']:,} lines/s, {sum(m is not None for m in g['matches']):,} matched", flush=True)
+    base, ship = got[1], got[sites.SHARED_KEY_OK]
+    same = base["matches"] == ship["matches"]
+    print(f"speed-up {ship['lines_per_s'] / base['lines_per_s']:.2f}x; the same matches: {same}")
+    if not same:
+        raise SystemExit("bench: the key rule changed what matches")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -174,12 +227,17 @@ def main() -> None:
     c.add_argument("--runs", type=int, default=7)
     f = sub.add_parser("foreign")
     f.add_argument("wheels", nargs="+", type=Path)
+    b = sub.add_parser("batch")
+    b.add_argument("--lines", type=int, default=200_000)
+    b.add_argument("--runs", type=int, default=3)
     p = sub.add_parser("pastes")
     p.add_argument("fixture", nargs="?", type=Path, default=_FIXTURE)
     p.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.what == "cold":
         cold(args.runs)
+    elif args.what == "batch":
+        batch(args.lines, args.runs)
     elif args.what == "pastes":
         pastes(args.fixture, args.json)
     else:

@@ -150,3 +150,33 @@ def test_multi_line_message(tmp_path):
     text = "Traceback (most recent call last):\nRuntimeError: \nFound no NVIDIA driver on your system. Please check that you\nhave an NVIDIA GPU and installed a driver from here\n"
     (m,) = index.match(text)
     assert (m.line_number, m.sites[0].function) == (3, "_lazy_init")
+
+
+def test_the_batch_scan_keys_a_pattern_on_a_long_literal_a_few_patterns_share():
+    """A pattern of the site index is scanned for by its longest literal that a few patterns
+    share, not by a short unique word every other log line holds (" request" made 20% of
+    the bench log's lines candidates); the records' matcher keeps its rarest-shared key."""
+    from errkb.match import prefilter
+    from errkb.match.sites import SHARED_KEY_OK
+
+    pieces = ["Communication failed during ", " request"]
+    usage = {"Communication failed during ": 2, " request": 1}
+    assert prefilter.choose_key(pieces, usage, SHARED_KEY_OK) == "Communication failed during "
+    assert prefilter.choose_key(pieces, usage) == " request"
+    shared = {"Communication failed during ": SHARED_KEY_OK + 1, " request": 1}
+    assert prefilter.choose_key(pieces, shared, SHARED_KEY_OK) == " request"  # shared too widely: the rare one
+
+
+def test_the_batch_scan_finds_what_match_finds_on_the_shipped_index():
+    """The shipped index's batch path (enrich) and its per-text path (explain) agree on
+    lines holding its messages, a short word of one pattern among them."""
+    index = SiteIndex.load()
+    lines = ["RuntimeError: Communication failed during all_reduce request: peer reset",
+             "ValueError: max_tokens must be at least 1, got 0.",
+             "GET /v1/completions request 200 OK",
+             "RuntimeError: CUDA error: device-side assert triggered"]
+    batch = index.match_lines(lines)
+    for line, found in zip(lines, batch):
+        single = index.match(line)
+        assert (found.pattern if found else None) == (single[0].pattern if single else None), line
+    assert batch[0] is not None and batch[1] is not None and batch[2] is None and batch[3] is not None

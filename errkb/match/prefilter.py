@@ -31,14 +31,18 @@ def prefilter_pieces(required_literals: list[str], max_chars: int = MAX_PREFILTE
     return [p for p in pieces if len(p.encode("utf-8")) >= MIN_PREFILTER_BYTES]
 
 
-def choose_key(pieces: list[str], usage: dict[str, int]) -> str | None:
+def choose_key(pieces: list[str], usage: dict[str, int], shared_ok: int = 1) -> str | None:
     """The literal a pattern is prefiltered on: among its reasonably long literals the
     one fewest other patterns share (a shared key makes every pattern sharing it a
-    candidate of every line holding it), then the longest."""
+    candidate of every line holding it), then the longest. A literal ``shared_ok``
+    patterns or fewer share counts as unshared: with many patterns (the site index's
+    53k), a short unique key (" request") is in far more lines than a long one a few
+    patterns share ("Communication failed during "), and each line it is in costs a
+    confirm."""
     if not pieces:
         return None
     pool = [p for p in pieces if len(p) >= 8] or pieces
-    return min(pool, key=lambda p: (usage.get(p, 0), -len(p)))
+    return min(pool, key=lambda p: (max(usage.get(p, 0), shared_ok), -len(p)))
 
 
 def literal_database(literals: list[str], literal_entries: list[tuple[int, ...]], always: list[int],

@@ -47,10 +47,13 @@ MIN_PROSE_ALNUM = 30
 # Prose this long is one message's own sentence wherever it appears: served on any line
 # (measured on the same foreign messages: see docs/mining.md).
 MIN_SENTENCE_ALNUM = 60
-_CACHE_FORMAT = "sites-cache-v4"  # in the cache files' names: bump when the layout or the trust rule changes
+_CACHE_FORMAT = "sites-cache-v5"  # in the cache files' names: bump when the layout or the trust rule changes
 # On one line, at most this many candidate patterns are verified (most specific first):
 # the bound that keeps a hostile line of anchor words linear.
 MAX_CANDIDATES_PER_LINE = 256
+# The batch scan's key of a pattern: its longest literal that at most this many patterns
+# share (prefilter.choose_key; measured on the bench log: see docs/matching.md)
+SHARED_KEY_OK = 8
 
 _WORD = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
@@ -264,6 +267,7 @@ class SiteIndex:
         self.cuda = cuda
         self._entries: dict[int, dict] = {}
         self._source: tuple = (None, None)  # (index path, cache folder) as load() was given them
+        self._release_order: tuple | None = None  # (release_ranks, release_commits) of the header
 
     def __reduce__(self):
         # pickled as where it is: a worker process reopens the same index and cache (the
@@ -467,13 +471,12 @@ class SiteIndex:
 
         members: list[tuple[int, ...]] = []
         literals: list[str] = []
-        keys_path = self._stem.with_name(self._stem.name + ".keys") if self._stem is not None else None
+        # one JSON document [literals, members]: one json.loads (about 30 ms for 53k keys),
+        # where a line per key parsed in Python cost 0.35 s of every enrich run's start
+        keys_path = self._stem.with_name(self._stem.name + ".keys.json") if self._stem is not None else None
         if keys_path is not None and keys_path.exists():
-            literals, members = [], []
-            for row in keys_path.read_text(encoding="utf-8").splitlines():
-                lit, _, ids = row.rpartition("\t")
-                literals.append(json.loads(lit))
-                members.append(tuple(int(x) for x in ids.split(",")))
+            literals, lists = json.loads(keys_path.read_bytes())
+            members = list(map(tuple, lists))
         elif self._rows_file is not None:
             if sys.stderr is not None and sys.stderr.isatty():  # as the cache build: a terminal only
                 print("errkb: preparing the known-site batch scan (once after install or update)...", file=sys.stderr)
@@ -487,7 +490,7 @@ class SiteIndex:
                 usage.update(set(pieces))
             by_key: dict[str, list[int]] = {}
             for i, pieces in enumerate(pieces_of):
-                key = prefilter.choose_key(pieces, usage)
+                key = prefilter.choose_key(pieces, usage, SHARED_KEY_OK)
                 if key is not None:
                     by_key.setdefault(key, []).append(i)
             literals = sorted(by_key)
@@ -495,8 +498,8 @@ class SiteIndex:
             if keys_path is not None:
                 from errkb.cache import write_atomic
 
-                write_atomic(keys_path, "".join(f"{json.dumps(k, ensure_ascii=False)}\t{','.join(map(str, m))}\n"
-                                                for k, m in zip(literals, members)).encode("utf-8"))
+                write_atomic(keys_path, json.dumps([literals, members],
+                                                   separators=(",", ":")).encode("utf-8"))
         # The CUDA table's messages join the scan as literals of their own (ids -1, -2, ...).
         literals = literals + [e["message"] for e in self.cuda]
         members = list(members) + [(-1 - k,) for k in range(len(self.cuda))]
@@ -533,7 +536,10 @@ class SiteIndex:
 
     def _site_match(self, number: int, i: int) -> SiteMatch:
         entry = self._entry(i)
-        return SiteMatch(entry["p"], number, entry["t"], sites_of(entry["rows"], self.header.get("libraries", {})))
+        libraries = self.header.get("libraries", {})
+        if self._release_order is None:  # built once: a batch of a log builds thousands of matches
+            self._release_order = (release_ranks(libraries), release_commits(libraries))
+        return SiteMatch(entry["p"], number, entry["t"], sites_of(entry["rows"], libraries, *self._release_order))
 
     def _cuda_matches(self, lines: list[str]) -> list[SiteMatch]:
         """The curated tables' errors (CUDA runtime, NCCL), each on a line that names its library."""
@@ -602,19 +608,22 @@ class _SortedLines(_Lines):
         return ()
 
 
-def sites_of(rows: list[dict], libraries: dict, rank: dict | None = None) -> tuple[Site, ...]:
+def sites_of(rows: list[dict], libraries: dict, rank: dict | None = None,
+             commits: dict | None = None) -> tuple[Site, ...]:
     """A pattern's index rows as Sites, each at its newest release (and that release's
     commit), newest release first: where the message is raised today leads. ``rank``
-    (release_ranks(libraries)) may be given by a caller that orders many patterns."""
+    (release_ranks(libraries)) and ``commits`` (release_commits(libraries)) may be given
+    by a caller that builds many patterns' sites (each costs a pass over every release)."""
+    rank = rank if rank is not None else release_ranks(libraries)
+    commits = commits if commits is not None else release_commits(libraries)
     sites = []
     for row in rows:
         info = libraries.get(row["l"], {})
         releases = info.get("releases", [])
         newest = _newest(row["r"], releases)
-        commit = dict((v, c) for v, c in releases).get(newest)
+        commit = commits.get(row["l"], {}).get(newest)
         sites.append(Site(row["l"], row["f"], row["n"], row["fn"], row.get("c"), row["k"], row.get("e"),
                           row["r"], newest, commit, info.get("repo")))
-    rank = rank if rank is not None else release_ranks(libraries)
     sites.sort(key=lambda s: (-rank.get(s.library, {}).get(s.release, -1), s.library, s.file, s.line))
     return tuple(sites)
 
@@ -622,6 +631,11 @@ def sites_of(rows: list[dict], libraries: dict, rank: dict | None = None) -> tup
 def release_ranks(libraries: dict) -> dict[str, dict[str, int]]:
     """Each library's releases by age (0: the oldest scanned)."""
     return {lib: {v: n for n, (v, _) in enumerate(info.get("releases", []))} for lib, info in libraries.items()}
+
+
+def release_commits(libraries: dict) -> dict[str, dict[str, str | None]]:
+    """Each library's releases' commits (None where unknown)."""
+    return {lib: dict((v, c) for v, c in info.get("releases", [])) for lib, info in libraries.items()}
 
 
 def _newest(ranges: str, releases: list[list]) -> str:
