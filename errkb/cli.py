@@ -918,7 +918,9 @@ def query(archives, since, until, time_column, by, sql, as_json):
     """Which known errors happened, how often, and where, in enriched archives.
 
     ARCHIVES are files written by `errkb enrich --input ... --output ...` (globs
-    allowed). Exit 1 when no known error is found.
+    allowed). Lines only a known site matched are listed apart (`site`: where it is
+    raised, no record). Exit 1 when no record's error is found (known sites alone are
+    not a fix, as in `errkb explain`).
     """
     from errkb.enrich.query import known_errors, run_sql
 
@@ -937,13 +939,15 @@ def query(archives, since, until, time_column, by, sql, as_json):
         for r in data:
             where = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in r.items() if isinstance(v, list))
             seen = f"  {r['first_seen']} .. {r['last_seen']}" if "first_seen" in r else ""
-            if r.get("tier") == "site":  # where it is raised, not a record
-                what = f"site  {r['site']}  {r['error_class'] or ''}"
+            if r.get("site"):  # where it is raised, not a record
+                what = f"site  {r['site']}  {r['error_class'] or ''}".rstrip()
             else:
                 what = f"{r['id']}  {r['repo']}/{r['slug']}  {r['error_class']}"
             echo(f"{r['lines']:>8}  {what}{seen}" + (f"  [{where}]" if where else ""))
-        _echo_err(f"{len(data)} known error(s)")
-    sys.exit(0 if data else 1)
+        records = sum(1 for r in data if not r.get("site"))
+        sites = len(data) - records
+        _echo_err(f"{records} known error(s)" + (f", {sites} known site(s)" if sites else ""))
+    sys.exit(0 if any(not r.get("site") for r in data) else 1)
 
 
 # -- explain / search (errkb.explain.explainer, errkb.match.near, errkb.match.search) --------------------

@@ -346,11 +346,9 @@ def test_archive_rows_no_record_matches_get_their_known_site_and_curated_wins(st
     assert (cuda["tier"], cuda["site"]["trust"]) == ("site", "cuda") and "device-side assert" in cuda["site"]["meaning"]
     assert foreign is None and plain is None
     # errkb query counts the sites apart from the record, each by where it is raised
-    found = {(r["tier"], r["id"], r["site"]): r["lines"] for r in known_errors([str(out)])}
-    assert found[("curated", SEED_ID, None)] == 40
-    assert found[("site", None, f"vllm vllm/sampling_params.py:{vllm['site']['line']}")] == 40
-    assert found[("site", None, "CUDA: device-side assert triggered")] == 40
-    assert len(found) == 3
+    found = {(r["id"], r["site"]): r["lines"] for r in known_errors([str(out)])}
+    assert found == {(SEED_ID, None): 40, (None, f"vllm vllm/sampling_params.py:{vllm['site']['line']}"): 40,
+                     (None, "CUDA: device-side assert triggered"): 40}
 
 
 def test_archive_jsonl_output_is_the_filters_with_its_sites_and_no_sites_turns_it_off(store_db, site_jsonl, tmp_path):
@@ -377,18 +375,60 @@ def test_archive_jsonl_output_is_the_filters_with_its_sites_and_no_sites_turns_i
         assert {r["errkb"]["tier"] for r in rows if r.get("errkb")} == {"curated"}
 
 
-def test_a_site_index_that_fails_costs_only_the_tier(matcher, site_jsonl, tmp_path):
-    """A site lookup that raises leaves the records' matches whole and is counted."""
+@pytest.mark.parametrize("name", ["broken.parquet", "broken.jsonl"])
+def test_a_site_index_that_fails_costs_only_the_tier(matcher, site_jsonl, tmp_path, name):
+    """A site index that cannot be used (here one a worker could not open: every lookup
+    raises its reason) leaves the records' matches whole, on both outputs and in worker
+    processes, and each batch's failed lookup is counted."""
+    from errkb.match.sites import UnavailableSites
 
-    class Broken:
-        def prepare_batch(self):
-            return self
-
-        def match_lines(self, lines):
-            raise OSError("the site cache went away")
-
-    out = tmp_path / "broken.parquet"
-    summary = enrich_archive([str(site_jsonl)], out, matcher, workers=1, sites=Broken())
-    assert (summary.matched, summary.sites, summary.site_errors) == (40, 0, 1)
+    out = tmp_path / name
+    summary = enrich_archive([str(site_jsonl)], out, matcher, workers=2, batch_rows=64,
+                             sites=UnavailableSites("the site cache went away"))
+    assert (summary.matched, summary.sites, summary.site_errors) == (40, 0, summary.batches)
+    assert summary.batches == 4
     assert "known-site lookups failed" in summary.summary()
-    assert sum(1 for r in read(out) if r["errkb"]) == 40
+    assert sum(1 for r in read(out) if r.get("errkb")) == 40
+
+
+def test_a_site_index_that_cannot_be_prepared_or_reopened_turns_the_tier_off(tmp_path):
+    """prepared() and reopen() (what a worker runs when it unpickles the index) turn an
+    index that fails into one whose every lookup says why, instead of raising there."""
+    from errkb.match.sites import SiteIndexError, UnavailableSites, prepared, reopen
+
+    class Unpreparable:
+        def prepare_batch(self):
+            raise OSError("no space left on device")
+
+    gone = prepared(Unpreparable())
+    assert isinstance(gone, UnavailableSites) and "no space left" in gone.reason
+    bad = tmp_path / "sites.jsonl.gz"
+    bad.write_bytes(b"not gzip at all")
+    broken = reopen(str(bad), str(tmp_path / "cache"))
+    assert isinstance(broken, UnavailableSites)
+    with pytest.raises(SiteIndexError, match="known-site index"):
+        broken.match_lines(["anything"])
+
+
+def test_query_of_a_jsonl_output_lists_its_sites_apart_and_exits_by_its_records(store_db, site_jsonl, tmp_path):
+    """`errkb query` reads a JSON Lines output (the filter's flat site objects) as it reads
+    Parquet: records by id, sites by where they are raised; exit 1 when only sites are there."""
+    runner = CliRunner()
+    out = tmp_path / "q.jsonl"
+    assert runner.invoke(cli, ["enrich", "--db", str(store_db), "--input", str(site_jsonl), "--output", str(out),
+                               "--workers", "1", "-q"]).exit_code == 0
+    result = runner.invoke(cli, ["query", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    found = {(r["id"], r["site"]): r["lines"] for r in json.loads(result.stdout)}
+    assert found[(SEED_ID, None)] == 40
+    assert found[(None, "CUDA: device-side assert triggered")] == 40
+    assert any(site and site.startswith("vllm vllm/sampling_params.py:") for _, site in found)
+    text = runner.invoke(cli, ["query", str(out)])
+    assert text.exit_code == 0 and "site  CUDA: device-side assert triggered" in text.stdout
+    assert text.stderr.strip() == "1 known error(s), 2 known site(s)"
+    only_sites = tmp_path / "only-sites.jsonl"
+    only_sites.write_text("".join(line + "\n" for line in out.read_text().splitlines()
+                                  if '"tier": "site"' in line))
+    result = runner.invoke(cli, ["query", str(only_sites)])
+    assert result.exit_code == 1, result.output  # known sites alone are not a fix
+    assert "site  vllm vllm/sampling_params.py:" in result.stdout

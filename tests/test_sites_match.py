@@ -180,3 +180,21 @@ def test_the_batch_scan_finds_what_match_finds_on_the_shipped_index():
         single = index.match(line)
         assert (found.pattern if found else None) == (single[0].pattern if single else None), line
     assert batch[0] is not None and batch[1] is not None and batch[2] is None and batch[3] is not None
+
+
+def test_the_batch_scan_without_hyperscan_finds_the_same_sites(tmp_path, monkeypatch):
+    """Where Hyperscan is not installed the batch scan runs on pyahocorasick, with the same
+    answers (its candidate sets were indexed like Hyperscan's lists, so every batch failed
+    and enrich silently lost the tier)."""
+    from errkb.match import engines
+
+    if engines.ahocorasick is None:
+        pytest.skip("needs pyahocorasick")
+    lines = ["RuntimeError: Communication failed during all_reduce request: peer reset",
+             "ValueError: max_tokens must be at least 1, got 0.",
+             "GET /v1/completions request 200 OK",
+             "RuntimeError: CUDA error: device-side assert triggered"]
+    with_hyperscan = [m.pattern if m else None for m in SiteIndex.load(cache=tmp_path / "hs").match_lines(lines)]
+    monkeypatch.setattr(engines, "hyperscan", None)
+    without = [m.pattern if m else None for m in SiteIndex.load(cache=tmp_path / "ac").match_lines(lines)]
+    assert without == with_hyperscan and without[1] and without[3] and without[2] is None

@@ -132,7 +132,7 @@ def test_spark_equals_errkb_enrich_row_for_row(spark, dataset, tmp_path):
     # Many partitions, most of them empty (24 partitions for the rows of 1 file split
     # in two), so partition boundaries and empty partitions are crossed.
     df = spark.read.json(str(archive)).repartition(24)
-    got_rows = enrich(df, db=db).collect()
+    got_rows = enrich(df, db=db, sites=True).collect()  # as errkb enrich's default
     got = by_n(got_rows)
 
     assert len(got_rows) == len(rows)
@@ -192,6 +192,7 @@ def test_invalid_utf8_text_rows_match_like_the_filter_and_pass_through_losslessl
         b"",
         "ünïcödé fine".encode(),
         f"{records[1]['errorClass']}: {records[1]['errorMessage']}".encode(),
+        b"\xff\xfe ValueError: max_tokens must be at least 1, got 0.",  # only a known site, bad bytes before it
     ]
     text = tmp_path / "raw.log"
     text.write_bytes(b"\n".join(raw_lines) + b"\n")
@@ -215,6 +216,9 @@ def test_invalid_utf8_text_rows_match_like_the_filter_and_pass_through_losslessl
     got = table.column("errkb").to_pylist()
     assert [g if g is None else {k: g[k] for k in ERRKB_FIELDS} for g in got] == expected
     assert all(g is None or g["site"] is None for g in got)
+    # with the tier on, the row holding invalid bytes and a vLLM message gets its known site
+    sited = enrich(df, column="value", db=db, sites=True).collect()[-1]["errkb"]
+    assert (sited["tier"], sited["site"]["file"], sited["id"]) == ("site", "vllm/sampling_params.py", None)
     # The invalid bytes are still there, byte for byte, in the passed-through column.
     assert table.column("value").cast(pa.binary()).to_pylist() == raw_lines
 

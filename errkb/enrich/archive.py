@@ -50,6 +50,7 @@ from errkb.enrich.pool import add_bounded, column_matcher, match_column, pool_ma
 from errkb.enrich.shape import TEXT_COLUMN, JsonPlan, json_plan
 from errkb.enrich.value import ERRKB_FIELDS, RecordValues, errkb_struct_type, is_site  # noqa: F401 - the column, named here too
 from errkb.enrich.writers import OUTPUT_FORMATS, write
+from errkb.match.sites import prepared
 
 BATCH_ROWS = 65536
 INSTALL_HINT = "the archive path needs pyarrow: pip install 'errkb[archive]'"
@@ -175,7 +176,9 @@ def enrich_archive(
     summary = ArchiveSummary(inputs=inputs, output=output, workers=workers)
     fmt = input_format(inputs)
     if sites is not None:
-        sites.prepare_batch()  # built once here, so worker processes only open it
+        # built once here, so worker processes only open it (an index that cannot be
+        # prepared turns the tier off: every batch counts a failed lookup)
+        sites = prepared(sites)
 
     if fmt == "json" and OUTPUT_FORMATS[out_ext] == "(FORMAT json)":
         files = json_files(inputs)
@@ -228,8 +231,9 @@ def enrich_archive(
     per_process: dict = {}
 
     def enriched(batch, matched):
-        rows, hits, report = matched
+        rows, hits, report, site_failed = matched
         add_bounded(summary, per_process, report)
+        summary.site_errors += site_failed
         summary.rows += batch.num_rows
         record_ids = [h.record_id for h in hits if not is_site(h)]
         summary.matched += len(record_ids)

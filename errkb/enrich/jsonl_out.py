@@ -30,7 +30,7 @@ def line_enricher(matcher, fields: Sequence[str], only_matched: bool, sites=None
 def enrich_lines(block: bytes, final: bool, enricher: LineEnricher):
     """The streaming filter's output for ``block`` with a NUL for each errkb object, the
     hits in line order, (lines, JSON object lines, invalid UTF-8 lines, already
-    enriched, lines tagged with a known site) and the time-bound report (a pool task: ``enricher`` is the worker's)."""
+    enriched, lines tagged with a known site, failed site lookups) and the time-bound report (a pool task: ``enricher`` is the worker's)."""
     e = enricher
     e.counters = Counters()
     e.found = []
@@ -38,7 +38,7 @@ def enrich_lines(block: bytes, final: bool, enricher: LineEnricher):
     if out is None:
         out = e.enrich_block(block, final)
     c = e.counters
-    return (out, e.found, (c.lines, c.json_lines, c.invalid_utf8, c.already_enriched, c.sites),
+    return (out, e.found, (c.lines, c.json_lines, c.invalid_utf8, c.already_enriched, c.sites, c.site_errors),
             bounded_report(e.matcher))
 
 
@@ -140,13 +140,14 @@ def jsonl_to_jsonl(files, out, matcher, fields, site_url, only_matched, workers,
         results: Iterator = ((key, enrich_lines(*args, local)) for key, args, _ in tasks)
     else:
         results = pool_map(tasks, enrich_lines, workers, matcher, line_enricher, (list(fields), only_matched, sites))
-    for _, (data, found, (lines, objects, invalid, already, sited), report) in results:
+    for _, (data, found, (lines, objects, invalid, already, sited, site_failed), report) in results:
         summary.batches += 1
         summary.rows += lines
         summary.not_json += lines - objects
         summary.invalid_utf8 += invalid
         summary.already_enriched += already
         summary.sites += sited
+        summary.site_errors += site_failed
         add_bounded(summary, per_process, report)
         if found:
             values.fetch([h.record_id for h in found])

@@ -212,6 +212,7 @@ class Counters:
     invalid_utf8: int = 0
     json_lines: int = 0
     matcher_errors: int = 0
+    site_errors: int = 0  # batches whose known-site lookup failed (their lines got no site)
     already_enriched: int = 0  # JSON lines that had an "errkb" member: written unchanged
     # what the matcher's time bound cut short (Matcher.bounded_report): lines given up
     # on, lines not run, records no longer run
@@ -232,6 +233,7 @@ class Counters:
             "json_lines": self.json_lines,
             "invalid_utf8": self.invalid_utf8,
             "matcher_errors": self.matcher_errors,
+            "site_errors": self.site_errors,
             "already_enriched": self.already_enriched,
             "bounded": self.bounded,
             "bytes": self.bytes_in,
@@ -253,6 +255,8 @@ class Counters:
             out.append(f"  {self.invalid_utf8:,} lines were not valid UTF-8 (passed through with message_b64)")
         if self.matcher_errors:
             out.append(f"  {self.matcher_errors:,} lines could not be matched (matcher error; passed through unmatched)")
+        if self.site_errors:
+            out.append(f"  {self.site_errors:,} batches' known-site lookups failed (their lines got no site)")
         if self.already_enriched:
             out.append(f"  {self.already_enriched:,} matched JSON lines already had an errkb member (written unchanged)")
         cut = self.bounded
@@ -426,8 +430,8 @@ class LineEnricher:
         site's match (curated always wins: a matched line is left as it is)."""
         try:
             found = self.sites.match_lines(cut_long(messages))
-        except Exception:
-            self.counters.matcher_errors += 1
+        except Exception:  # a broken site index costs the tier, never the records' matches
+            self.counters.site_errors += 1
             return results
         if not any(found):
             return results

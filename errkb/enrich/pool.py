@@ -36,11 +36,10 @@ def _call(fn, args: tuple):
     return fn(*args, _state)
 
 
-def bounded_report(matcher, site_errors: int = 0) -> tuple[int, dict] | None:
-    """(this process, what its matcher's time bound cut short so far, and how many
-    batches' known-site lookups failed)."""
+def bounded_report(matcher) -> tuple[int, dict] | None:
+    """(this process, what its matcher's time bound cut short so far)."""
     report = getattr(matcher, "bounded_report", None)
-    return (os.getpid(), {**report(), "site_errors": site_errors}) if report is not None else None
+    return (os.getpid(), report()) if report is not None else None
 
 
 class ColumnMatcher:
@@ -50,7 +49,7 @@ class ColumnMatcher:
     def __init__(self, matcher, sites=None):
         self.matcher = matcher
         self.sites = sites
-        self.site_errors = 0  # batches whose site lookup failed (their sites counted as none)
+        self.site_errors = 0  # batches whose site lookup failed, so far (their rows got no site)
         self._site_objects: dict[str, dict] = {}  # pattern -> its site_object
 
     def site_object(self, site) -> dict:
@@ -62,20 +61,21 @@ class ColumnMatcher:
 
 def column_matcher(matcher, sites=None) -> ColumnMatcher:
     """A worker's :class:`ColumnMatcher` (the pool's setup; ``sites`` is pickled as its
-    path and reopened in the worker)."""
+    path and reopened in the worker: errkb.match.sites.reopen)."""
     return ColumnMatcher(matcher, sites)
 
 
-def match_column(messages: list, state: ColumnMatcher) -> tuple[list[int], list, Any]:
-    """(rows, hits) of the best match of each matched message, and the matcher's
-    time-bound report (a task: the state is the worker's). A hit is a record's
-    (:class:`Hit`) or, on a row no record matched, a known site's (its site_object dict:
-    curated always wins)."""
+def match_column(messages: list, state: ColumnMatcher) -> tuple[list[int], list, Any, int]:
+    """(rows, hits) of the best match of each matched message, the matcher's time-bound
+    report and 1 when the batch's known-site lookup failed (a task: the state is the
+    worker's). A hit is a record's (:class:`Hit`) or, on a row no record matched, a known
+    site's (its site_object dict: curated always wins)."""
     matcher = state.matcher
     # bytes (Spark's text rows holding invalid UTF-8) are matched with U+FFFD for the bad bytes
     texts = cut_long([t if isinstance(t, (str, bytes)) else "" for t in messages])
     results = matcher.match_lines(texts)
     found: dict[int, Any] = {}
+    failed = 0
     if state.sites is not None:
         left = [i for i, r in enumerate(results) if not r and texts[i]]
         if left:
@@ -83,6 +83,7 @@ def match_column(messages: list, state: ColumnMatcher) -> tuple[list[int], list,
             try:
                 found = {i: s for i, s in zip(left, state.sites.match_lines(unmatched)) if s is not None}
             except Exception:  # a broken site index costs the tier, never the records' matches
+                failed = 1
                 state.site_errors += 1
     rows, hits = [], []
     for i, best in enumerate(results):
@@ -92,7 +93,7 @@ def match_column(messages: list, state: ColumnMatcher) -> tuple[list[int], list,
         elif i in found:
             rows.append(i)
             hits.append(state.site_object(found[i]))
-    return rows, hits, bounded_report(matcher, state.site_errors)
+    return rows, hits, bounded_report(matcher), failed
 
 
 def add_bounded(summary, per_process: dict, report) -> None:
@@ -106,7 +107,6 @@ def add_bounded(summary, per_process: dict, report) -> None:
         disabled += [r for r in c["disabled"] if r not in disabled]
     summary.bounded = {"timeouts": sum(c["timeouts"] for c in per_process.values()),
                        "skipped": sum(c["skipped"] for c in per_process.values()), "disabled": disabled}
-    summary.site_errors = sum(c.get("site_errors", 0) for c in per_process.values())
 
 
 # Bytes of task input in flight at once (beyond one task): a batch of huge lines must not

@@ -24,7 +24,7 @@ SELECT errkb.id, errkb.repo, errkb.slug, errkb.errorClass,
        max(CAST(ts AS TIMESTAMPTZ))          AS last_seen,
        list(DISTINCT host ORDER BY host)     AS hosts
 FROM {archive}
-WHERE errkb IS NOT NULL
+WHERE errkb.id IS NOT NULL
   AND CAST(ts AS TIMESTAMPTZ) >= now() - INTERVAL 7 DAY
 GROUP BY ALL
 ORDER BY lines DESC"""
@@ -68,9 +68,9 @@ def known_errors(
     time_column: str | None = None,
     by: Sequence[str] | None = None,
 ) -> list[dict]:
-    """Known errors in an enriched archive: per record (and per known site: ``tier``
-    "site", ``site`` "library file:line", no id), how many lines, first and last seen,
-    and the distinct values of each ``by`` column (hosts, services, ...). ``by``
+    """Known errors in an enriched archive: per record (and per known site: ``site``
+    "library file:line", no id; None on a record's row), how many lines, first and last
+    seen, and the distinct values of each ``by`` column (hosts, services, ...). ``by``
     None: the ``host`` column where the archive has one (a column named is required)."""
     import duckdb
 
@@ -79,6 +79,7 @@ def known_errors(
     try:
         rel = con.sql(f"SELECT * FROM {source} LIMIT 0")
         columns = dict(zip(rel.columns, (str(t) for t in rel.types)))
+        fields = _struct_fields(dict(zip(rel.columns, rel.types)).get("errkb"))
     except duckdb.Error as e:
         raise ArchiveError(f"{', '.join(map(str, paths))}: {duck_error(e)}") from e
     if "errkb" not in columns:
@@ -89,17 +90,12 @@ def known_errors(
             raise ArchiveError(f"{paths[0]}: no time column found (columns: {', '.join(columns)}); name it with --time-column")
     elif time_column not in columns:
         raise ArchiveError(f"{paths[0]}: no column {time_column!r} (columns: {', '.join(columns)})")
-    select = ["errkb.id AS id", "errkb.repo AS repo", "errkb.slug AS slug", "errkb.errorClass AS error_class",
-              "errkb.severity AS severity"]
-    struct_type = columns["errkb"]
-    if re.search(r"\btier VARCHAR", struct_type):  # archives enriched since the tiers
-        select.append("errkb.tier AS tier")
-    if re.search(r"\bsite STRUCT", struct_type):  # a known site's row: where it is raised, not a record
-        # a mined site by its place; a curated table's message (CUDA, NCCL: no place) by its text
-        select.append("CASE WHEN errkb.tier = 'site' THEN CASE WHEN errkb.site.file IS NULL "
-                      "THEN concat(upper(errkb.site.trust), ': ', errkb.site.pattern) "
-                      "ELSE concat(errkb.site.library, ' ', errkb.site.file, ':', errkb.site.line) END END AS site")
-    select.append("count(*) AS lines")
+    def field(name: str) -> str:  # a JSON Lines archive's struct holds only the keys its lines have
+        return f"errkb.{sql_ident(name)}" if name in fields else "NULL"
+
+    select = [f"{field('id')} AS id", f"{field('repo')} AS repo", f"{field('slug')} AS slug",
+              f"{field('errorClass')} AS error_class", f"{field('severity')} AS severity",
+              f"{_site_sql(fields)} AS site", "count(*) AS lines"]
     where = ["errkb IS NOT NULL"]
     args: list = []
     if time_column is not None:
@@ -133,6 +129,30 @@ def known_errors(
             if isinstance(r.get(k), dt.datetime):
                 r[k] = r[k].isoformat()
     return rows
+
+
+def _struct_fields(duck_type) -> set[str]:
+    """The field names of the ``errkb`` struct column (empty when it is not a struct)."""
+    try:
+        return {name for name, _ in duck_type.children}
+    except (AttributeError, TypeError, ValueError):  # not a struct (a CSV archive reads it as text)
+        return set()
+
+
+def _site_sql(fields: set[str]) -> str:
+    """Where a known site's row is raised ("library file:line"; a curated table's message,
+    which has no place, as "CUDA: <message>"), NULL on a record's row. Parquet and Spark
+    output nest it in ``errkb.site``; a JSON Lines output has the filter's flat object."""
+    if "site" in fields:
+        s = "errkb.site"
+    elif "pattern" in fields and "tier" in fields:
+        s = "errkb"
+    else:  # written before the site tier: no site rows
+        return "NULL"
+    place = lambda k: f"{s}.{sql_ident(k)}" if s != "errkb" or k in fields else "NULL"  # noqa: E731
+    return (f"CASE WHEN errkb.tier = 'site' THEN CASE WHEN {place('file')} IS NULL "
+            f"THEN concat(upper({place('trust')}), ': ', {place('pattern')}) "
+            f"ELSE concat({place('library')}, ' ', {place('file')}, ':', {place('line')}) END END")
 
 
 def run_sql(paths: Sequence[str], sql: str) -> tuple[list[str], list[tuple]]:

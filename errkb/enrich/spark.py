@@ -294,9 +294,11 @@ def enrich_batch(batch, matcher, site_url: str | None, message_column: str = MES
 
     if values is None or values.site_url != site_url:
         values = RecordValues(site_url, resolve_one=matcher.record)
+    elif values.resolve_one is None:  # hits carry no record: the shipped index's look-up gives the solution
+        values.resolve_one = matcher.record
     state = sites if isinstance(sites, ColumnMatcher) else ColumnMatcher(matcher, sites)
     messages = _messages(batch.column(message_column))
-    rows, hits, _ = match_column([m if m is not None else "" for m in messages], state)
+    rows, hits, _, _ = match_column([m if m is not None else "" for m in messages], state)
     struct = values.struct(batch.num_rows, rows, hits)
     keep = [i for i, name in enumerate(batch.schema.names) if name != message_column]
     return pa.RecordBatch.from_arrays(
@@ -314,11 +316,12 @@ def _sites_for(matcher) -> Any:
     state = _site_state.get(id(matcher))
     if state is None:
         from errkb.enrich.pool import ColumnMatcher
-        from errkb.match.sites import SiteIndex
+        from errkb.match.sites import prepared, reopen
 
         with _cache_lock:
             _site_state.clear()  # the newest index's matcher only, as _cached
-            state = _site_state[id(matcher)] = ColumnMatcher(matcher, SiteIndex.load().prepare_batch())
+            # one that cannot be opened here turns the tier off (site_errors), never the task
+            state = _site_state[id(matcher)] = ColumnMatcher(matcher, prepared(reopen(None, None)))
     return state
 
 
@@ -336,13 +339,14 @@ def _enrich_partition(batches: Iterator, *, index_name: str, index_sha: str, sha
             values = _values_for(index_sha, site_url, matcher.record)
             state = _sites_for(matcher) if sites else None
         started = time.perf_counter()
+        failed_before = state.site_errors if state is not None else 0
         out = enrich_batch(batch, matcher, site_url, values=values, sites=state)
         if counters is not None:
             column = out.column(OUTPUT_COLUMN)
             sited = pc.sum(pc.equal(column.field("tier"), "site")).as_py() or 0
             counters.add({"batches": 1, "rows": batch.num_rows, "matched": column.is_valid().sum().as_py() - sited,
-                          "sites": sited, "match_seconds": time.perf_counter() - started,
-                          f"batches@{_worker_id()}": 1})
+                          "sites": sited, "site_errors": (state.site_errors if state is not None else 0) - failed_before,
+                          "match_seconds": time.perf_counter() - started, f"batches@{_worker_id()}": 1})
         yield out
 
 
@@ -419,7 +423,8 @@ class EnrichStats:
 
     def as_dict(self) -> dict:
         return {
-            "rows": self.rows, "matched": self.matched, "sites": self.sites, "batches": self.batches, "index_loads": self.index_loads,
+            "rows": self.rows, "matched": self.matched, "sites": self.sites,
+            "site_errors": int(self.value.get("site_errors", 0)), "batches": self.batches, "index_loads": self.index_loads,
             "load_seconds": round(self.load_seconds, 3), "match_seconds": round(self.match_seconds, 3),
             "loads_by_worker": self.loads_by_worker, "batches_by_worker": self.batches_by_worker,
         }
@@ -496,7 +501,7 @@ def enrich_with_stats(
     site_url: str | None = None,
     index: IndexFile | str | os.PathLike | None = None,
     ship: str = "files",
-    sites: bool = True,
+    sites: bool = False,
 ) -> tuple[DataFrame, EnrichStats]:
     """:func:`enrich`, plus the counters its executors fill in (index loads, time split)."""
     require_pyspark()
@@ -515,7 +520,7 @@ def enrich_with_stats(
     return df.mapInArrow(fn, output_schema(df)), EnrichStats(counters)
 
 
-def partition_function(index: IndexFile, ship: str, site_url: str | None, counters=None, sites: bool = True):
+def partition_function(index: IndexFile, ship: str, site_url: str | None, counters=None, sites: bool = False):
     """What Spark pickles into every task: a module function (pickled by reference) and
     the index file's name, hash and path, never the index itself (nor the site index:
     each executor opens the one its errkb install ships)."""
@@ -533,7 +538,7 @@ def enrich(
     site_url: str | None = None,
     index: IndexFile | str | os.PathLike | None = None,
     ship: str = "files",
-    sites: bool = True,
+    sites: bool = False,
 ) -> DataFrame:
     """``df`` with an ``errkb`` struct column appended, row for row: id, slug, repo,
     errorClass, severity, score, solution, fix-page url and tier of the best match, null
@@ -545,9 +550,10 @@ def enrich(
     (else they are site-relative, as in ``errkb enrich``); ``index`` is a prebuilt
     index file (default: compiled from ``db`` once per dataset version); ``ship`` is
     ``"files"`` (Spark copies the index to executors) or ``"shared"`` (every executor
-    reads ``index`` at the same path). ``sites``: a row no record matches but a known
-    site does gets tier "site" and the struct's ``site`` field (where vLLM, PyTorch or
-    FlashInfer raise it; each executor opens the site index its errkb ships).
+    reads ``index`` at the same path). ``sites=True`` (``errkb spark-enrich``'s default,
+    as ``enrich_records(..., sites=)`` opt-in in the API): a row no record matches but a
+    known site does gets tier "site" and the struct's ``site`` field (where vLLM, PyTorch
+    or FlashInfer raise it; each executor opens the site index its errkb ships).
     """
     return enrich_with_stats(df, column=column, db=db, site_url=site_url, index=index, ship=ship, sites=sites)[0]
 
@@ -672,7 +678,7 @@ def run_job(
     site_url: str | None = None,
     index: str | os.PathLike | None = None,
     overwrite: bool = False,
-    sites: bool = True,
+    sites: bool = False,
 ) -> JobReport:
     """Read ``input_path`` (Parquet, JSON Lines or text), enrich it, write Parquet to ``output_path``."""
     require_pyspark()

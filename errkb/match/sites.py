@@ -35,6 +35,7 @@ import zlib
 from array import array
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from errkb.match.chunks import chunks_match as _chunks_match
 from errkb.match.chunks import chunks_of
@@ -245,6 +246,47 @@ class SiteMatch(_Plain):
 # ---------------------------------------------------------------- the index
 
 
+class UnavailableSites:
+    """A site index that could not be opened (or prepared) where it is needed: every
+    lookup raises the reason, so a caller that counts failed lookups (enrich) counts it
+    and goes on with the records' matches, never dies of it."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def prepare_batch(self) -> UnavailableSites:
+        return self
+
+    def match_lines(self, lines: list[str]) -> list:
+        raise SiteIndexError(self.reason)
+
+    def match(self, text: str) -> list:
+        raise SiteIndexError(self.reason)
+
+
+def reopen(path: str | None, cache: str | None) -> SiteIndex | UnavailableSites:
+    """The site index at ``path`` (None: the shipped one) in this process, as a pickled
+    SiteIndex is rebuilt in a worker; one that cannot be opened there is an
+    :class:`UnavailableSites` carrying the reason (a worker that died while unpickling
+    its setup would be reported as "a worker process died", not as the site index)."""
+    try:
+        return SiteIndex.load(path, cache)
+    except Exception as e:  # any failure to open: the tier is off, the reason kept
+        return UnavailableSites(f"known-site index: {e}")
+
+
+def prepared(sites: Any) -> Any:
+    """``sites`` with its batch scan built (SiteIndex.prepare_batch, where it has one), or
+    an :class:`UnavailableSites` saying why it could not be."""
+    prepare = getattr(sites, "prepare_batch", None)
+    if prepare is None:
+        return sites
+    try:
+        return prepare()
+    except Exception as e:  # an unwritable cache, a refused compile: the tier is off
+        return UnavailableSites(f"known-site index: {e}")
+
+
 def default_path() -> Path:
     from errkb.resources import data_dir
 
@@ -272,7 +314,7 @@ class SiteIndex:
     def __reduce__(self):
         # pickled as where it is: a worker process reopens the same index and cache (the
         # parent built the cache files, so that costs a few file opens), never a copy of it
-        return (SiteIndex.load, self._source)
+        return (reopen, self._source)
 
     # -- loading
 
@@ -426,7 +468,7 @@ class SiteIndex:
                 for n, line in enumerate(lines):
                     for _end, lid in scan[0].iter(line):
                         found.setdefault(n, set()).update(members[lid])
-                hits = found.items()
+                hits = ((n, sorted(ids)) for n, ids in found.items())  # indexed below, as Hyperscan's
             else:
                 hits = ((n, ids) for n, (_, ids) in prefilter.scan_hyperscan_lines(
                     scan, members, set(), buf, [], [], len(lines)).items())
