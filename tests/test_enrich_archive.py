@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import json
 from pathlib import Path
@@ -432,3 +433,38 @@ def test_query_of_a_jsonl_output_lists_its_sites_apart_and_exits_by_its_records(
     result = runner.invoke(cli, ["query", str(only_sites)])
     assert result.exit_code == 1, result.output  # known sites alone are not a fix
     assert "site  vllm vllm/sampling_params.py:" in result.stdout
+
+
+def test_a_csv_output_holds_json_cells_and_queries_as_parquet_does(store_db, site_jsonl, tmp_path):
+    """A CSV output's ``errkb`` cell is the struct's JSON object (what any CSV reader can
+    parse; DuckDB's own struct text is read by nothing else), and `errkb query` reads it
+    as it reads Parquet: the summary, and ``errkb.id`` in the user's SQL. It failed with
+    DuckDB's "This type is not nested" before. A CSV written before (struct text) reads too."""
+    runner = CliRunner()
+    parquet, csv_out = tmp_path / "o.parquet", tmp_path / "o.csv"
+    for out in (parquet, csv_out):
+        result = runner.invoke(cli, ["enrich", "--db", str(store_db), "--input", str(site_jsonl), "--output", str(out),
+                                     "--workers", "1", "-q"])
+        assert result.exit_code == 0, result.output
+    with csv_out.open(newline="") as f:
+        cells = [row["errkb"] for row in csv.DictReader(f)]
+    assert [json.loads(c) if c else None for c in cells] == [r["errkb"] for r in read(parquet)]
+    old_csv = tmp_path / "before.csv"  # the struct as DuckDB prints it, as the CSV output was written before
+    duckdb.sql(f"COPY (SELECT * FROM '{parquet}') TO '{old_csv}' (HEADER)")
+    assert "{'id': " in old_csv.read_text()
+    expected = known_errors([str(parquet)])
+    assert len(expected) == 3
+    assert known_errors([str(csv_out)]) == expected
+    assert known_errors([str(old_csv)]) == expected
+    sql = "SELECT errkb.tier, errkb.site.file, count(*) AS n FROM enriched GROUP BY ALL ORDER BY ALL"
+    answers = {runner.invoke(cli, ["query", str(path), "--sql", sql]).output for path in (parquet, csv_out, old_csv)}
+    assert len(answers) == 1 and "site\tvllm/sampling_params.py\t40" in answers.pop()
+
+
+def test_the_sql_type_query_casts_to_is_the_columns_arrow_type():
+    import pyarrow as pa
+
+    from errkb.enrich.value import errkb_sql_type, errkb_struct_type
+
+    arrow = duckdb.from_arrow(pa.table({"e": pa.array([], errkb_struct_type())})).types[0]
+    assert duckdb.sql(f"SELECT NULL::{errkb_sql_type()} AS e").types[0] == arrow

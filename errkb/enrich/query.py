@@ -11,7 +11,8 @@ import datetime as dt
 import re
 from collections.abc import Sequence
 
-from errkb.enrich.duck import ArchiveError, column_expr, connect, duck_error, source_sql, sql_ident
+from errkb.enrich.duck import ArchiveError, column_expr, connect, duck_error, input_format, source_sql, sql_ident
+from errkb.enrich.value import errkb_sql_type
 
 TIME_COLUMNS = ("timestamp", "@timestamp", "ts", "time", "date", "datetime")
 
@@ -47,8 +48,25 @@ def parse_since(value: str, now: dt.datetime | None = None) -> dt.datetime:
     return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
 
 
-def _archive_relation_sql(paths: Sequence[str]) -> str:
-    return source_sql([str(p) for p in paths])
+def _archive_relation_sql(con, paths: Sequence[str]) -> str:
+    """The archive(s) as a relation whose ``errkb`` column is the struct in every format:
+    a CSV archive holds it as text, a JSON object per cell (DuckDB's struct literal in
+    archives written before), cast back here so every query reads ``errkb.id``."""
+    source = source_sql([str(p) for p in paths])
+    if input_format([str(p) for p in paths]) != "csv":
+        return source
+    import duckdb
+
+    try:
+        rel = con.sql(f"SELECT * FROM {source} LIMIT 0")
+    except duckdb.Error:
+        return source  # the caller reports it, naming the file
+    types = {name: str(t).upper() for name, t in zip(rel.columns, rel.types)}
+    if types.get("errkb") != "VARCHAR":
+        return source
+    struct = errkb_sql_type()
+    value = f"COALESCE(TRY_CAST(TRY_CAST(errkb AS JSON) AS {struct}), TRY_CAST(errkb AS {struct}))"
+    return f"(SELECT * REPLACE ({value} AS errkb) FROM {source})"
 
 
 def _time_expr(name: str, columns: dict[str, str]) -> str:
@@ -75,7 +93,7 @@ def known_errors(
     import duckdb
 
     con = connect()
-    source = _archive_relation_sql(paths)
+    source = _archive_relation_sql(con, paths)
     try:
         rel = con.sql(f"SELECT * FROM {source} LIMIT 0")
         columns = dict(zip(rel.columns, (str(t) for t in rel.types)))
@@ -115,7 +133,7 @@ def known_errors(
             raise ArchiveError(f"{paths[0]}: no column {name!r} to group by (columns: {', '.join(columns)})")
         alias = sql_ident(name.replace(".", "_") + "s")
         select.append(f"list(DISTINCT {expr} ORDER BY {expr}) FILTER (WHERE {expr} IS NOT NULL) AS {alias}")
-    sql = f"SELECT {', '.join(select)} FROM {source} WHERE {' AND '.join(where)} GROUP BY ALL ORDER BY lines DESC, id"
+    sql = f"SELECT {', '.join(select)} FROM {source} WHERE {' AND '.join(where)} GROUP BY ALL ORDER BY lines DESC, id, site"
     try:
         cur = con.execute(sql, args)
         names = [d[0] for d in cur.description]
@@ -161,7 +179,7 @@ def run_sql(paths: Sequence[str], sql: str) -> tuple[list[str], list[tuple]]:
 
     con = connect()
     try:
-        con.execute(f"CREATE VIEW enriched AS SELECT * FROM {_archive_relation_sql(paths)}")
+        con.execute(f"CREATE VIEW enriched AS SELECT * FROM {_archive_relation_sql(con, paths)}")
         cur = con.execute(sql)
         names = [d[0] for d in cur.description] if cur.description else []
         return names, cur.fetchall() if names else []

@@ -128,6 +128,14 @@ def errkb_struct_type():
                      + [("site", site_struct_type())])
 
 
+def errkb_sql_type() -> str:
+    """errkb_struct_type in DuckDB's SQL: ``errkb query`` casts a CSV archive's ``errkb``
+    text (a JSON object per cell) back to it, so one query reads every output format."""
+    site = ", ".join(f'"{k}" {"BIGINT" if k in _SITE_INTEGERS else "VARCHAR"}' for k in SITE_FIELDS)
+    fields = ", ".join(f'"{k}" {"DOUBLE" if k == "score" else "VARCHAR"}' for k in ERRKB_FIELDS)
+    return f'STRUCT({fields}, "site" STRUCT({site}))'
+
+
 def tier_of(match: Any) -> str:
     """A record match's tier: "variant" when an older wording of the record matched, else "curated"."""
     return "variant" if getattr(match, "variant", None) else "curated"

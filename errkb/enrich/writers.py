@@ -25,11 +25,14 @@ def write(con, batches, tmp: str, out_ext: str, names: list[str] | None, json_co
     if names is None and options == "(FORMAT json)":
         _write_jsonl(con, tmp)
         return
+    # A CSV cell holds the errkb struct as its JSON object (DuckDB's own struct text is
+    # read by nothing else); `errkb query` casts it back (errkb.enrich.query).
+    errkb = "CAST(errkb AS JSON)" if options.startswith("(FORMAT csv") else "errkb"
     if names is None:
-        con.execute(f"COPY (SELECT * FROM enriched_batches) TO {sql_string(tmp)} {options}")
+        con.execute(f"COPY (SELECT * REPLACE ({errkb} AS errkb) FROM enriched_batches) TO {sql_string(tmp)} {options}")
         return
     all_names = [*names, "errkb"]
-    values = [f"CAST(c{i} AS JSON)" if j else f"c{i}" for i, j in enumerate(json_cols)] + ["errkb"]
+    values = [f"CAST(c{i} AS JSON)" if j else f"c{i}" for i, j in enumerate(json_cols)] + [errkb]
     if "" not in all_names and len({fold(n) for n in all_names}) == len(all_names):
         select = ", ".join(f"{v} AS {sql_ident(n)}" for v, n in zip(values, all_names))
         con.execute(f"COPY (SELECT {select} FROM enriched_batches) TO {sql_string(tmp)} {options}")
