@@ -86,11 +86,14 @@ def test_search_curated_first_and_foreign_words_get_no_site(store_db):
 
 
 def test_the_batch_path_finds_what_the_per_text_path_finds():
-    """enrich's batch reader and explain's per-text reader give each line the same best site."""
+    """enrich's batch reader and explain's per-text reader give each line the same best site,
+    lines holding a short word one pattern is keyed on (" request") among them."""
     from errkb.match.sites import SiteIndex
 
     index = SiteIndex.load()
     lines = [SITE_LINE, CURATED_LINE, *FOREIGN, "INFO all good", "",
+             "RuntimeError: Communication failed during all_reduce request: peer reset",
+             "GET /v1/completions request 200 OK",
              "RuntimeError: CUDA error: device-side assert triggered",
              "RuntimeError: CUDA error: no kernel image is available for execution on the device"]
     batch = index.match_lines(lines)
@@ -100,6 +103,7 @@ def test_the_batch_path_finds_what_the_per_text_path_finds():
     assert batch[0].sites[0].file == "vllm/sampling_params.py"
     assert batch[-2].meaning and batch[-1].meaning  # the CUDA table, in the same scan
     assert batch[2:5] == [None, None, None]
+    assert batch[-4] is not None and batch[-3] is None
 
 
 def test_explain_of_a_log_names_the_log_line_of_each_known_site(store_db):

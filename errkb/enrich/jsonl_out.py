@@ -60,10 +60,10 @@ def _match_lines(e, messages: list[str]) -> list[list]:
 
 def _hole(e: LineEnricher, match) -> str:
     """Where a worker's matched line gets its errkb text: a NUL, the hit noted; a known
-    site's text (errkb.enrich.value.site_object) is written at once."""
+    site's text (errkb.enrich.value.SiteValues) is written at once."""
     if hasattr(match, "sites"):  # an errkb.match.sites.SiteMatch, not a record's match
         e.counters.sites += 1
-        return e.site_text(match)
+        return e.site_values.text(match)
     e.found.append(Hit.of(match))
     return "\x00"
 

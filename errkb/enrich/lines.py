@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import IO, Any
 
-from errkb.enrich.value import Hit, RecordValues, errkb_object, site_object, tier_text  # noqa: F401 - errkb_object: the API's name
+from errkb.enrich.value import Hit, RecordValues, SiteValues, errkb_object, site_object, tier_text  # noqa: F401 - errkb_object, site_object: the API's names
 from errkb.errors import ErrkbError
 from errkb.match.matcher import MAX_TEXT_CHARS, TAIL_CHARS
 from errkb.signals import install, restore
@@ -291,7 +291,7 @@ class LineEnricher:
         # errkb.match.sites.SiteIndex (None: no known-site tier): a line no record matches
         # is tagged with its known site
         self.sites = sites
-        self._site_text: dict[str, str] = {}
+        self.site_values = SiteValues()
         self.paths = _field_paths(fields)
         self.only_matched = only_matched
         self.values = RecordValues(site_url, resolve_many)
@@ -441,13 +441,6 @@ class LineEnricher:
                 results[i] = [site]
         return results
 
-    def site_text(self, site: Any) -> str:
-        """The ``errkb`` JSON text of a known-site match (value.site_object), kept per pattern."""
-        text = self._site_text.get(site.pattern)
-        if text is None:
-            text = self._site_text[site.pattern] = json.dumps(site_object(site), ensure_ascii=False)
-        return text
-
     def _matched_lines(self, matched: list[int], results: list, lines: list[str], objects: dict[int, dict],
                        b64: dict[int, bytes]) -> list[str]:
         """The output line of each matched line ``matched[k]``, in order (a JSON line
@@ -473,7 +466,7 @@ class LineEnricher:
                 continue
             if hasattr(best, "sites"):  # a known site (errkb.match.sites.SiteMatch), not a record
                 counters.sites += 1
-                text = self.site_text(best)
+                text = self.site_values.text(best)
             else:
                 rid = best.record_id
                 rids.append(rid)
@@ -763,6 +756,7 @@ class RecordEnricher:
         self.sites = sites
         # One errkb value per record: a store-backed Match looks its record up per call.
         self.values = RecordValues(site_url)
+        self.site_values = SiteValues()
 
     def enrich_batch(self, items: list[dict]) -> list[tuple[dict, bool]]:
         messages = [field_value(d, self.paths) if isinstance(d, dict) else None for d in items]
@@ -783,7 +777,7 @@ class RecordEnricher:
             if message and found:
                 out.append(({**item, "errkb": self.values.value(found[0])}, True))
             elif site is not None:
-                out.append(({**item, "errkb": site_object(site)}, True))
+                out.append(({**item, "errkb": self.site_values.object(site)}, True))
             else:
                 out.append((item, False))
         return out

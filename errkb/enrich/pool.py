@@ -19,7 +19,7 @@ from typing import Any
 from errkb.cache import shipped_file
 from errkb.enrich.duck import ArchiveError
 from errkb.enrich.lines import cut_long
-from errkb.enrich.value import Hit, site_object
+from errkb.enrich.value import Hit, SiteValues
 
 _state: Any = None  # in a worker: what the pool's setup made of the loaded matcher
 
@@ -50,13 +50,7 @@ class ColumnMatcher:
         self.matcher = matcher
         self.sites = sites
         self.site_errors = 0  # batches whose site lookup failed, so far (their rows got no site)
-        self._site_objects: dict[str, dict] = {}  # pattern -> its site_object
-
-    def site_object(self, site) -> dict:
-        obj = self._site_objects.get(site.pattern)
-        if obj is None:
-            obj = self._site_objects[site.pattern] = site_object(site)
-        return obj
+        self.site_values = SiteValues()
 
 
 def column_matcher(matcher, sites=None) -> ColumnMatcher:
@@ -92,7 +86,7 @@ def match_column(messages: list, state: ColumnMatcher) -> tuple[list[int], list,
             hits.append(Hit.of(best[0]))
         elif i in found:
             rows.append(i)
-            hits.append(state.site_object(found[i]))
+            hits.append(state.site_values.object(found[i]))
     return rows, hits, bounded_report(matcher), failed
 
 

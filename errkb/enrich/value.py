@@ -106,6 +106,28 @@ def site_object(site: Any) -> dict:
     return obj
 
 
+class SiteValues:
+    """The ``errkb`` value of each known site matched, kept per pattern (a log repeats
+    a few sites): the dict (the archive path's rows) and its JSON text (the filter's
+    lines). The one memo of both, as RecordValues is of records' values."""
+
+    def __init__(self):
+        self._objects: dict[str, dict] = {}
+        self._texts: dict[str, str] = {}
+
+    def object(self, site: Any) -> dict:
+        obj = self._objects.get(site.pattern)
+        if obj is None:
+            obj = self._objects[site.pattern] = site_object(site)
+        return obj
+
+    def text(self, site: Any) -> str:
+        text = self._texts.get(site.pattern)
+        if text is None:
+            text = self._texts[site.pattern] = json.dumps(self.object(site), ensure_ascii=False)
+        return text
+
+
 def is_site(match: Any) -> bool:
     """Whether an archive match is a known site's (its site_object, as workers send it)
     rather than a record's (a :class:`Hit`)."""
