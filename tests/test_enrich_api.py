@@ -126,4 +126,7 @@ def test_sites_tag_a_message_no_record_matches_and_curated_still_wins(matcher):
     assert (out[1]["errkb"]["tier"], out[1]["errkb"]["id"]) == ("curated", SEED_ID)
     assert out[2] is events[2] and out[3] is events[3]
     assert list(enrich_records(events, matcher, sites=sites)) == out  # one at a time: the same
+    twice = list(enrich_records(events[:1] * 2, matcher, sites=sites, batch=2))
+    twice[0]["errkb"]["note"] = "mine"  # each event owns its value, as a record's match does
+    assert "note" not in twice[1]["errkb"]
     assert "errkb" not in next(enrich_records(events[:1], matcher))  # without sites: no tier site

@@ -468,3 +468,39 @@ def test_the_sql_type_query_casts_to_is_the_columns_arrow_type():
 
     arrow = duckdb.from_arrow(pa.table({"e": pa.array([], errkb_struct_type())})).types[0]
     assert duckdb.sql(f"SELECT NULL::{errkb_sql_type()} AS e").types[0] == arrow
+
+
+def test_an_input_errkb_column_in_any_case_is_replaced(store_db, tmp_path):
+    """An input column named errkb in another case (DuckDB's names ignore case, so it is
+    the output's column to it) is replaced as a lowercase one is: the CSV output failed on
+    it ("Malformed JSON ... when casting from source column Errkb")."""
+    src = tmp_path / "in.csv"
+    src.write_text('host,message,Errkb\na,"ValueError: max_tokens must be at least 1, got 0.",legacy\n'
+                   'b,"ValueError: ' + SEED_MESSAGE + '",legacy\n')
+    for name in ("o.csv", "o.parquet"):
+        out = tmp_path / name
+        result = CliRunner().invoke(cli, ["enrich", "--db", str(store_db), "--input", str(src), "--output", str(out),
+                                          "--workers", "1", "-q"])
+        assert result.exit_code == 0, result.output
+        rows = read(out)
+        assert list(rows[0]) == ["host", "message", "errkb"]
+        assert [r["errkb"]["tier"] if isinstance(r["errkb"], dict) else json.loads(r["errkb"])["tier"]
+                for r in rows] == ["site", "curated"]
+
+
+def test_query_reads_errkbs_column_beside_a_logs_own_errkb_key(store_db, tmp_path):
+    """Logs holding a key "Errkb" keep it under its own name (nothing is lost), so DuckDB
+    reads errkb's own column back as ``errkb_1``: query said "no errkb column" on every
+    output. errkb's column (the last) is ``errkb`` to query, the input's "Errkb (input)"."""
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"host": "a", "message": "ValueError: max_tokens must be at least 1, got 0.",
+                               "Errkb": "theirs"}) + "\n")
+    runner = CliRunner()
+    for name in ("o.parquet", "o.csv", "o.out.jsonl"):
+        out = tmp_path / name
+        assert runner.invoke(cli, ["enrich", "--db", str(store_db), "--input", str(src), "--output", str(out),
+                                   "--workers", "1", "-q"]).exit_code == 0
+        (row,) = known_errors([str(out)])
+        assert row["site"].startswith("vllm vllm/sampling_params.py:") and row["hosts"] == ["a"], name
+        result = runner.invoke(cli, ["query", str(out), "--sql", 'SELECT "Errkb (input)", errkb.tier FROM enriched'])
+        assert (result.exit_code, result.output) == (0, "Errkb (input)\ttier\ntheirs\tsite\n"), name

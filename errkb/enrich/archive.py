@@ -215,7 +215,9 @@ def enrich_archive(
                 f"(columns: {', '.join(columns)}); name one with --field"
             )
         message = exprs[0] if len(exprs) == 1 else f"coalesce({', '.join(exprs)})"
-        keep = "* EXCLUDE (errkb)" if "errkb" in columns else "*"
+        # an input errkb column (an archive enriched before) is replaced; DuckDB's names are
+        # case-insensitive, so "Errkb" is the same column to it and goes too
+        keep = "* EXCLUDE (errkb)" if any(c.lower() == "errkb" for c in columns) else "*"
         try:
             # Built on the bound relation: the source's schema is not detected a second time.
             rel = rel.select(f"{keep}, {message} AS {MESSAGE_COLUMN}")

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import IO, Any
 
-from errkb.enrich.value import Hit, RecordValues, SiteValues, errkb_object, site_object, tier_text  # noqa: F401 - errkb_object, site_object: the API's names
+from errkb.enrich.value import Hit, RecordValues, SiteValues, errkb_object, tier_text  # noqa: F401 - errkb_object: the API's name
 from errkb.errors import ErrkbError
 from errkb.match.matcher import MAX_TEXT_CHARS, TAIL_CHARS
 from errkb.signals import install, restore
@@ -777,7 +777,7 @@ class RecordEnricher:
             if message and found:
                 out.append(({**item, "errkb": self.values.value(found[0])}, True))
             elif site is not None:
-                out.append(({**item, "errkb": self.site_values.object(site)}, True))
+                out.append(({**item, "errkb": dict(self.site_values.object(site))}, True))  # the caller owns it, as a record's
             else:
                 out.append((item, False))
         return out

@@ -11,7 +11,7 @@ import datetime as dt
 import re
 from collections.abc import Sequence
 
-from errkb.enrich.duck import ArchiveError, column_expr, connect, duck_error, input_format, source_sql, sql_ident
+from errkb.enrich.duck import ArchiveError, column_expr, connect, duck_error, source_sql, sql_ident
 from errkb.enrich.value import errkb_sql_type
 
 TIME_COLUMNS = ("timestamp", "@timestamp", "ts", "time", "date", "datetime")
@@ -48,25 +48,37 @@ def parse_since(value: str, now: dt.datetime | None = None) -> dt.datetime:
     return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
 
 
-def _archive_relation_sql(con, paths: Sequence[str]) -> str:
-    """The archive(s) as a relation whose ``errkb`` column is the struct in every format:
-    a CSV archive holds it as text, a JSON object per cell (DuckDB's struct literal in
-    archives written before), cast back here so every query reads ``errkb.id``."""
-    source = source_sql([str(p) for p in paths])
-    if input_format([str(p) for p in paths]) != "csv":
-        return source
-    import duckdb
+def _archive_relation(con, paths: Sequence[str]) -> tuple[str, dict[str, str], set[str]]:
+    """(SQL, columns, errkb's fields) of the archive(s) as a relation whose ``errkb``
+    column is errkb's struct in every format (one schema probe; DuckDB errors propagate):
 
-    try:
-        rel = con.sql(f"SELECT * FROM {source} LIMIT 0")
-    except duckdb.Error:
-        return source  # the caller reports it, naming the file
-    types = {name: str(t).upper() for name, t in zip(rel.columns, rel.types)}
-    if types.get("errkb") != "VARCHAR":
-        return source
-    struct = errkb_sql_type()
-    value = f"COALESCE(TRY_CAST(TRY_CAST(errkb AS JSON) AS {struct}), TRY_CAST(errkb AS {struct}))"
-    return f"(SELECT * REPLACE ({value} AS errkb) FROM {source})"
+    - a CSV archive holds it as text, a JSON object per cell (DuckDB's struct literal in
+      archives written before): cast back to the struct, so every query reads ``errkb.id``;
+    - logs holding a key ``Errkb`` (kept under its own name) give an archive whose errkb
+      column DuckDB reads as ``errkb_1`` (its names ignore case; errkb writes its column
+      last): that one is ``errkb`` here, and the input's is renamed ``Errkb (input)``."""
+    source = source_sql([str(p) for p in paths])
+    rel = con.sql(f"SELECT * FROM {source} LIMIT 0")
+    types = dict(zip(rel.columns, rel.types))
+    ours = [c for c in rel.columns if c.lower() == "errkb" or re.fullmatch(r"errkb_\d+", c, re.IGNORECASE)]
+    if not ours:
+        return source, {c: str(t) for c, t in types.items()}, set()
+    col = ours[-1]
+    inputs = [c for c in ours[:-1] if c.lower() == "errkb"]
+    value, duck_type = sql_ident(col), types[col]
+    if str(duck_type).upper() == "VARCHAR":
+        struct = errkb_sql_type()
+        value = f"COALESCE(TRY_CAST(TRY_CAST({value} AS JSON) AS {struct}), TRY_CAST({value} AS {struct}))"
+        duck_type = con.sql(f"SELECT NULL::{struct} AS e").types[0]
+    columns = {(f"{c} (input)" if c in inputs else c): str(t) for c, t in types.items() if c != col}
+    columns["errkb"] = str(duck_type)
+    fields = _struct_fields(duck_type)
+    if col == "errkb" and value == sql_ident(col):
+        return source, columns, fields
+    renamed = ", ".join(f"{sql_ident(c)} AS {sql_ident(c + ' (input)')}" for c in inputs)
+    excluded = ", ".join(sql_ident(c) for c in [*inputs, col])
+    select = f"* EXCLUDE ({excluded}), " + (renamed + ", " if renamed else "") + f"{value} AS errkb"
+    return f"(SELECT {select} FROM {source})", columns, fields
 
 
 def _time_expr(name: str, columns: dict[str, str]) -> str:
@@ -93,11 +105,8 @@ def known_errors(
     import duckdb
 
     con = connect()
-    source = _archive_relation_sql(con, paths)
     try:
-        rel = con.sql(f"SELECT * FROM {source} LIMIT 0")
-        columns = dict(zip(rel.columns, (str(t) for t in rel.types)))
-        fields = _struct_fields(dict(zip(rel.columns, rel.types)).get("errkb"))
+        source, columns, fields = _archive_relation(con, paths)
     except duckdb.Error as e:
         raise ArchiveError(f"{', '.join(map(str, paths))}: {duck_error(e)}") from e
     if "errkb" not in columns:
@@ -179,7 +188,7 @@ def run_sql(paths: Sequence[str], sql: str) -> tuple[list[str], list[tuple]]:
 
     con = connect()
     try:
-        con.execute(f"CREATE VIEW enriched AS SELECT * FROM {_archive_relation_sql(con, paths)}")
+        con.execute(f"CREATE VIEW enriched AS SELECT * FROM {_archive_relation(con, paths)[0]}")
         cur = con.execute(sql)
         names = [d[0] for d in cur.description] if cur.description else []
         return names, cur.fetchall() if names else []
