@@ -254,8 +254,12 @@ def test_query_cli(enriched):
 
 
 def test_query_refuses_an_archive_that_was_not_enriched(jsonl):
+    with pytest.raises(ArchiveError, match="no line has an errkb member: no line of it matched, or it was not enriched"):
+        known_errors([str(jsonl)])  # JSON Lines out has errkb on matched lines only: it cannot tell which
+    parquet = jsonl.with_suffix(".parquet")
+    duckdb.sql(f"COPY (SELECT * FROM read_json('{jsonl}')) TO '{parquet}'")
     with pytest.raises(ArchiveError, match="no errkb column"):
-        known_errors([str(jsonl)])
+        known_errors([str(parquet)])
 
 
 def test_parse_since():

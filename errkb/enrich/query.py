@@ -11,7 +11,7 @@ import datetime as dt
 import re
 from collections.abc import Sequence
 
-from errkb.enrich.duck import ArchiveError, column_expr, connect, duck_error, source_sql, sql_ident
+from errkb.enrich.duck import ArchiveError, column_expr, connect, duck_error, input_format, source_sql, sql_ident
 from errkb.enrich.value import errkb_sql_type
 
 TIME_COLUMNS = ("timestamp", "@timestamp", "ts", "time", "date", "datetime")
@@ -110,6 +110,9 @@ def known_errors(
     except duckdb.Error as e:
         raise ArchiveError(f"{', '.join(map(str, paths))}: {duck_error(e)}") from e
     if "errkb" not in columns:
+        if input_format([str(p) for p in paths]) == "json":  # JSON Lines out writes errkb on matched lines only
+            raise ArchiveError(f"{paths[0]}: no line has an errkb member: no line of it matched, or it was not "
+                               "enriched (errkb enrich --input ... --output ...)")
         raise ArchiveError(f"{paths[0]}: no errkb column (enrich it first: errkb enrich --input ... --output ...)")
     if time_column is None:
         time_column = next((c for c in TIME_COLUMNS if c in columns), None)
