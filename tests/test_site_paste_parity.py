@@ -206,6 +206,10 @@ SITE_PASTES = [
     "RuntimeError: CUDA error: an illegal memory access was encountered",
     "ValueError: Model architectures ['FooForCausalLM'] failed to be inspected. Please check the logs for more details.",
     "ValueError: temperature must be non-negative, got -1.0.",
+    # a paste's whitespace is not the program's (errkb.match.chunks.fold_space): a tab
+    # shown as spaces in a multi-line message, a tab and double spaces inside a line
+    "RuntimeError: Error(s) in loading state_dict for Net:\n        size mismatch for fc.weight: copying a param",
+    "ValueError: max_tokens\tmust be  at least 1,   got 0.",
 ]
 # Another library's messages (transformers, numpy): no site is theirs.
 FOREIGN = [

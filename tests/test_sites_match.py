@@ -152,6 +152,36 @@ def test_multi_line_message(tmp_path):
     assert (m.line_number, m.sites[0].function) == (3, "_lazy_init")
 
 
+def test_a_pastes_whitespace_is_not_the_programs(tmp_path):
+    """An issue shows a tab as spaces, a terminal re-wraps and re-indents a message's
+    lines: each run of whitespace is one space on both sides, on a line and across lines.
+    The words and their order still decide (a missing word, no match)."""
+    data = SiteIndexData()
+    part = Part("torch", "2.5.1", None)
+    part.rows = [{"p": r"Error\(s\) in loading state_dict for ([\s\S]+?):\n\t([\s\S]+?)", "f": "torch/nn/modules/module.py",
+                  "n": 2584, "fn": "Module.load_state_dict", "c": "len(error_msgs) > 0", "k": "raise", "e": "RuntimeError"},
+                 {"p": r"\nFound no NVIDIA driver on your system\. Please check that you\nhave an NVIDIA GPU and installed a driver",
+                  "f": "torch/cuda/__init__.py", "n": 300, "fn": "_lazy_init", "c": None, "k": "raise", "e": "AssertionError"},
+                 {"p": MAX_TOKENS, "f": "vllm/sampling_params.py", "n": 200, "fn": "SamplingParams._verify_args",
+                  "c": None, "k": "raise", "e": "ValueError"}]
+    data.add(part)
+    path = tmp_path / "s" / "sites.jsonl.gz"
+    data.write(path)
+    index = SiteIndex.load(path, cache=tmp_path / "c")
+    pasted = ("Traceback (most recent call last):\nRuntimeError: Error(s) in loading state_dict for Net:\n"
+              "        size mismatch for fc.weight: copying a param with shape torch.Size([4])")
+    (m,) = index.match(pasted)  # "\n\t" pasted as a newline and eight spaces
+    assert (m.line_number, m.sites[0].function) == (2, "Module.load_state_dict")
+    (m,) = index.match("RuntimeError: Found no NVIDIA driver on your system.  Please check that\tyou have an\r\n"
+                       "   NVIDIA GPU and installed a driver from http://www.nvidia.com")  # re-wrapped, no leading newline
+    assert (m.line_number, m.sites[0].function) == (1, "_lazy_init")
+    tabbed = "ValueError: max_tokens\tmust be  at least 1,   got 0."
+    assert [m.pattern for m in index.match(tabbed)] == [MAX_TOKENS]
+    assert index.match("ValueError: max_tokens must be at 1, got 0.") == []
+    (joined,) = index.match("RuntimeError: Error(s) in loading state_dict for Net: size mismatch")  # lines joined
+    assert joined.sites[0].function == "Module.load_state_dict"
+
+
 def test_the_batch_scan_keys_a_pattern_on_a_long_literal_a_few_patterns_share():
     """A pattern of the site index is scanned for by its longest literal that a few patterns
     share, not by a short unique word every other log line holds (" request" made 20% of

@@ -4,7 +4,8 @@ curated table of CUDA runtime error strings.
 
 A site pattern is literal text and ``(.+?)`` wildcards only (the miner builds nothing
 else), so a match is found the way :meth:`errkb.mine.templates.Template.matches` finds
-one: leftmost placement of each literal chunk, linear in the line. Which patterns are
+one: leftmost placement of each literal chunk, linear in the line, with each run of
+whitespace taken as one space on both sides (a paste's whitespace is not the program's). Which patterns are
 tried on a line is decided by an anchor token per pattern (its rarest whole word), so
 one call costs the text's length plus the candidates whose anchor the text holds.
 
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from errkb.match.chunks import chunks_match as _chunks_match
-from errkb.match.chunks import chunks_of
+from errkb.match.chunks import chunks_of, fold_space, folded_chunks
 
 MIN_LITERAL_ALNUM = 20
 # Without a rare token a pattern is prose ("(.+?) must be a positive integer" is scipy's
@@ -388,15 +389,16 @@ class SiteIndex:
                         ids = looked[piece] = self._anchors.get(piece)
                     candidates.update(ids)
             found.extend((number, neg, i) for neg, i in self._confirm(line, candidates, multiline))
+        folded = fold_space(text) if multiline else ""
         for i in sorted(multiline):
             entry = self._entry(i)
             # A message spanning lines has no one line to cover half of; a prose one is
-            # trusted on its (30+ letters/digits, literal-start) text alone.
-            if _chunks_match(entry["chunks"], text):
-                # The line of the message's first text (a C++ message often opens with "\n").
-                first = next(c for c in entry["chunks"] if c)
-                at = max(text.find(first), 0) + len(first) - len(first.lstrip("\n"))
-                found.append((text.count("\n", 0, at) + 1, -entry["L"], i))
+            # trusted on its (30+ letters/digits, literal-start) text alone. Its lines are
+            # matched with their whitespace folded: a paste re-indents and re-wraps them.
+            if _chunks_match(entry["fchunks"], folded):
+                # The line of the message's first word (a C++ message often opens with "\n").
+                first = next(c for c in entry["fchunks"] if c and c.strip(" ")).lstrip(" ").split(" ", 1)[0]
+                found.append((text.count("\n", 0, max(text.find(first), 0)) + 1, -entry["L"], i))
         found.sort()
         out = [self._site_match(number, i) for number, _, i in found]
         out.extend(self._cuda_matches(lines))
@@ -431,20 +433,22 @@ class SiteIndex:
         return out
 
     def _confirm(self, line: str, candidates, multiline: set[int] | None = None) -> list[tuple[int, int]]:
-        """The exact confirm, the one for both paths: (-literal length, pattern id) of each
-        candidate pattern that matches ``line`` and is trusted there, most specific first
+        """The confirm, the one for both paths: (-literal length, pattern id) of each
+        candidate pattern that matches ``line`` (whitespace folded on both sides:
+        errkb.match.chunks.fold_space) and is trusted there, most specific first
         (at most MAX_CANDIDATES_PER_LINE tried). Multi-line patterns go to ``multiline``
         (the caller tries them on the whole text)."""
         out = []
         entries = sorted(((self._entry(i), i) for i in candidates), key=lambda e: (-e[0]["L"], e[1]))
+        folded = fold_space(line) if entries else line
         for entry, i in entries[:MAX_CANDIDATES_PER_LINE]:
             if entry["multiline"]:
                 if multiline is not None:
                     multiline.add(i)
                 continue
-            if not _chunks_match(entry["chunks"], line):
+            if not _chunks_match(entry["fchunks"], folded):
                 continue
-            if entry["t"] == "half" and entry["L"] * 2 < len(line.strip()):
+            if entry["t"] == "half" and entry["L"] * 2 < len(folded.strip()):
                 continue
             out.append((-entry["L"], i))
         return out
@@ -478,8 +482,9 @@ class SiteIndex:
                 if len(ids) == 1 and ids[0] >= 0:  # the common case: one candidate, no sorting
                     i = ids[0]
                     entry = self._entries.get(i) or self._entry(i)
-                    if entry["multiline"] or not _chunks_match(entry["chunks"], line) or (
-                            entry["t"] == "half" and entry["L"] * 2 < len(line.strip())):
+                    folded = fold_space(line)  # as _confirm matches it
+                    if entry["multiline"] or not _chunks_match(entry["fchunks"], folded) or (
+                            entry["t"] == "half" and entry["L"] * 2 < len(folded.strip())):
                         continue
                     confirmed = [(-entry["L"], i)]
                 else:
@@ -572,6 +577,7 @@ class SiteIndex:
         if entry is None:
             entry = json.loads(self._rows_file.line(i))  # type: ignore[union-attr]
             entry["chunks"] = chunks_of(entry["p"])
+            entry["fchunks"] = folded_chunks(entry["chunks"])  # what a line is confirmed with (fold_space)
             entry["multiline"] = any(c is not None and "\n" in c for c in entry["chunks"])
             self._entries[i] = entry
         return entry

@@ -1022,6 +1022,29 @@
     }
     return advance(text, started ? pos : 0, gap) >= 0;
   }
+  // errkb.match.chunks.fold_space / folded_chunks: each run of ASCII whitespace is one
+  // space, in the text and in the pattern's literals (whose own edges are dropped).
+  var SITE_SPACE = /[ \t\n\r\f\v]+/g;
+  function foldSpace(text) { return text.replace(SITE_SPACE, " "); }
+  var siteFoldedCache = new Map();
+  function siteFoldedChunks(pattern) {
+    var got = siteFoldedCache.get(pattern);
+    if (got !== undefined) { return got; }
+    var chunks = siteChunks(pattern);
+    got = null;
+    if (chunks) {
+      got = [];
+      chunks.forEach(function (c, n) {
+        if (c === null) { got.push(null); return; }
+        var f = foldSpace(c);
+        if (n === 0) { f = f.replace(/^ +/, ""); }
+        if (n === chunks.length - 1) { f = f.replace(/ +$/, ""); }
+        if (f) { got.push(f); }
+      });
+    }
+    siteFoldedCache.set(pattern, got);
+    return got;
+  }
   function codePoints(s) { var n = 0; for (var ch of s) { n++; } return n; }  // len() in Python
   // The shards a text needs, requested if missing: null once all are here (or failed).
   function siteShardsWanted(lines) {
@@ -1078,22 +1101,24 @@
         if (list) { list.forEach(function (e) { candidates.set(e[0], e); }); }
       });
       var entries = Array.from(candidates.values()).sort(function (p, q) { return q[3] - p[3] || p[0] - q[0]; });
-      var stripped = codePoints(pyStrip(line));
+      var folded = foldSpace(line);
+      var stripped = codePoints(pyStrip(folded));
       entries.slice(0, sitesHead.max_candidates).forEach(function (e) {
         var chunks = siteChunks(e[1]);
         if (!chunks) { return; }
         if (chunks.some(function (c) { return c !== null && c.indexOf("\n") >= 0; })) { multiline.set(e[0], e); return; }
-        if (!chunksMatch(chunks, line)) { return; }
+        if (!chunksMatch(siteFoldedChunks(e[1]), folded)) { return; }
         if (!e[2] && e[3] * 2 < stripped) { return; }  // "half": its literal text covers half the line
         found.push([n + 1, e]);
       });
     });
+    var foldedText = multiline.size ? foldSpace(text) : "";
     Array.from(multiline.values()).sort(function (p, q) { return p[0] - q[0]; }).forEach(function (e) {
-      var chunks = siteChunks(e[1]);
-      if (!chunksMatch(chunks, text)) { return; }
-      var first = chunks.filter(function (c) { return c; })[0];
-      var at = Math.max(text.indexOf(first), 0) + first.length - first.replace(/^\n+/, "").length;
-      found.push([text.slice(0, at).split("\n").length, e]);
+      var chunks = siteFoldedChunks(e[1]);
+      if (!chunksMatch(chunks, foldedText)) { return; }
+      // the line of the message's first word
+      var first = chunks.filter(function (c) { return c && c.replace(/^ +| +$/g, ""); })[0].replace(/^ +/, "").split(" ")[0];
+      found.push([text.slice(0, Math.max(text.indexOf(first), 0)).split("\n").length, e]);
     });
     found.sort(function (p, q) { return p[0] - q[0] || q[1][3] - p[1][3] || p[1][0] - q[1][0]; });
     var out = found.map(function (f) {
