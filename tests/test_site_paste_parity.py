@@ -206,10 +206,16 @@ SITE_PASTES = [
     "RuntimeError: CUDA error: an illegal memory access was encountered",
     "ValueError: Model architectures ['FooForCausalLM'] failed to be inspected. Please check the logs for more details.",
     "ValueError: temperature must be non-negative, got -1.0.",
-    # a paste's whitespace is not the program's (errkb.match.chunks.fold_space): a tab
-    # shown as spaces in a multi-line message, a tab and double spaces inside a line
-    "RuntimeError: Error(s) in loading state_dict for Net:\n        size mismatch for fc.weight: copying a param",
-    "ValueError: max_tokens\tmust be  at least 1,   got 0.",
+    *(WHITESPACE_PASTES := [
+        # a paste's whitespace is not the program's (errkb.match.chunks.fold_space): a tab
+        # shown as spaces in a multi-line message (its line is where its text begins, not
+        # where its first word first appears), the message joined onto one line, a tab and
+        # double spaces inside a line
+        "RuntimeError: Error(s) in loading state_dict for Net:\n        size mismatch for fc.weight: copying a param",
+        "Error(s) happened\nx\nRuntimeError: Error(s) in loading state_dict for Net:\n  size mismatch for fc.weight",
+        "RuntimeError: Error(s) in loading state_dict for Net: size mismatch for fc.weight: copying a param",
+        "ValueError: max_tokens\tmust be  at least 1,   got 0.",
+    ]),
 ]
 # Another library's messages (transformers, numpy): no site is theirs.
 FOREIGN = [
@@ -301,6 +307,8 @@ def test_paste_box_agrees_with_explain_on_known_sites(built, index_page):
             disagree.append((text[:100], want, got))
     print("site parity:", f"{len(texts) - len(disagree)}/{len(texts)}", dict(kinds))
     assert disagree == []
+    for text in WHITESPACE_PASTES:  # agreeing on nothing would prove nothing
+        assert cli_outcome(db, text)["kind"] == "site", text
     assert kinds["site"] >= len(texts) // 2, kinds
 
 

@@ -178,8 +178,37 @@ def test_a_pastes_whitespace_is_not_the_programs(tmp_path):
     tabbed = "ValueError: max_tokens\tmust be  at least 1,   got 0."
     assert [m.pattern for m in index.match(tabbed)] == [MAX_TOKENS]
     assert index.match("ValueError: max_tokens must be at 1, got 0.") == []
-    (joined,) = index.match("RuntimeError: Error(s) in loading state_dict for Net: size mismatch")  # lines joined
+    # its line is where its text begins, though its first word is on an earlier line
+    text = "Error(s) happened\nx\nRuntimeError: Error(s) in loading state_dict for Net:\n  size mismatch"
+    assert [m.line_number for m in index.match(text)] == [3]
+    # joined onto one line, a multi-line message is a line like any other: it matches
+    # (its rare token state_dict makes it trusted there); a prose one must cover half its line
+    (joined,) = index.match("RuntimeError: Error(s) in loading state_dict for Net: size mismatch")
     assert joined.sites[0].function == "Module.load_state_dict"
+    driver = "Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver"
+    assert trust(r"\nFound no NVIDIA driver on your system\. Please check that you\nhave an NVIDIA GPU and installed "
+                 r"a driver")[0] == "strong"
+    assert [m.line_number for m in index.match("a\n" + driver)] == [2]
+
+
+def test_a_prose_multi_line_message_joined_onto_a_long_line_must_cover_half_of_it(tmp_path):
+    """Folded, a multi-line pattern can match inside one line; there a prose ("half") one
+    is held to the half-the-line rule as any pattern is (another library's long log line
+    holding its words is not its message); spanning lines it is trusted as before."""
+    data = SiteIndexData()
+    part = Part("vllm", "0.9.0", None)
+    pattern = r"Failed to upload the data to the server\.\nStatus code: (.+?)"
+    part.rows = [{"p": pattern, "f": "vllm/up.py", "n": 5, "fn": "up", "c": None, "k": "raise", "e": "RuntimeError"}]
+    data.add(part)
+    path = tmp_path / "s" / "sites.jsonl.gz"
+    data.write(path)
+    index = SiteIndex.load(path, cache=tmp_path / "c")
+    assert trust(pattern)[0] == "half"
+    message = "Failed to upload the data to the server. Status code: 503"
+    foreign = f"wandb: ERROR {message}; the run will be synced later by the background process, retrying in 30 seconds"
+    assert index.match(foreign) == []
+    assert [m.line_number for m in index.match("x\n" + message)] == [2]
+    assert [m.line_number for m in index.match("x\nFailed to upload the data to the server.\n  Status code: 503")] == [2]
 
 
 def test_the_batch_scan_keys_a_pattern_on_a_long_literal_a_few_patterns_share():

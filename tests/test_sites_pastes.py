@@ -20,7 +20,7 @@ FIXTURE = REPO / "tests" / "fixtures" / "pastes_sites.jsonl"
 PASTES = [json.loads(line) for line in FIXTURE.read_text(encoding="utf-8").splitlines() if line.strip()]
 # Collected on 2026-12-05 by a helper that had not seen errkb's answers, each labelled from
 # the upstream source first (one label widened after review: its note says why). Held out
-# until then; in the suite now, so what they found stays found.
+# until then; in the suite now: "found" marks a site errkb found then, which must stay found.
 FRESH = REPO / "tests" / "fixtures" / "pastes_sites_fresh.jsonl"
 FRESH_PASTES = [json.loads(line) for line in FRESH.read_text(encoding="utf-8").splitlines() if line.strip()]
 
@@ -59,6 +59,8 @@ def test_paste(paste):
         assert paste["table"] in tables
     if paste["expect"] == "none":
         assert code_files == []  # not covered: nothing is better than a wrong site
+    if paste["expect"] == "site" and paste.get("found"):  # its site was found once: it stays found
+        assert code_files, "its site is no longer found"
     if paste["expect"] == "site" and code_files:
         assert any(f.startswith(tuple(paste["files"])) for f in code_files), code_files
 

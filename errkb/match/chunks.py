@@ -42,24 +42,34 @@ def chunks_of(pattern: str) -> list[str | None]:
     return out
 
 
-def chunks_match(chunks: list[str | None], text: str) -> bool:
+def chunks_span(chunks: list[str | None], text: str) -> tuple[int, int] | None:
+    """Where leftmost placement puts the pattern's literal text in ``text``: (the start of
+    its first literal chunk, the end of its last), or None when it does not match;
+    (0, 0) for a pattern of wildcards alone that matches."""
     pos = 0
     gap = 0  # characters a preceding wildcard still has to consume
     started = False
+    start = 0
     for chunk in chunks:
         if chunk is None:
             gap += 1
             continue
         at = text.find(chunk, pos + gap) if started else text.find(chunk, gap)
         if at < 0:
-            return False
+            return None
         # A leading wildcard needs `gap` characters anywhere before the first chunk.
+        if not started:
+            start = at
         pos = at + len(chunk)
         gap = 0
         started = True
     if not started:
-        return len(text) >= gap
-    return len(text) - pos >= gap
+        return (0, 0) if len(text) >= gap else None
+    return (start, pos) if len(text) - pos >= gap else None
+
+
+def chunks_match(chunks: list[str | None], text: str) -> bool:
+    return chunks_span(chunks, text) is not None
 
 
 # ASCII whitespace only: the browser's copy (templates/site/static/site.js) folds the same set.
@@ -78,6 +88,36 @@ def fold_space(text: str) -> str:
             and "\v" not in text:
         return text
     return _SPACE.sub(" ", text)
+
+
+_NONSPACE = re.compile(r"[^ \t\n\r\f\v]+")
+_SPACES = re.compile(r"[ \t\n\r\f\v]*")
+
+
+def _past(text: str, want: int) -> int:
+    """The position just after the ``want``-th character of ``text`` that is not whitespace."""
+    if want == 0:
+        return 0
+    for m in _NONSPACE.finditer(text):
+        n = m.end() - m.start()
+        if want <= n:
+            return m.start() + want
+        want -= n
+    return len(text)
+
+
+def unfolded_span(text: str, folded: str, start: int, end: int) -> tuple[int, int]:
+    """The span of ``text`` that ``folded[start:end]`` (folded = fold_space(text)) came
+    from, with the whitespace its edges hold: folding keeps every other character, so
+    the same count of them lies before each edge, and a space at an edge is the whole run
+    of whitespace it stands for."""
+    first = _past(text, start - folded.count(" ", 0, start))
+    if not folded.startswith(" ", start):
+        first = _SPACES.match(text, first).end()
+    last = _past(text, end - folded.count(" ", 0, end))
+    if end > start and folded[end - 1] == " ":
+        last = _SPACES.match(text, last).end()
+    return first, last
 
 
 def folded_chunks(chunks: list[str | None]) -> list[str | None]:

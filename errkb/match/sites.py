@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from errkb.match.chunks import chunks_match as _chunks_match
-from errkb.match.chunks import chunks_of, fold_space, folded_chunks
+from errkb.match.chunks import chunks_of, fold_space, folded_chunks, unfolded_span
+from errkb.match.chunks import chunks_span as _chunks_span
 
 MIN_LITERAL_ALNUM = 20
 # Without a rare token a pattern is prose ("(.+?) must be a positive integer" is scipy's
@@ -392,13 +393,21 @@ class SiteIndex:
         folded = fold_space(text) if multiline else ""
         for i in sorted(multiline):
             entry = self._entry(i)
-            # A message spanning lines has no one line to cover half of; a prose one is
-            # trusted on its (30+ letters/digits, literal-start) text alone. Its lines are
-            # matched with their whitespace folded: a paste re-indents and re-wraps them.
-            if _chunks_match(entry["fchunks"], folded):
-                # The line of the message's first word (a C++ message often opens with "\n").
-                first = next(c for c in entry["fchunks"] if c and c.strip(" ")).lstrip(" ").split(" ", 1)[0]
-                found.append((text.count("\n", 0, max(text.find(first), 0)) + 1, -entry["L"], i))
+            # Its lines are matched with their whitespace folded: a paste re-indents,
+            # re-wraps or joins them. A message spanning lines has no one line to cover
+            # half of; a prose one is trusted on its (30+ letters/digits, literal-start)
+            # text alone. Joined onto one line, it is trusted as any pattern on that line.
+            span = _chunks_span(entry["fchunks"], folded)
+            if span is None:
+                continue
+            start, end = unfolded_span(text, folded, *span)
+            held = text[start:end]
+            at = start + len(held) - len(held.lstrip(" \t\n\r\f\v"))  # its first text
+            if "\n" not in held and entry["t"] == "half":
+                line = text[text.rfind("\n", 0, at) + 1:]
+                if entry["L"] * 2 < len(fold_space(line.split("\n", 1)[0]).strip()):
+                    continue
+            found.append((text.count("\n", 0, at) + 1, -entry["L"], i))
         found.sort()
         out = [self._site_match(number, i) for number, _, i in found]
         out.extend(self._cuda_matches(lines))

@@ -251,7 +251,11 @@
   var JSON_MESSAGE_KEYS = ["message", "msg", "log", "error", "err", "exception", "exc_info", "stack_trace", "text", "event"];
 
   function stickyAt(re, text, pos) { re.lastIndex = pos; return re.exec(text); }
-  function pyStrip(s) { return s.replace(/^[\s\x1c-\x1f]+|[\s\x1c-\x1f]+$/gu, ""); }
+  // str.strip(): Python's whitespace (str.isspace), which is JS's \s less U+FEFF, plus
+  // U+001C-U+001F and U+0085
+  var PY_SPACE = "[\\t\\n\\v\\f\\r \\x1c-\\x1f\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
+  var PY_STRIP = new RegExp("^" + PY_SPACE + "+|" + PY_SPACE + "+$", "gu");
+  function pyStrip(s) { return s.replace(PY_STRIP, ""); }
   function stripAnsi(text) { return text.indexOf("\x1b") < 0 ? text : text.replace(NORM_ANSI, ""); }
   function prefixLength(line) {
     var pos = 0;
@@ -1007,20 +1011,50 @@
   }
   // errkb.match.chunks.chunks_match: leftmost placement; a wildcard takes at least one
   // character (counted in code points, as Python counts).
-  function chunksMatch(chunks, text) {
-    var pos = 0, gap = 0, started = false;
+  // errkb.match.chunks.chunks_span: [start of the first literal, end of the last], or null.
+  function chunksSpan(chunks, text) {
+    var pos = 0, gap = 0, started = false, start = 0;
     for (var i = 0; i < chunks.length; i++) {
       var c = chunks[i];
       if (c === null) { gap++; continue; }
       var from = advance(text, started ? pos : 0, gap);
-      if (from < 0) { return false; }
+      if (from < 0) { return null; }
       var at = text.indexOf(c, from);
-      if (at < 0) { return false; }
+      if (at < 0) { return null; }
+      if (!started) { start = at; }
       pos = at + c.length;
       gap = 0;
       started = true;
     }
-    return advance(text, started ? pos : 0, gap) >= 0;
+    if (advance(text, started ? pos : 0, gap) < 0) { return null; }
+    return started ? [start, pos] : [0, 0];
+  }
+  function chunksMatch(chunks, text) { return chunksSpan(chunks, text) !== null; }
+  // errkb.match.chunks.unfolded_span: the span of text that foldSpace(text).slice(start, end)
+  // came from, with the whitespace its edges hold.
+  var SITE_NONSPACE = /[^ \t\n\r\f\v]+/g;
+  function sitePast(text, want) {  // just after the want-th non-whitespace character
+    if (want === 0) { return 0; }
+    SITE_NONSPACE.lastIndex = 0;
+    var m;
+    while ((m = SITE_NONSPACE.exec(text)) !== null) {
+      var n = m[0].length;
+      if (want <= n) { return m.index + want; }
+      want -= n;
+    }
+    return text.length;
+  }
+  function skipSpaces(text, pos) {
+    while (pos < text.length && " \t\n\r\f\v".indexOf(text.charAt(pos)) >= 0) { pos++; }
+    return pos;
+  }
+  function unfoldedSpan(text, folded, start, end) {
+    function spacesBefore(k) { return folded.slice(0, k).split(" ").length - 1; }
+    var first = sitePast(text, start - spacesBefore(start));
+    if (folded.charAt(start) !== " ") { first = skipSpaces(text, first); }
+    var last = sitePast(text, end - spacesBefore(end));
+    if (end > start && folded.charAt(end - 1) === " ") { last = skipSpaces(text, last); }
+    return [first, last];
   }
   // errkb.match.chunks.fold_space / folded_chunks: each run of ASCII whitespace is one
   // space, in the text and in the pattern's literals (whose own edges are dropped).
@@ -1114,11 +1148,16 @@
     });
     var foldedText = multiline.size ? foldSpace(text) : "";
     Array.from(multiline.values()).sort(function (p, q) { return p[0] - q[0]; }).forEach(function (e) {
-      var chunks = siteFoldedChunks(e[1]);
-      if (!chunksMatch(chunks, foldedText)) { return; }
-      // the line of the message's first word
-      var first = chunks.filter(function (c) { return c && c.replace(/^ +| +$/g, ""); })[0].replace(/^ +/, "").split(" ")[0];
-      found.push([text.slice(0, Math.max(text.indexOf(first), 0)).split("\n").length, e]);
+      var span = chunksSpan(siteFoldedChunks(e[1]), foldedText);
+      if (!span) { return; }
+      var edges = unfoldedSpan(text, foldedText, span[0], span[1]);
+      var held = text.slice(edges[0], edges[1]);
+      var at = edges[0] + held.length - held.replace(/^[ \t\n\r\f\v]+/, "").length;  // its first text
+      if (held.indexOf("\n") < 0 && !e[2]) {  // joined onto one line: "half" must cover half of it
+        var line = text.slice(text.lastIndexOf("\n", at - 1) + 1).split("\n")[0];
+        if (e[3] * 2 < codePoints(pyStrip(foldSpace(line)))) { return; }
+      }
+      found.push([text.slice(0, at).split("\n").length, e]);
     });
     found.sort(function (p, q) { return p[0] - q[0] || q[1][3] - p[1][3] || p[1][0] - q[1][0]; });
     var out = found.map(function (f) {
