@@ -207,6 +207,10 @@ def test_a_prose_multi_line_message_joined_onto_a_long_line_must_cover_half_of_i
     message = "Failed to upload the data to the server. Status code: 503"
     foreign = f"wandb: ERROR {message}; the run will be synced later by the background process, retrying in 30 seconds"
     assert index.match(foreign) == []
+    # a line break after its last words (before the value) does not make it span lines
+    logged = ("2026-12-05 03:00:00,123 [uploader-thread-7] wandb.sdk.internal.sender ERROR "
+              "Failed to upload the data to the server. Status code:\n503")
+    assert index.match(logged) == []
     assert [m.line_number for m in index.match("x\n" + message)] == [2]
     assert [m.line_number for m in index.match("x\nFailed to upload the data to the server.\n  Status code: 503")] == [2]
 

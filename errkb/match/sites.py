@@ -403,7 +403,9 @@ class SiteIndex:
             start, end = unfolded_span(text, folded, *span)
             held = text[start:end]
             at = start + len(held) - len(held.lstrip(" \t\n\r\f\v"))  # its first text
-            if "\n" not in held and entry["t"] == "half":
+            # spanning lines is its own text's: a line break at its edges (before a value
+            # its wildcard takes) does not count
+            if "\n" not in held.strip(" \t\n\r\f\v") and entry["t"] == "half":
                 line = text[text.rfind("\n", 0, at) + 1:]
                 if entry["L"] * 2 < len(fold_space(line.split("\n", 1)[0]).strip()):
                     continue

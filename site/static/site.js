@@ -1153,8 +1153,9 @@
       var edges = unfoldedSpan(text, foldedText, span[0], span[1]);
       var held = text.slice(edges[0], edges[1]);
       var at = edges[0] + held.length - held.replace(/^[ \t\n\r\f\v]+/, "").length;  // its first text
-      if (held.indexOf("\n") < 0 && !e[2]) {  // joined onto one line: "half" must cover half of it
-        var line = text.slice(text.lastIndexOf("\n", at - 1) + 1).split("\n")[0];
+      // joined onto one line (a line break at its edges does not count): "half" must cover half of it
+      if (held.replace(/^[ \t\n\r\f\v]+|[ \t\n\r\f\v]+$/g, "").indexOf("\n") < 0 && !e[2]) {
+        var line = text.slice((at ? text.lastIndexOf("\n", at - 1) : -1) + 1).split("\n")[0];
         if (e[3] * 2 < codePoints(pyStrip(foldSpace(line)))) { return; }
       }
       found.push([text.slice(0, at).split("\n").length, e]);
