@@ -125,6 +125,12 @@ _PYTHON_MESSAGES = (
 _PYTHON_JOINED = "\n".join(_PYTHON_MESSAGES)  # one C-speed search rules out most patterns
 
 
+def _trusted_on(entry: dict, folded_line: str) -> bool:
+    """Whether a served pattern that matched ``folded_line`` is trusted there: a "half"
+    one only where its literal text covers half the line (the rule's one home at match time)."""
+    return entry["t"] != "half" or entry["L"] * 2 >= len(folded_line.strip())
+
+
 def trust(pattern: str, chunks: list[str | None] | None = None) -> tuple[str | None, str | None, int]:
     """(level, anchor, literal length): level "strong" (served on any line), "half" (served
     only where its literal text covers half the line) or None (never served)."""
@@ -403,13 +409,12 @@ class SiteIndex:
             start, end = unfolded_span(text, folded, *span)
             held = text[start:end]
             at = start + len(held) - len(held.lstrip(" \t\n\r\f\v"))  # its first text
+            number = text.count("\n", 0, at) + 1
             # spanning lines is its own text's: a line break at its edges (before a value
             # its wildcard takes) does not count
-            if "\n" not in held.strip(" \t\n\r\f\v") and entry["t"] == "half":
-                line = text[text.rfind("\n", 0, at) + 1:]
-                if entry["L"] * 2 < len(fold_space(line.split("\n", 1)[0]).strip()):
-                    continue
-            found.append((text.count("\n", 0, at) + 1, -entry["L"], i))
+            if "\n" not in held.strip(" \t\n\r\f\v") and not _trusted_on(entry, fold_space(lines[number - 1])):
+                continue
+            found.append((number, -entry["L"], i))
         found.sort()
         out = [self._site_match(number, i) for number, _, i in found]
         out.extend(self._cuda_matches(lines))
@@ -457,11 +462,8 @@ class SiteIndex:
                 if multiline is not None:
                     multiline.add(i)
                 continue
-            if not _chunks_match(entry["fchunks"], folded):
-                continue
-            if entry["t"] == "half" and entry["L"] * 2 < len(folded.strip()):
-                continue
-            out.append((-entry["L"], i))
+            if _chunks_match(entry["fchunks"], folded) and _trusted_on(entry, folded):
+                out.append((-entry["L"], i))
         return out
 
     def match_lines(self, lines: list[str]) -> list[SiteMatch | None]:
@@ -494,8 +496,7 @@ class SiteIndex:
                     i = ids[0]
                     entry = self._entries.get(i) or self._entry(i)
                     folded = fold_space(line)  # as _confirm matches it
-                    if entry["multiline"] or not _chunks_match(entry["fchunks"], folded) or (
-                            entry["t"] == "half" and entry["L"] * 2 < len(folded.strip())):
+                    if entry["multiline"] or not _chunks_match(entry["fchunks"], folded) or not _trusted_on(entry, folded):
                         continue
                     confirmed = [(-entry["L"], i)]
                 else:

@@ -1153,12 +1153,11 @@
       var edges = unfoldedSpan(text, foldedText, span[0], span[1]);
       var held = text.slice(edges[0], edges[1]);
       var at = edges[0] + held.length - held.replace(/^[ \t\n\r\f\v]+/, "").length;  // its first text
+      var number = text.slice(0, at).split("\n").length;
       // joined onto one line (a line break at its edges does not count): "half" must cover half of it
-      if (held.replace(/^[ \t\n\r\f\v]+|[ \t\n\r\f\v]+$/g, "").indexOf("\n") < 0 && !e[2]) {
-        var line = text.slice((at ? text.lastIndexOf("\n", at - 1) : -1) + 1).split("\n")[0];
-        if (e[3] * 2 < codePoints(pyStrip(foldSpace(line)))) { return; }
-      }
-      found.push([text.slice(0, at).split("\n").length, e]);
+      if (held.replace(/^[ \t\n\r\f\v]+|[ \t\n\r\f\v]+$/g, "").indexOf("\n") < 0 &&
+          !e[2] && e[3] * 2 < codePoints(pyStrip(foldSpace(lines[number - 1])))) { return; }
+      found.push([number, e]);
     });
     found.sort(function (p, q) { return p[0] - q[0] || q[1][3] - p[1][3] || p[1][0] - q[1][0]; });
     var out = found.map(function (f) {
