@@ -96,7 +96,7 @@ def test_local_message_variable_assigned_once_is_followed():
 @pytest.mark.parametrize(
     "body, reason",
     [
-        ("msg = 'a'\n    msg += 'b'\n    raise ValueError(msg)", "message is a variable"),
+        ("for msg in a:\n        raise ValueError(msg)", "message is a variable"),
         ("raise ValueError(make_message())", "message is a call result"),
         ("raise ValueError()", "no message argument"),
         ("raise ValueError", "raises a class or an existing exception object, no message"),
@@ -247,3 +247,226 @@ def test_a_relative_package_folder_reads_like_an_absolute_one(tmp_path, monkeypa
     relative = list(SourceTree.open("pkg").python_files())
     assert relative == list(SourceTree.open(tmp_path / "pkg").python_files())
     assert [name for name, _ in relative] == ["pkg/__init__.py", "pkg/m.py"]
+
+
+# ---------------------------------------------------------------- messages with choices, built by helpers
+
+
+def all_sites(code: str, kinds=frozenset({"raise", "warn"})):
+    return sites_in_source(textwrap.dedent(code), "pkg/mod.py", kinds=kinds)
+
+
+def test_a_variable_assigned_in_each_branch_gives_one_pattern_per_branch():
+    # vLLM's processor: "... maximum model length of {n}. {suggestion}", two suggestions.
+    sites = all_sites(
+        """
+        def check(prompt_type, n, max_len, multimodal):
+            if multimodal:
+                suggestion = ("Make sure that `max_model_len` is no smaller than the "
+                              "number of text tokens plus multimodal tokens.")
+            else:
+                suggestion = "Make sure that `max_model_len` is no smaller than the number of text tokens."
+            raise ValueError(
+                f"The {prompt_type} prompt (length {n}) is longer than the maximum model length of {max_len}. "
+                f"{suggestion}")
+        """
+    )
+    assert [s.template.display() for s in sites] == [
+        "The {prompt_type} prompt (length {n}) is longer than the maximum model length of {max_len}. Make sure "
+        "that `max_model_len` is no smaller than the number of text tokens plus multimodal tokens.",
+        "The {prompt_type} prompt (length {n}) is longer than the maximum model length of {max_len}. Make sure "
+        "that `max_model_len` is no smaller than the number of text tokens.",
+    ]
+    assert {s.line for s in sites} == {8}  # one raise, two wordings
+
+
+def test_a_nested_helper_is_read_with_its_closure_and_its_branches():
+    # torch.load's _get_wo_message: the text is built by a nested def from load's own locals.
+    sites = all_sites(
+        """
+        def load(f, weights_only):
+            UNSAFE_MESSAGE = "Re-running `torch.load` with `weights_only` set to `False` will likely succeed."
+            DOCS = " Check the documentation of torch.load."
+
+            def _get_wo_message(message: str) -> str:
+                if "GLOBAL" in message:
+                    updated = "Weights only load failed. Two options: " + UNSAFE_MESSAGE + " error: " + message
+                else:
+                    updated = f"Weights only load failed. {UNSAFE_MESSAGE}\\n Please file an issue: " + message
+                return updated + DOCS
+
+            try:
+                return _legacy_load(f)
+            except RuntimeError as e:
+                raise pickle.UnpicklingError(_get_wo_message(str(e))) from None
+        """
+    )
+    assert [(s.function, s.error_class, s.message_kind) for s in sites] == [("load", "UnpicklingError", "helper")] * 2
+    texts = [s.template.display() for s in sites]
+    assert texts[0] == ("Weights only load failed. Two options: Re-running `torch.load` with `weights_only` set to "
+                        "`False` will likely succeed. error: {message} Check the documentation of torch.load.")
+    assert texts[1].startswith("Weights only load failed. Re-running `torch.load` with")
+
+
+def test_helpers_at_module_level_and_methods_are_followed():
+    sites = all_sites(
+        """
+        def _create_warning_msg(num_worker_suggest, num_workers):
+            return (f"This DataLoader will create {num_workers} worker processes in total. "
+                    f"Our suggested max number of worker in current system is {num_worker_suggest}.")
+
+        class Loader:
+            def _detail(self, name):
+                return f"Checkpoint {name} has no tensor named weight_scale_inv"
+
+            def check(self, n, name):
+                warnings.warn(_create_warning_msg(3, n))
+                raise KeyError(self._detail(name))
+        """
+    )
+    assert [(s.kind, s.template.display()) for s in sites] == [
+        # the helper's parameters are wildcards, whatever the caller passes
+        ("warn", "This DataLoader will create {num_workers} worker processes in total. Our suggested max number of "
+                 "worker in current system is {num_worker_suggest}."),
+        ("raise", "Checkpoint {name} has no tensor named weight_scale_inv"),
+    ]
+
+
+def test_a_message_built_step_by_step_reads_each_step_where_it_is_made_and_loops_end():
+    sites = all_sites(
+        """
+        def deprecate(old, new, version):
+            msg = f"`{old}()`"
+            if new:
+                msg = f"{msg} is deprecated since {version}; use `{new}()` instead."
+            warnings.warn(msg, FutureWarning)
+
+        def again():
+            return again()
+
+        def a():
+            raise ValueError(again())
+
+        def b(c):
+            if c:
+                x = f"{y} and the first part of the message"
+            y = f"{x} and the second part of the message"
+            raise ValueError(y)
+        """
+    )
+    # each `msg = f"{msg} ..."` reads the msg before it; "`{old}()`" alone is too short a message
+    assert [s.template.display() for s in sites[:1]] == ["`{old}()` is deprecated since {version}; use `{new}()` instead."]
+    assert sites[1].template is None and sites[1].reason == "message is a call result"
+    # x may be unassigned where y reads it (c false), and y where x reads it: wildcards, no loop
+    assert sites[2].template.display() == "{y} and the first part of the message and the second part of the message"
+    assert len(sites) == 3
+
+
+def test_choices_within_choices_stay_bounded():
+    # 30 names, each chosen in two branches from the next: 2**30 messages if each were
+    # followed; the site is read in bounded work and gives at most MAX_ALTERNATIVES patterns.
+    from errkb.mine.raise_sites import MAX_ALTERNATIVES
+
+    lines = ["def f(c):"]
+    for i in range(30):
+        lines += [f"    if c == {i}:", f"        a{i} = f'first {{a{i + 1}}} words of text'",
+                  "    else:", f"        a{i} = f'second {{a{i + 1}}} words of text'"]
+    lines += ["    a30 = 'the end of the message'", "    raise ValueError(a0)"]
+    sites = sites_in_source("\n".join(lines), "pkg/mod.py")
+    assert 1 <= len(sites) <= MAX_ALTERNATIVES
+    assert all(s.line == 123 for s in sites)
+
+
+def test_a_terminals_colour_codes_are_left_out_of_the_pattern():
+    site = one_site(
+        """
+        def load():
+            raise RuntimeError("Weights only load failed, \\033[1mdo those steps only if you trust the source\\033[0m.")
+        """
+    )
+    assert site.template.display() == "Weights only load failed, do those steps only if you trust the source."
+
+
+def _displays(code: str) -> list[tuple[int, str | None]]:
+    return [(s.line, s.template.display() if s.template else None) for s in all_sites(code)]
+
+
+def test_only_the_assignments_that_reach_the_raise_are_its_message():
+    assert _displays(
+        """
+        def check(x):
+            if x < 0:
+                msg = "negative values are not allowed"
+                raise ValueError(msg)
+            msg = f"value {x} is too large for this buffer"
+            msg += " (see the docs)"
+            raise ValueError(msg)
+        """
+    ) == [(5, "negative values are not allowed"), (8, "value {x} is too large for this buffer (see the docs)")]
+
+
+def test_an_extended_or_empty_choice_is_read_as_the_program_builds_it():
+    assert _displays(
+        """
+        def f(x, close):
+            msg = "Invalid value"
+            msg += " for parameter x"
+            if close:
+                hint = " (did you mean foo?)"
+            else:
+                hint = ""
+            raise ValueError(f"{msg} (see the docs){hint}")
+        """
+    ) == [(9, "Invalid value for parameter x (see the docs) (did you mean foo?)"),
+          (9, "Invalid value for parameter x (see the docs)")]
+
+
+def test_names_are_read_in_the_scope_that_binds_them():
+    assert _displays(
+        """
+        NOTE = "module note text"
+
+        def g():
+            return "module level helper text"
+
+        def h():
+            return g()
+
+        def outer(kind_of):
+            kind = "alpha"
+            msg = f"the {kind} value is broken"
+
+            def g():
+                return "a caller's own nested g"
+
+            def inner():
+                kind = "beta"
+                return f"{msg}; see the docs"
+
+            class C:
+                def check(self):
+                    raise ValueError(self._msg())
+
+                def _msg(self):
+                    return f"{NOTE} is the problem"
+
+            NOTE = "outer note text"
+            raise ValueError(inner())
+            raise ValueError(h())
+
+        def shadowed(g):
+            raise ValueError(g())
+
+        def caught(msg="default message text"):
+            try:
+                run()
+            except Exception as msg:
+                raise ValueError(f"failed to run: {msg}")
+        """
+    ) == [
+        (23, "outer note text is the problem"),  # the class's method reads outer's NOTE, set later
+        (29, "the alpha value is broken; see the docs"),  # inner's own `kind` is not msg's
+        (30, "module level helper text"),  # h's g is the module's, not the caller's
+        (33, None),  # a parameter named g is no helper
+        (39, "failed to run: {msg}"),  # `except ... as msg` is a value, not the default
+    ]

@@ -14,11 +14,13 @@ templated, so a scan says honestly how much of the codebase it covers.
 from __future__ import annotations
 
 import ast
-from collections import Counter
+import re
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from errkb.mine.reaching import UNKNOWN, reaching
 from errkb.mine.sources import BadArchive, SourceTree
 from errkb.mine.templates import (
     NoTemplate,
@@ -122,7 +124,8 @@ def sites_in_source(text: str, file: str, warnings: bool = False, kinds: frozens
         kinds = frozenset({"raise", "warn"}) if warnings else frozenset({"raise"})
     tree = ast.parse(text, filename=file)
     lines = text.splitlines()
-    finder = _SiteFinder(file, lines, _module_constants(tree), kinds)
+    functions = {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    finder = _SiteFinder(file, lines, _module_constants(tree), kinds, functions, _parents_of(tree))
     finder.visit(tree)
     return finder.sites
 
@@ -198,28 +201,90 @@ def _is_string_expr(node: ast.expr) -> bool:
     return False
 
 
-def _local_strings(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr]:
-    """Names bound exactly once in a function (not in nested scopes), to a string
-    expression: ``msg = f"..."; raise ValueError(msg)`` is as common as the inline form.
-    Names bound in any other way (loops, ``+=``, ``with ... as``) are left out."""
+@dataclass
+class _Locals:
+    """What a function binds (not in nested scopes): ``bindings`` counts each name's
+    bindings, parameters and imports and ``except ... as`` included; ``choices`` are its
+    names bound only by assignments of string text, none of which reads the name itself
+    (what a nested helper reads from its enclosing function, which runs before it);
+    ``defs`` the functions defined in it by name, in source order (helpers)."""
+
+    bindings: Counter
+    choices: dict[str, list[ast.expr]]
+    defs: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]
+
+
+def _locals_of(func: ast.FunctionDef | ast.AsyncFunctionDef) -> _Locals:
     bindings: Counter = Counter()
-    values: dict[str, ast.expr] = {}
+    values: dict[str, list[ast.expr]] = {}
+    defs: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
     todo: list[ast.AST] = list(func.body)
     while todo:
         node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if not isinstance(node, ast.ClassDef):
+                defs.setdefault(node.name, []).append(node)
+            bindings[node.name] += 1
+            continue
+        if isinstance(node, ast.Lambda):
             continue
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            values[node.targets[0].id] = node.value
+            values.setdefault(node.targets[0].id, []).append(node.value)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            values[node.target.id] = node.value
+            values.setdefault(node.target.id, []).append(node.value)
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             bindings[node.id] += 1
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bindings[node.name] += 1
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                bindings[alias.asname or alias.name.split(".")[0]] += 1
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                bindings[name] += 2  # never a choice: its value is set elsewhere
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bindings[node.name] += 1
         todo.extend(ast.iter_child_nodes(node))
     for arg in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs, func.args.vararg, func.args.kwarg):
         if arg is not None:
             bindings[arg.arg] += 1
-    return {name: v for name, v in values.items() if bindings[name] == 1 and _is_string_expr(v)}
+    # `msg = f"{msg} and ..."` builds a message step by step: no one assignment is a choice of it.
+    choices = {name: sorted(v, key=lambda n: (n.lineno, n.col_offset)) for name, v in values.items()
+               if bindings[name] == len(v) and all(_is_string_expr(x) for x in v)
+               and not any(isinstance(n, ast.Name) and n.id == name for x in v for n in ast.walk(x))}
+    for found in defs.values():
+        found.sort(key=lambda n: n.lineno)
+    return _Locals(bindings, choices, defs)
+
+
+def _parents_of(tree: ast.Module) -> dict[int, ast.FunctionDef | ast.AsyncFunctionDef | None]:
+    """Each def's lexically enclosing def (a class body is no scope a method's body sees)."""
+    parents: dict[int, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
+    todo: list[tuple[ast.stmt, ast.FunctionDef | ast.AsyncFunctionDef | None]] = [(s, None) for s in tree.body]
+    while todo:
+        stmt, enclosing = todo.pop()
+        inner = enclosing
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            parents[id(stmt)] = enclosing
+            inner = stmt
+        for name in _BODY_FIELDS:
+            todo.extend((child, inner) for child in getattr(stmt, name, None) or ())
+        for clause in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
+            todo.extend((child, inner) for child in clause.body)
+    return parents
+
+
+# A message chosen among assignments or a helper's returns gives one pattern per choice, up
+# to this many (vLLM's "... model length of {n}. {suggestion}" has two suggestions).
+MAX_ALTERNATIVES = 8
+
+# The sub-expressions one message may be built from (choices within choices within helpers):
+# past this the site is counted as untemplated, so a hostile file stays linear.
+EXPANSION_BUDGET = 500
+
+# A terminal's colour codes in a message ("\033[1mdo those steps only ...\033[0m") are
+# not in what a user pastes: the pattern leaves them out.
+_ANSI_SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 # Statement lists a raise can sit in. Raise is a statement, so walking statements
@@ -228,8 +293,15 @@ _BODY_FIELDS = ("body", "orelse", "finalbody")
 
 
 class _SiteFinder:
-    def __init__(self, file: str, lines: list[str], constants: dict[str, ast.expr], kinds: frozenset[str]):
+    def __init__(self, file: str, lines: list[str], constants: dict[str, ast.expr], kinds: frozenset[str],
+                 functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None,
+                 parents: dict[int, ast.FunctionDef | ast.AsyncFunctionDef | None] | None = None):
         self.file = file
+        self.module_functions = functions or {}
+        self._parents = parents or {}  # a def's enclosing def
+        self._target: ast.stmt | None = None  # the statement a message is built for (None: a closure's scope)
+        self._reaching_memo: dict[tuple, tuple | None] = {}
+        self._helper_memo: dict[int, list[Template] | str] = {}
         self.kinds = kinds
         self.warnings = "warn" in kinds
         # Innermost enclosing `if` test, as source text ("not (...)" inside its else).
@@ -240,7 +312,10 @@ class _SiteFinder:
         # Enclosing functions; their single-assignment string locals are worked out
         # only when a raise there needs them (a full walk of every function is slow).
         self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef | None] = [None]
-        self._locals_cache: dict[int, dict[str, ast.expr]] = {}
+        self._locals_cache: dict[int, _Locals] = {}
+        self.classes: list[ast.ClassDef | None] = [None]  # the class of each function on the stack
+        self._helpers_open: set[int] = set()  # helpers being read (a recursive helper is not followed)
+        self._names_open: set[tuple[int, str, int]] = set()  # (function, name, statement) being expanded
         self.sites: list[RaiseSite] = []
 
     def visit(self, tree: ast.Module) -> None:
@@ -248,10 +323,13 @@ class _SiteFinder:
 
     def _statements(self, body: list[ast.stmt]) -> None:
         for stmt in body:
+            self._target = stmt
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.scope.append(stmt.name)
                 self.functions.append(None if isinstance(stmt, ast.ClassDef) else stmt)
+                self.classes.append(stmt if isinstance(stmt, ast.ClassDef) else self.classes[-1])
                 self._statements(stmt.body)
+                self.classes.pop()
                 self.functions.pop()
                 self.scope.pop()
                 continue
@@ -293,47 +371,279 @@ class _SiteFinder:
             for case in getattr(stmt, "cases", ()):
                 self._statements(case.body)
 
-    def _local(self, name: str) -> ast.expr | None:
-        func = self.functions[-1]
+    def _locals(self, func: ast.FunctionDef | ast.AsyncFunctionDef | None = None) -> _Locals | None:
+        func = func if func is not None else self.functions[-1]
         if func is None:
             return None
         key = id(func)
         if key not in self._locals_cache:
-            self._locals_cache[key] = _local_strings(func)
-        return self._locals_cache[key].get(name)
+            self._locals_cache[key] = _locals_of(func)
+        return self._locals_cache[key]
 
     def _add_site(self, node: ast.stmt | ast.expr, class_and_message, site_kind: str, condition: str | None = None) -> None:
-        error_class, template, kind, reason = None, None, None, None
+        error_class = None
         self._raise_line = node.lineno
+        self._budget = EXPANSION_BUDGET
+        found: list[tuple[Template | None, str | None, str | None]] = []  # (template, kind, reason)
         try:
             error_class, message = class_and_message()
-            template, kind = self._template(message)
-            if not template.literal.strip():
-                raise NoTemplate("message has no literal text")
-            if sum(ch.isalnum() for ch in template.literal) < MIN_LITERAL_ALNUM:
-                raise NoTemplate("message literal too short to identify the error")
-            check_encodable(template)
+            seen: set[tuple] = set()
+            for template, kind in self._templates(message):
+                try:
+                    template = _without_colour(template)
+                    if not template.literal.strip():
+                        raise NoTemplate("message has no literal text")
+                    if sum(ch.isalnum() for ch in template.literal) < MIN_LITERAL_ALNUM:
+                        raise NoTemplate("message literal too short to identify the error")
+                    check_encodable(template)
+                except NoTemplate as e:
+                    found.append((None, None, str(e)))
+                    continue
+                if template.parts not in seen:
+                    seen.add(template.parts)
+                    found.append((template, kind, None))
         except NoTemplate as e:
-            template, kind, reason = None, None, str(e)
+            found.append((None, None, str(e)))
+        templated = [f for f in found if f[0] is not None]
         start = max(1, node.lineno - CONTEXT_LINES)
         end = min(len(self.lines), node.lineno + CONTEXT_LINES)
-        self.sites.append(
-            RaiseSite(
-                file=self.file,
-                line=node.lineno,
-                end_line=node.end_lineno or node.lineno,
-                function=".".join(self.scope) or "<module>",
-                error_class=error_class,
-                template=template,
-                message_kind=kind,
-                reason=reason,
-                source_start=start,
-                source_end=end,
-                source_code="\n".join(self.lines[start - 1 : end]),
-                kind=site_kind,
-                condition=condition or self.conditions[-1],
+        for template, kind, reason in (templated or found[:1]):
+            self.sites.append(
+                RaiseSite(
+                    file=self.file,
+                    line=node.lineno,
+                    end_line=node.end_lineno or node.lineno,
+                    function=".".join(self.scope) or "<module>",
+                    error_class=error_class,
+                    template=template,
+                    message_kind=kind,
+                    reason=reason,
+                    source_start=start,
+                    source_end=end,
+                    source_code="\n".join(self.lines[start - 1 : end]),
+                    kind=site_kind,
+                    condition=condition or self.conditions[-1],
+                )
             )
-        )
+
+    # -- a message with choices: one template per choice
+
+    def _templates(self, node: ast.expr, depth: int = 0) -> list[tuple[Template, str]]:
+        """The templates a message expression can give (more than one where it names a
+        variable assigned in several branches, or calls a helper with several returns)."""
+        if depth > 20:
+            raise NoTemplate("message expression nested too deeply")
+        self._budget -= 1
+        if self._budget < 0:  # hostile code: branches of branches of helpers would be exponential
+            raise NoTemplate(f"message has over {EXPANSION_BUDGET} ways to be built")
+        if isinstance(node, ast.Name):
+            named = self._name_options(node.id, depth)
+            if named is None:
+                raise NoTemplate("message is a variable")
+            templates, kind = named
+            return [(t, kind) for t in templates]
+        if isinstance(node, ast.JoinedStr):
+            return [(t, "f-string") for t in self._fstring_templates(node, depth)]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return [(t, "concatenation") for t in self._concatenation_templates(node, depth)]
+        if isinstance(node, ast.Call):
+            helper = self._helper(node.func, node.lineno)
+            if helper is not None:
+                return [(t, "helper") for t in self._helper_templates(helper, depth)]
+        return [self._template(node, depth)]
+
+    def _alternatives(self, values: list[ast.expr], depth: int, where: list[ast.stmt] | None = None) -> list[Template]:
+        """Each value's templates; ``where`` gives the statement each value is assigned in,
+        where its own names are read (``msg = f"{msg} is deprecated"`` reads the earlier ``msg``)."""
+        out: list[Template] = []
+        saved = self._target
+        for n, value in enumerate(values):
+            if isinstance(value, ast.Constant) and value.value == "":
+                out.append(Template.of([]))  # `note = ""` in one branch: the message without it
+                continue
+            if where is not None:
+                self._target = where[n]
+            try:
+                out.extend(t for t, _ in self._templates(value, depth + 1))
+            except NoTemplate:
+                continue
+            finally:
+                self._target = saved
+        if not out:
+            raise NoTemplate("message is a variable")
+        return out[:MAX_ALTERNATIVES]
+
+    def _fstring_templates(self, node: ast.JoinedStr, depth: int) -> list[Template]:
+        """An f-string whose fields name string constants or locals assigned string text
+        (``f"... {max_len}. {suggestion}"``) gives that text, not a wildcard, in each of its choices."""
+        variants: list[list[str | Placeholder]] = [[]]
+        for value in node.values:
+            options: list[Template] | None = None
+            if (isinstance(value, ast.FormattedValue) and isinstance(value.value, ast.Name)
+                    and value.conversion in (-1, ord("s")) and value.format_spec is None):
+                named = self._name_options(value.value.id, depth)
+                options = named[0] if named else None
+            if options is None:
+                piece = template_of_fstring(ast.JoinedStr(values=[value])).parts
+                variants = [[*v, *piece] for v in variants]
+            else:
+                variants = [[*v, *o.parts] for v in variants for o in options][:MAX_ALTERNATIVES]
+        return [Template.of(v) for v in variants]
+
+    def _concatenation_templates(self, node: ast.BinOp, depth: int) -> list[Template]:
+        """``text + name + CONSTANT``: each operand's choices, as in an f-string."""
+        operands: list[ast.expr] = []
+
+        def flatten(n: ast.expr) -> None:
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add):
+                flatten(n.left)
+                flatten(n.right)
+            else:
+                operands.append(n)
+
+        flatten(node)
+        variants: list[list[str | Placeholder]] = [[]]
+        literal_seen = False
+        for operand in operands:
+            options: list[Template] | None = None
+            if isinstance(operand, ast.Name):
+                named = self._name_options(operand.id, depth)
+                options = named[0] if named else None
+            elif _is_string_expr(operand) or (isinstance(operand, ast.BinOp) and isinstance(operand.op, ast.Mod)) or (
+                    isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute) and operand.func.attr == "format"):
+                options = [t for t, _ in self._templates(operand, depth + 1)]
+            if options is None:
+                variants = [[*v, placeholder_for(operand)] for v in variants]
+            else:
+                literal_seen = True
+                variants = [[*v, *o.parts] for v in variants for o in options][:MAX_ALTERNATIVES]
+        if not literal_seen:
+            raise NoTemplate("message is an expression")
+        return [Template.of(v) for v in variants]
+
+    def _name_options(self, name: str, depth: int) -> tuple[list[Template], str] | None:
+        """The text a name in a message stands for, with where it came from ("variable" or
+        "constant"): the string assignments of a local that reach the statement the message
+        is built in (one, or one per branch; a ``+=`` extends them), a variable of an
+        enclosing function (a nested helper's closure: torch's ``UNSAFE_MESSAGE``) read in
+        that function's scope, or a module constant. None: a wildcard (a parameter, a
+        computed value, a name bound in any other way)."""
+        func = self.functions[-1]
+        key = (id(func), name, id(self._target))
+        if key in self._names_open:  # `a = f"{b}"; b = f"{a}"`: a wildcard, not a loop
+            return None
+        self._names_open.add(key)
+        try:
+            return self._name_text(func, name, depth)
+        finally:
+            self._names_open.discard(key)
+
+    def _name_text(self, func, name: str, depth: int) -> tuple[list[Template], str] | None:
+        if func is not None:
+            found = self._locals(func)
+            if name in found.bindings:
+                if self._target is None:
+                    values, where = found.choices.get(name), None
+                else:
+                    reached = self._reaching(func, name)
+                    values, where = (None, None) if reached is None else ([v for v, _ in reached], [w for _, w in reached])
+                options = self._optional_alternatives(values, depth, where) if values else None
+                return (options, "variable") if options else None
+            outer = self._parents.get(id(func))
+            while outer is not None:
+                found = self._locals(outer)
+                if name in found.bindings:
+                    values = found.choices.get(name)
+                    if not values:
+                        return None
+                    # read where it is assigned: its own names are the enclosing function's
+                    self.functions.append(outer)
+                    saved, self._target = self._target, None
+                    try:
+                        options = self._optional_alternatives(values, depth)
+                    finally:
+                        self._target = saved
+                        self.functions.pop()
+                    return (options, "variable") if options else None
+                outer = self._parents.get(id(outer))
+        if name in self.constants:
+            options = self._optional_alternatives([self.constants[name]], depth)
+            return (options, "constant") if options else None
+        return None
+
+    def _reaching(self, func, name: str) -> list[tuple[ast.expr, ast.stmt]] | None:
+        """The string assignments of ``name`` that reach the statement being read, with the
+        statement of each, when every binding that reaches it is one (errkb.mine.reaching)."""
+        key = (id(func), name, id(self._target))
+        if key not in self._reaching_memo:
+            self._reaching_memo[key] = reaching(func, name, self._target)
+        values = self._reaching_memo[key]
+        if not values or any(v is UNKNOWN or not _is_string_expr(v) for v, _ in values):
+            return None
+        return list(values)
+
+    def _optional_alternatives(self, values: list[ast.expr], depth: int,
+                               where: list[ast.stmt] | None = None) -> list[Template] | None:
+        try:
+            return self._alternatives(values, depth, where)
+        except NoTemplate:
+            return None
+
+    def _helper(self, func: ast.expr, call_line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The function a message-building call runs, where it is defined in this file and
+        nothing else is bound to its name: a def of this function (the last before the call)
+        or of an enclosing one, a module-level def, or (``self.x(...)``) a method of the
+        enclosing class (torch's ``_get_wo_message``, ``_create_warning_msg``)."""
+        if isinstance(func, ast.Name):
+            scope = self.functions[-1]
+            while scope is not None:
+                found = self._locals(scope)
+                if func.id in found.bindings:
+                    defs = found.defs.get(func.id, [])
+                    if not defs or found.bindings[func.id] != len(defs):
+                        return None  # also a parameter, an import, an assignment: not known here
+                    if scope is self.functions[-1]:
+                        defs = [d for d in defs if d.lineno < call_line]
+                    return defs[-1] if defs else None
+                scope = self._parents.get(id(scope))
+            return self.module_functions.get(func.id)
+        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls")
+                and self.classes[-1] is not None):
+            for stmt in self.classes[-1].body:
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == func.attr:
+                    return stmt
+        return None
+
+    def _helper_templates(self, helper: ast.FunctionDef | ast.AsyncFunctionDef, depth: int) -> list[Template]:
+        """The templates of the text a helper returns, read in the helper's own scope (its
+        parameters are wildcards); once per helper and file."""
+        known = self._helper_memo.get(id(helper))
+        if isinstance(known, str):
+            raise NoTemplate(known)
+        if known is not None:
+            return known
+        if id(helper) in self._helpers_open:
+            raise NoTemplate("message is a call result")
+        returns = [n for n in _statements_of(helper.body) if isinstance(n, ast.Return) and n.value is not None]
+        out: list[Template] = []
+        self._helpers_open.add(id(helper))
+        self.functions.append(helper)
+        saved = self._raise_line, self._target
+        try:
+            for ret in returns:
+                self._raise_line, self._target = ret.lineno, ret
+                try:
+                    out.extend(t for t, _ in self._templates(ret.value, depth + 1))
+                except NoTemplate:
+                    continue
+        finally:
+            self._raise_line, self._target = saved
+            self.functions.pop()
+            self._helpers_open.discard(id(helper))
+        self._helper_memo[id(helper)] = out[:MAX_ALTERNATIVES] if out else "message is a call result"
+        if not out:
+            raise NoTemplate("message is a call result")
+        return out[:MAX_ALTERNATIVES]
 
     # -- message expression -> template
 
@@ -351,14 +661,10 @@ class _SiteFinder:
         if isinstance(node, ast.JoinedStr):
             return template_of_fstring(node), "f-string"
         if isinstance(node, ast.Name):
-            local = self._local(node.id)
-            if local is not None and local.lineno < self._raise_line:
-                template, _ = self._template(local, depth + 1)
-                return template, "variable"
-            if node.id in self.constants and local is None:
-                template, _ = self._template(self.constants[node.id], depth + 1)
-                return template, "constant"
-            raise NoTemplate("message is a variable")
+            named = self._name_options(node.id, depth)
+            if named is None:
+                raise NoTemplate("message is a variable")
+            return named[0][0], named[1]
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             return self._concatenation(node, depth), "concatenation"
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
@@ -428,6 +734,28 @@ class _SiteFinder:
         if not literal_seen:
             raise NoTemplate("message is an expression")
         return Template.of(parts)
+
+
+def _statements_of(body: list[ast.stmt]):
+    """Every statement of a function body, nested blocks included, nested defs and classes left out."""
+    todo = deque(body)
+    while todo:
+        stmt = todo.popleft()
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        yield stmt
+        for name in _BODY_FIELDS:
+            todo.extend(getattr(stmt, name, None) or ())
+        for handler in getattr(stmt, "handlers", ()):
+            todo.extend(handler.body)
+        for case in getattr(stmt, "cases", ()):
+            todo.extend(case.body)
+
+
+def _without_colour(template: Template) -> Template:
+    if not any(isinstance(p, str) and "\x1b" in p for p in template.parts):
+        return template
+    return Template.of([_ANSI_SGR.sub("", p) if isinstance(p, str) else p for p in template.parts])
 
 
 # gettext wrappers return the literal itself when no translation is installed, which
