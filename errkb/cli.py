@@ -1078,11 +1078,18 @@ def _keep_option(fn):
                         help="Keep downloaded wheels/sdists in the releases cache, or delete each once read.")(fn)
 
 
-def _run_site_build(specs: list[str], index_path: Path | None, fresh: bool, as_json: bool, keep: bool) -> None:
+def _jobs_option(fn):
+    return click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True,
+                        help="Releases fetched and read at once (worker processes).")(fn)
+
+
+def _run_site_build(specs: list[str], index_path: Path | None, fresh: bool, as_json: bool, keep: bool,
+                    jobs: int = 1) -> None:
     from errkb.mine.site_build import build, default_index_path
 
     path = index_path or default_index_path()
-    report = build(specs, path, fresh=fresh, say=lambda line: _echo_err(f"sites: {line}"), keep_archives=keep)
+    report = build(specs, path, fresh=fresh, say=lambda line: _echo_err(f"sites: {line}"), keep_archives=keep,
+                   jobs=jobs)
     if as_json:
         print_json(report.as_dict())
     else:
@@ -1097,8 +1104,9 @@ def _run_site_build(specs: list[str], index_path: Path | None, fresh: bool, as_j
 @click.argument("specs", nargs=-1, required=True)
 @_index_option
 @_keep_option
+@_jobs_option
 @json_option
-def sites_add(specs, index_path, keep_archives, as_json):
+def sites_add(specs, index_path, keep_archives, jobs, as_json):
     """Fetch releases (LIBRARY==VERSION, e.g. vllm==0.6.3) with pip and add their sites.
 
     Only the members that hold messages are read, in place. The release joins the
@@ -1111,15 +1119,16 @@ def sites_add(specs, index_path, keep_archives, as_json):
             parse_spec(spec)
         except ReleaseError as e:
             raise UsageError(str(e)) from None
-    _run_site_build(list(specs), index_path, fresh=False, as_json=as_json, keep=keep_archives)
+    _run_site_build(list(specs), index_path, fresh=False, as_json=as_json, keep=keep_archives, jobs=jobs)
 
 
 @sites_group.command("build")
 @click.option("--from-lock", "from_lock", is_flag=True, required=True, help="Rebuild from every release in releases.lock.")
 @_index_option
 @_keep_option
+@_jobs_option
 @json_option
-def sites_build(from_lock, index_path, keep_archives, as_json):
+def sites_build(from_lock, index_path, keep_archives, jobs, as_json):
     """Rebuild the whole index from the releases its lock lists (the full backfill)."""
     from errkb.mine.releases import ReleaseError
     from errkb.mine.site_build import default_index_path, lock_path, read_lock
@@ -1131,7 +1140,7 @@ def sites_build(from_lock, index_path, keep_archives, as_json):
         raise UsageError(str(e)) from None
     if not specs:
         raise UsageError(f"{lock_path(path)}: no releases listed (add some with `errkb sites add vllm==0.6.3`)")
-    _run_site_build(specs, path, fresh=True, as_json=as_json, keep=keep_archives)
+    _run_site_build(specs, path, fresh=True, as_json=as_json, keep=keep_archives, jobs=jobs)
 
 
 @sites_group.command("match")

@@ -54,3 +54,26 @@ def test_unreadable_release_is_reported_not_fatal(tmp_path):
     assert run.returncode == 1, run.stderr
     report = json.loads(run.stdout)
     assert "not a zip archive" in report["failed"][0]["reason"] and report["sites"] == 0
+
+
+def test_jobs_read_releases_in_parallel_into_the_same_bytes(tmp_path):
+    """`--jobs 2` reads releases in worker processes; the index and the report are what one
+    process writes (a release that cannot be read is reported the same way)."""
+    import shutil
+
+    releases = tmp_path / "releases"
+    releases.mkdir()
+    shutil.copy(ROOT / "tests" / "fixtures" / "sites" / "vllm-0.2.7-py.tar.gz", releases / "vllm-0.2.7.tar.gz")
+    (releases / "vllm-0.0.1-py3-none-any.whl").write_bytes(b"not a zip")
+    reports = {}
+    for jobs in ("1", "2"):
+        index = tmp_path / jobs / "sites.jsonl.gz"
+        run = _errkb("add", "vllm==0.0.1", "vllm==0.2.7", "--index", str(index), "--jobs", jobs, "--json",
+                     tmp_path=tmp_path)
+        assert run.returncode == 1, run.stderr
+        report = json.loads(run.stdout)
+        reports[jobs] = (index.read_bytes(), [p["version"] for p in report["releases"]],
+                         [f["release"] for f in report["failed"]], report["sites"])
+        assert (tmp_path / jobs / "releases.lock").read_text() == "vllm==0.2.7\n"
+    assert reports["1"] == reports["2"]
+    assert reports["1"][1] == ["0.2.7"] and reports["1"][2] == ["vllm==0.0.1"] and reports["1"][3] > 100

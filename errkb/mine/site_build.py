@@ -65,45 +65,69 @@ def write_lock(path: Path, specs: list[str]) -> None:
 
 
 def build(specs: list[str], index_path: Path, fresh: bool = False, releases_dir: Path | None = None,
-          say: Callable[[str], None] = lambda _: None, keep_archives: bool = True) -> BuildReport:
+          say: Callable[[str], None] = lambda _: None, keep_archives: bool = True, jobs: int = 1) -> BuildReport:
     """Add each release of ``specs`` to the index at ``index_path`` (rebuilt from nothing
     when ``fresh``); a release that cannot be fetched or read is reported, not fatal.
     ``keep_archives=False`` deletes each archive this call downloaded once it is read (a
-    vLLM wheel is 200-400 MB; a backfill of every release would fill a disk)."""
+    vLLM wheel is 200-400 MB; a backfill of every release would fill a disk). ``jobs``
+    releases are fetched and read at once, in worker processes (a download waits on the
+    network, a read on a core); the index is the same whatever the order they finish in."""
     index = SiteIndexData() if fresh else SiteIndexData.load(index_path)
     report = BuildReport()
     done: list[str] = []
-    for spec in specs:
-        started = time.monotonic()
-        try:
-            library, version = parse_spec(spec)
-            say(f"{spec}: fetching")
-            folder = releases_dir or cache_dir()
-            had = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
-            archive = fetch(library, version, folder)
-            say(f"{spec}: reading {archive.name}")
-            try:
-                part: Part = read_release(archive, library, version)
-            finally:
-                if not keep_archives and archive.name not in had:
-                    archive.unlink(missing_ok=True)
-        except (ReleaseError, OSError) as e:
-            report.failed.append((spec, str(e)))
-            say(f"{spec}: skipped ({e})")
-            continue
-        index.add(part)
+    folder = releases_dir or cache_dir()
+    say_line = say
+
+    def finished(spec: str, outcome: Part | str, seconds: float) -> None:
+        if isinstance(outcome, str):
+            report.failed.append((spec, outcome))
+            say_line(f"{spec}: skipped ({outcome})")
+            return
+        index.add(outcome)
         done.append(spec)
-        summary = part.summary()
-        summary["seconds"] = round(time.monotonic() - started, 1)
+        summary = outcome.summary()
+        summary["seconds"] = round(seconds, 1)
         report.parts.append(summary)
-        say(f"{spec}: {summary['sites']} sites from {summary['files']} files in {summary['seconds']} s"
-            + (f"; {summary['skipped']} skipped" if summary["skipped"] else ""))
+        say_line(f"{spec}: {summary['sites']} sites from {summary['files']} files in {summary['seconds']} s"
+                 + (f"; {summary['skipped']} skipped" if summary["skipped"] else ""))
+
+    if jobs <= 1 or len(specs) <= 1:
+        for spec in specs:
+            finished(*_read_spec(spec, folder, keep_archives, say))
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        say(f"reading {len(specs)} releases, {jobs} at a time")
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(_read_spec, spec, folder, keep_archives) for spec in specs]
+            for future in futures:  # in the lock's order: the same report whatever finishes first
+                finished(*future.result())
     _stamp_commits(index)
     report.index_bytes = index.write(index_path)
     report.rows = len(index.rows)
     lock = lock_path(index_path)
     write_lock(lock, ([] if fresh else read_lock(lock)) + done)
     return report
+
+
+def _read_spec(spec: str, folder: Path, keep_archives: bool,
+               say: Callable[[str], None] = lambda _: None) -> tuple[str, Part | str, float]:
+    """(spec, its part or why it could not be read, seconds): one release, fetched and read."""
+    started = time.monotonic()
+    try:
+        library, version = parse_spec(spec)
+        say(f"{spec}: fetching")
+        had = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+        archive = fetch(library, version, folder)
+        say(f"{spec}: reading {archive.name}")
+        try:
+            part: Part = read_release(archive, library, version)
+        finally:
+            if not keep_archives and archive.name not in had:
+                archive.unlink(missing_ok=True)
+    except (ReleaseError, OSError) as e:
+        return spec, str(e), time.monotonic() - started
+    return spec, part, time.monotonic() - started
 
 
 def _stamp_commits(index: SiteIndexData) -> None:
