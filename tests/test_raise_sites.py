@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from errkb.mine.raise_sites import CONTEXT_LINES, scan, sites_in_source
+from errkb.mine.raise_sites import ALL_KINDS, CONTEXT_LINES, scan, sites_in_source
 from errkb.mine.sources import SourceTree
 from errkb.mine.templates import Placeholder, Template, escape_literal
 
@@ -470,3 +470,125 @@ def test_names_are_read_in_the_scope_that_binds_them():
         (33, None),  # a parameter named g is no helper
         (39, "failed to run: {msg}"),  # `except ... as msg` is a value, not the default
     ]
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        # an exception may leave a try body after any statement: every state it passed reaches the handler
+        ("""def f():
+                msg = "default message here"
+                try:
+                    msg = "specific failure message"
+                    risky()
+                    msg = "after risky message"
+                    risky()
+                except KeyError:
+                    raise ValueError(msg)""",
+         {"default message here", "specific failure message", "after risky message"}),
+        # a finally starts from every way out of its try
+        ("""def f():
+                msg = "default message here"
+                try:
+                    msg = "specific failure message"
+                    risky()
+                except OSError:
+                    msg = "handler message text"
+                    raise
+                finally:
+                    logger.error(msg)""",
+         {"default message here", "specific failure message", "handler message text"}),
+        # a break through a finally is not followed: no text is claimed
+        ("""def f(xs):
+                for x in xs:
+                    try:
+                        msg = "set before the break"
+                        break
+                    finally:
+                        msg = "set in the finally clause"
+                raise ValueError(msg)""", {None}),
+        # continue states reach the next pass and what follows the loop
+        ("""def f(xs):
+                msg = "first message text"
+                for x in xs:
+                    if x:
+                        msg = "second message text"
+                        continue
+                    risky()
+                raise ValueError(msg)""", {"first message text", "second message text"}),
+        # += in a loop: how many times is not known
+        ("""def f(xs):
+                msg = "items missing:"
+                for x in xs:
+                    msg += " item"
+                raise ValueError(msg)""", {None}),
+        # a += reads its base where the base was made
+        ("""def f():
+                prefix = "first prefix text"
+                msg = f"{prefix}: error"
+                prefix = "second prefix text"
+                msg += " more"
+                raise ValueError(msg)""", {"first prefix text: error more"}),
+        # `del d[msg]` does not unbind msg
+        ("""def f(d, c):
+                msg = "first message text"
+                if c:
+                    msg = "second message text"
+                    del d[msg]
+                raise ValueError(msg)""", {"first message text", "second message text"}),
+        # a walrus in the statement itself, or in a match guard, rebinds
+        ("""def f(x):
+                err = "initial placeholder text"
+                assert not (err := check(x)), err""", {None}),
+        ("""def f(x):
+                err = "initial placeholder text"
+                match x:
+                    case 1 if (err := check(x)):
+                        raise ValueError(err)""", {None}),
+        # a while True loop is left only by its breaks
+        ("""def f():
+                msg = "never reaches the raise"
+                while True:
+                    msg = "always the message"
+                    if check():
+                        break
+                raise ValueError(msg)""", {"always the message"}),
+        # a sibling def's nonlocal assignment changes the closure's value
+        ("""def f():
+                msg = "first message text"
+                def g():
+                    nonlocal msg
+                    msg = "changed by the closure"
+                def h():
+                    raise ValueError(msg)
+                g()
+                h()""", {None}),
+    ],
+)
+def test_the_data_flow_claims_no_text_the_program_may_not_hold(code, expected):
+    sites = [s for s in all_sites(code, kinds=ALL_KINDS) if s.kind != "raise" or s.error_class == "ValueError"
+             or s.kind == "assert"]
+    assert {s.template.display() if s.template else None for s in sites} == expected
+
+
+def test_seventeen_choices_are_too_many_to_claim():
+    branches = "".join(f"            {'if' if n == 0 else 'elif'} k == {n}:\n                msg = 'choice number {n} of the message'\n"
+                       for n in range(17))
+    site = one_site(f"def f(k):\n    if True:\n{branches}        raise ValueError(msg)\n".replace("            ", "        "))
+    assert site.template is None
+
+
+def test_long_elif_chains_and_huge_functions_stay_bounded():
+    # 700 elifs: the flow gives up on this site alone (no RecursionError for the file)
+    chain = "".join(f"    {'if' if n == 0 else 'elif'} k == {n}:\n        msg = 'choice {n} of the message text'\n"
+                    for n in range(700))
+    sites = sites_in_source(f"def f(k):\n{chain}    raise ValueError(msg)\n\ndef g():\n    raise KeyError('g is still read')\n",
+                            "pkg/mod.py")
+    assert [s.error_class for s in sites] == ["ValueError", "KeyError"] and sites[1].template is not None
+    # 1,000 raises of distinct message variables in one function: past the flow budget they are wildcards
+    body = "".join(f"    a{i} = 'first part number {i}'\n    if x == {i}:\n        raise ValueError(f'{{a{i}}} for the parameter {{y}}')\n"
+                   for i in range(1000))
+    sites = sites_in_source(f"def f(x, y):\n{body}", "pkg/mod.py")
+    assert len(sites) == 1000
+    assert sites[0].template.display() == "first part number 0 for the parameter {y}"
+    assert sites[-1].template.display() == "{a999} for the parameter {y}"

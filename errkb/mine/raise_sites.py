@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from errkb.mine.reaching import UNKNOWN, reaching
+from errkb.mine.reaching import UNKNOWN, reaching, read_at
 from errkb.mine.sources import BadArchive, SourceTree
 from errkb.mine.templates import (
     NoTemplate,
@@ -225,6 +225,10 @@ def _locals_of(func: ast.FunctionDef | ast.AsyncFunctionDef) -> _Locals:
             if not isinstance(node, ast.ClassDef):
                 defs.setdefault(node.name, []).append(node)
             bindings[node.name] += 1
+            for inner in ast.walk(node):  # a nested def's `nonlocal msg; msg = ...` changes ours
+                if isinstance(inner, ast.Nonlocal):
+                    for name in inner.names:
+                        bindings[name] += 2
             continue
         if isinstance(node, ast.Lambda):
             continue
@@ -300,7 +304,8 @@ class _SiteFinder:
         self.module_functions = functions or {}
         self._parents = parents or {}  # a def's enclosing def
         self._target: ast.stmt | None = None  # the statement a message is built for (None: a closure's scope)
-        self._reaching_memo: dict[tuple, tuple | None] = {}
+        self._flow_memo: dict = {}  # errkb.mine.reaching's per-file memo
+        self._read_at: dict[int, ast.stmt] = {}  # id(value) -> the statement its names are read at
         self._helper_memo: dict[int, list[Template] | str] = {}
         self.kinds = kinds
         self.warnings = "warn" in kinds
@@ -404,6 +409,8 @@ class _SiteFinder:
                     found.append((template, kind, None))
         except NoTemplate as e:
             found.append((None, None, str(e)))
+        except RecursionError:  # a `+` chain or nesting thousands deep: this site, not the file
+            found.append((None, None, "message expression nested too deeply"))
         templated = [f for f in found if f[0] is not None]
         start = max(1, node.lineno - CONTEXT_LINES)
         end = min(len(self.lines), node.lineno + CONTEXT_LINES)
@@ -492,26 +499,34 @@ class _SiteFinder:
 
     def _concatenation_templates(self, node: ast.BinOp, depth: int) -> list[Template]:
         """``text + name + CONSTANT``: each operand's choices, as in an f-string."""
-        operands: list[ast.expr] = []
+        operands: list[tuple[ast.expr, ast.stmt | None]] = []
 
-        def flatten(n: ast.expr) -> None:
+        def flatten(n: ast.expr, at: ast.stmt | None) -> None:
+            # `msg += x` made msg's text base + x: the base is read where it was assigned, x at the `+=`
+            at = self._read_at.get(id(n), at)
             if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add):
-                flatten(n.left)
-                flatten(n.right)
+                flatten(n.left, at)
+                flatten(n.right, at)
             else:
-                operands.append(n)
+                operands.append((n, at))
 
-        flatten(node)
+        flatten(node, None)
         variants: list[list[str | Placeholder]] = [[]]
         literal_seen = False
-        for operand in operands:
+        saved = self._target
+        for operand, at in operands:
             options: list[Template] | None = None
-            if isinstance(operand, ast.Name):
-                named = self._name_options(operand.id, depth)
-                options = named[0] if named else None
-            elif _is_string_expr(operand) or (isinstance(operand, ast.BinOp) and isinstance(operand.op, ast.Mod)) or (
-                    isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute) and operand.func.attr == "format"):
-                options = [t for t, _ in self._templates(operand, depth + 1)]
+            self._target = at if at is not None else saved
+            try:
+                if isinstance(operand, ast.Name):
+                    named = self._name_options(operand.id, depth)
+                    options = named[0] if named else None
+                elif _is_string_expr(operand) or (isinstance(operand, ast.BinOp) and isinstance(operand.op, ast.Mod)) or (
+                        isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute)
+                        and operand.func.attr == "format"):
+                    options = [t for t, _ in self._templates(operand, depth + 1)]
+            finally:
+                self._target = saved
             if options is None:
                 variants = [[*v, placeholder_for(operand)] for v in variants]
             else:
@@ -574,12 +589,10 @@ class _SiteFinder:
     def _reaching(self, func, name: str) -> list[tuple[ast.expr, ast.stmt]] | None:
         """The string assignments of ``name`` that reach the statement being read, with the
         statement of each, when every binding that reaches it is one (errkb.mine.reaching)."""
-        key = (id(func), name, id(self._target))
-        if key not in self._reaching_memo:
-            self._reaching_memo[key] = reaching(func, name, self._target)
-        values = self._reaching_memo[key]
+        values = reaching(func, name, self._target, self._flow_memo)
         if not values or any(v is UNKNOWN or not _is_string_expr(v) for v, _ in values):
             return None
+        self._read_at.update(read_at(func, name, self._flow_memo))
         return list(values)
 
     def _optional_alternatives(self, values: list[ast.expr], depth: int,
