@@ -592,3 +592,85 @@ def test_long_elif_chains_and_huge_functions_stay_bounded():
     assert len(sites) == 1000
     assert sites[0].template.display() == "first part number 0 for the parameter {y}"
     assert sites[-1].template.display() == "{a999} for the parameter {y}"
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        # a context manager may suppress an exception anywhere in its body
+        ("""from contextlib import suppress
+            def f(d):
+                msg = "first message text"
+                with suppress(KeyError):
+                    d["missing"]
+                    msg = "second message text"
+                raise ValueError(msg)""", {"first message text", "second message text"}),
+        # a walrus in a lambda default or an annotation binds in the enclosing function
+        ("""def f():
+                msg = "initial message text"
+                g = lambda a=(msg := "lambda default text"): a
+                raise ValueError(msg)""", {None}),
+        ("""def f():
+                msg = "initial message text"
+                def g(a: (msg := "annotation text")): pass
+                raise ValueError(msg)""", {None}),
+        # a class body's names are not followed (its own, its enclosing function's)
+        ("""MSG = "module message text"
+            def f():
+                MSG = "function message text"
+                class C:
+                    raise ValueError(MSG)""", {None}),
+        # a module constant bound anywhere else is no constant
+        ("""MSG = "default message text"
+            if win:
+                MSG = "windows message text"
+            def f():
+                raise ValueError(MSG)""", {None}),
+        ("""MSG = "default message text"
+            def set_it():
+                global MSG
+                MSG = "changed at run time"
+            def f():
+                raise ValueError(MSG)""", {None}),
+        # a helper rebound, defined twice or in two branches is not followed
+        ("""def _msg():
+                return "fallback message text"
+            try:
+                from fast import _msg
+            except ImportError:
+                pass
+            def f():
+                raise ValueError(_msg())""", {None}),
+        ("""class C:
+                def _msg(self):
+                    return "old message text"
+                def _msg(self):
+                    return "new message text"
+                def check(self):
+                    raise ValueError(self._msg())""", {None}),
+        ("""def f(c):
+                if c:
+                    def helper():
+                        return "first helper text"
+                else:
+                    def helper():
+                        return "second helper text"
+                raise ValueError(helper())""", {None}),
+    ],
+)
+def test_the_miner_claims_no_text_a_scope_may_hold_otherwise(code, expected):
+    # the cases are written indented after their first line: line them up under it
+    first, _, rest = code.partition("\n")
+    lines = rest.split("\n")
+    cut = len(lines[0]) - len(lines[0].lstrip()) - (4 if first.rstrip().endswith(":") else 0)
+    code = "\n".join([first, *(line[cut:] for line in lines)])
+    sites = [s for s in all_sites(code, kinds=ALL_KINDS) if s.error_class == "ValueError"]
+    assert {s.template.display() if s.template else None for s in sites} == expected
+
+
+def test_a_thousand_branch_elif_chain_keeps_the_files_sites():
+    chain = "".join(f"    {'if' if n == 0 else 'elif'} k == {n}:\n        raise ValueError('branch {n} of the chain')\n"
+                    for n in range(1500))
+    sites = sites_in_source(f"def f(k):\n{chain}", "pkg/mod.py")
+    assert len(sites) == 1500 and sites[-1].template.display() == "branch 1499 of the chain"
+    assert sites[3].condition == "k == 3"

@@ -124,8 +124,11 @@ def sites_in_source(text: str, file: str, warnings: bool = False, kinds: frozens
         kinds = frozenset({"raise", "warn"}) if warnings else frozenset({"raise"})
     tree = ast.parse(text, filename=file)
     lines = text.splitlines()
-    functions = {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    finder = _SiteFinder(file, lines, _module_constants(tree), kinds, functions, _parents_of(tree))
+    bindings = _module_bindings(tree)
+    # a helper is followed only where its def is the name's one binding (not rebound, not an import's fallback)
+    functions = {node.name: node for node in tree.body
+                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and bindings[node.name] == 1}
+    finder = _SiteFinder(file, lines, _module_constants(tree, bindings), kinds, functions, _parents_of(tree))
     finder.visit(tree)
     return finder.sites
 
@@ -173,9 +176,45 @@ def _scan_files(tree: SourceTree, result: Scan, include, warnings, progress, kin
             result.unparsable.append((file, f"{type(e).__name__}{where}: {getattr(e, 'msg', None) or e}"))
 
 
-def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
-    """Module-level ``NAME = <string expression>`` assignments, assigned exactly once."""
-    seen: Counter = Counter()
+def _scope_bindings(body: list[ast.stmt]) -> Counter:
+    """How many times each name is bound in one scope's statements (nested blocks included,
+    nested defs and classes counted as one binding of their name and not entered)."""
+    bindings: Counter = Counter()
+    todo: list[ast.AST] = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bindings[node.name] += 1
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bindings[node.id] += 1
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bindings[node.name] += 1
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                bindings[alias.asname or alias.name.split(".")[0]] += 1
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bindings[node.name] += 1
+        todo.extend(ast.iter_child_nodes(node))
+    return bindings
+
+
+def _module_bindings(tree: ast.Module) -> Counter:
+    """Each module-level name's bindings, a function's ``global NAME`` counted as two (its
+    value is then set elsewhere too)."""
+    bindings = _scope_bindings(tree.body)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global):
+            for name in node.names:
+                bindings[name] += 2
+    return bindings
+
+
+def _module_constants(tree: ast.Module, bindings: Counter) -> dict[str, ast.expr]:
+    """Module-level ``NAME = <string expression>`` assignments, the name bound nowhere else
+    (not in an ``if``, a loop, an import, a ``+=``, a function's ``global``)."""
     values: dict[str, ast.expr] = {}
     for node in tree.body:
         targets: list[ast.expr] = []
@@ -186,9 +225,8 @@ def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
             targets, value = [node.target], node.value
         for target in targets:
             if isinstance(target, ast.Name):
-                seen[target.id] += 1
                 values[target.id] = value
-    return {name: v for name, v in values.items() if seen[name] == 1 and _is_string_expr(v)}
+    return {name: v for name, v in values.items() if bindings[name] == 1 and _is_string_expr(v)}
 
 
 def _is_string_expr(node: ast.expr) -> bool:
@@ -360,12 +398,22 @@ class _SiteFinder:
                 self._add_site(stmt, lambda value=value: _exception_and_message(value), "factory")
                 continue
             if isinstance(stmt, ast.If):
-                test = _source_of(stmt.test)
-                self.conditions.append(test)
-                self._statements(stmt.body)
-                self.conditions[-1] = None if test is None or _is_elif(stmt) else _negated(stmt.test)
-                self._statements(stmt.orelse)
-                self.conditions.pop()
+                # an elif chain is walked in a loop: a thousand-branch chain is no recursion
+                branch, opened = stmt, 0
+                while True:
+                    test = _source_of(branch.test)
+                    self.conditions.append(test)
+                    opened += 1
+                    self._statements(branch.body)
+                    if _is_elif(branch):
+                        self.conditions[-1] = None
+                        branch = branch.orelse[0]
+                        self._target = branch
+                        continue
+                    self.conditions[-1] = None if test is None else _negated(branch.test)
+                    self._statements(branch.orelse)
+                    break
+                del self.conditions[-opened:]
                 continue
             for name in _BODY_FIELDS:
                 inner = getattr(stmt, name, None)
@@ -554,6 +602,8 @@ class _SiteFinder:
             self._names_open.discard(key)
 
     def _name_text(self, func, name: str, depth: int) -> tuple[list[Template], str] | None:
+        if func is None and len(self.functions) > 1:
+            return None  # a class body: its own names and its enclosing function's are not followed
         if func is not None:
             found = self._locals(func)
             if name in found.bindings:
@@ -613,16 +663,19 @@ class _SiteFinder:
                 found = self._locals(scope)
                 if func.id in found.bindings:
                     defs = found.defs.get(func.id, [])
-                    if not defs or found.bindings[func.id] != len(defs):
-                        return None  # also a parameter, an import, an assignment: not known here
-                    if scope is self.functions[-1]:
-                        defs = [d for d in defs if d.lineno < call_line]
-                    return defs[-1] if defs else None
+                    if len(defs) != 1 or found.bindings[func.id] != 1:
+                        return None  # also bound otherwise, or defined twice (in two branches): not known here
+                    if scope is self.functions[-1] and defs[0].lineno >= call_line:
+                        return None
+                    return defs[0]
                 scope = self._parents.get(id(scope))
             return self.module_functions.get(func.id)
         if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls")
                 and self.classes[-1] is not None):
-            for stmt in self.classes[-1].body:
+            cls = self.classes[-1]
+            if _scope_bindings(cls.body)[func.attr] != 1:
+                return None  # defined twice, or rebound (`_msg = staticmethod(...)`): the last one is not known here
+            for stmt in cls.body:
                 if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == func.attr:
                     return stmt
         return None

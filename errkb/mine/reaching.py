@@ -58,8 +58,13 @@ def _stores(target: ast.expr, name: str) -> bool:
 def _own_expressions(stmt: ast.stmt):
     """The expressions a statement evaluates itself (not those of the statements it holds)."""
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        args = stmt.args
         yield from stmt.decorator_list
-        yield from (d for d in (*stmt.args.defaults, *stmt.args.kw_defaults) if d is not None)
+        yield from (d for d in (*args.defaults, *args.kw_defaults) if d is not None)
+        yield from (a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
+                    if a is not None and a.annotation is not None)
+        if stmt.returns is not None:
+            yield stmt.returns
         return
     if isinstance(stmt, ast.ClassDef):
         yield from (*stmt.decorator_list, *stmt.bases, *(k.value for k in stmt.keywords))
@@ -108,7 +113,9 @@ def _facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> _Facts:
                 node = stack.pop()
                 if isinstance(node, ast.NamedExpr):
                     names.add(node.target.id)
-                if not isinstance(node, ast.Lambda):
+                if isinstance(node, ast.Lambda):  # its defaults run here, its body when called
+                    stack.extend(d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None)
+                else:
                     stack.extend(ast.iter_child_nodes(node))
         if names:
             facts.walrus[id(stmt)] = names
@@ -182,7 +189,10 @@ class _Flow:
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             if any(item.optional_vars is not None and _stores(item.optional_vars, name) for item in stmt.items):
                 state = (UNKNOWN,)
-            return self.body(stmt.body, state)
+            # a context manager may suppress an exception raised anywhere in its body
+            start = len(self.trail)
+            body = self.body(stmt.body, state)
+            return _join(body, state, *self.trail[start:])
         if isinstance(stmt, (ast.Try, getattr(ast, "TryStar", ast.Try))):
             return self._try(stmt, state)
         if isinstance(stmt, ast.Match):
