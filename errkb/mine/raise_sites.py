@@ -714,6 +714,8 @@ class _SiteFinder:
     # -- message expression -> template
 
     def _template(self, node: ast.expr, depth: int = 0) -> tuple[Template, str]:
+        """One template of a message expression without choices (``_templates`` reads names,
+        f-strings, ``+`` concatenations and helper calls before it comes here)."""
         if depth > 20:
             raise NoTemplate("message expression nested too deeply")
         if isinstance(node, ast.Constant):
@@ -724,15 +726,6 @@ class _SiteFinder:
             if isinstance(node.value, bytes):
                 raise NoTemplate("message is bytes")
             raise NoTemplate("message is a non-string constant")
-        if isinstance(node, ast.JoinedStr):
-            return template_of_fstring(node), "f-string"
-        if isinstance(node, ast.Name):
-            named = self._name_options(node.id, depth)
-            if named is None:
-                raise NoTemplate("message is a variable")
-            return named[0][0], named[1]
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            return self._concatenation(node, depth), "concatenation"
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
             fmt = self._format_string(node.left)
             return template_of_percent(fmt, node.right), "percent"
@@ -768,38 +761,6 @@ class _SiteFinder:
             left, right = self._format_string(node.left), self._format_string(node.right)
             return left + right
         raise NoTemplate("format string is not a literal")
-
-    def _concatenation(self, node: ast.BinOp, depth: int) -> Template:
-        operands: list[ast.expr] = []
-
-        def flatten(n: ast.expr) -> None:
-            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add):
-                flatten(n.left)
-                flatten(n.right)
-            else:
-                operands.append(n)
-
-        flatten(node)
-        parts: list[str | Placeholder] = []
-        literal_seen = False
-        for operand in operands:
-            if _is_string_expr(operand) or (isinstance(operand, ast.Name) and operand.id in self.constants):
-                template, _ = self._template(operand, depth + 1)
-                parts.extend(template.parts)
-                literal_seen = True
-            elif isinstance(operand, ast.BinOp) and isinstance(operand.op, ast.Mod):
-                template, _ = self._template(operand, depth + 1)
-                parts.extend(template.parts)
-                literal_seen = True
-            elif isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute) and operand.func.attr == "format":
-                template, _ = self._template(operand, depth + 1)
-                parts.extend(template.parts)
-                literal_seen = True
-            else:
-                parts.append(placeholder_for(operand))
-        if not literal_seen:
-            raise NoTemplate("message is an expression")
-        return Template.of(parts)
 
 
 def _statements_of(body: list[ast.stmt]):
