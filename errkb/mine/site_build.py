@@ -76,19 +76,18 @@ def build(specs: list[str], index_path: Path, fresh: bool = False, releases_dir:
     report = BuildReport()
     done: list[str] = []
     folder = releases_dir or cache_dir()
-    say_line = say
 
     def finished(spec: str, outcome: Part | str, seconds: float) -> None:
         if isinstance(outcome, str):
             report.failed.append((spec, outcome))
-            say_line(f"{spec}: skipped ({outcome})")
+            say(f"{spec}: skipped ({outcome})")
             return
         index.add(outcome)
         done.append(spec)
         summary = outcome.summary()
         summary["seconds"] = round(seconds, 1)
         report.parts.append(summary)
-        say_line(f"{spec}: {summary['sites']} sites from {summary['files']} files in {summary['seconds']} s"
+        say(f"{spec}: {summary['sites']} sites from {summary['files']} files in {summary['seconds']} s"
                  + (f"; {summary['skipped']} skipped" if summary["skipped"] else ""))
 
     if jobs <= 1 or len(specs) <= 1:
