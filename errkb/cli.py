@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from errkb import __version__
-from errkb.explain.command import LARGE_LOG_BYTES, explain_command
+from errkb.explain.command import LARGE_LOG_BYTES, explain_command, is_pasted_text
 from errkb.progress import Progress
 from errkb.records.view import RecordView
 from errkb.signals import exit_on_stop_signals, ignore_stop_signals
@@ -953,7 +953,23 @@ def query(archives, since, until, time_column, by, sql, as_json):
 # -- explain / search (errkb.explain.explainer, errkb.match.near, errkb.match.search) --------------------
 
 
-@cli.command()
+class PastedTextCommand(click.Command):
+    """A command that takes pasted text: an argument that begins with a dash but cannot
+    be an option (a Jupyter traceback's rule of dashes, its ``-->`` arrows, a ``- `` log
+    line; :func:`errkb.explain.command.is_pasted_text`) is text, not an unknown option.
+    Such arguments are moved behind a ``--``, so click reads them as arguments wherever
+    they stand among the options (explain's fast door, errkb.console, reads them so too)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" not in args:
+            valued = {o for p in self.params if isinstance(p, click.Option) and not p.is_flag for o in p.opts}
+            pasted = [i for i, a in enumerate(args) if is_pasted_text(a) and (i == 0 or args[i - 1] not in valued)]
+            if pasted:
+                args = [a for i, a in enumerate(args) if i not in pasted] + ["--"] + [args[i] for i in pasted]
+        return super().parse_args(ctx, args)
+
+
+@cli.command(cls=PastedTextCommand)
 @click.argument("text", required=False)
 @click.option("--file", "file_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Read the text or log from this file.")
@@ -973,7 +989,7 @@ def explain(text, file_path, show_all, db_path, as_json):
     explain_command(text, file_path, show_all, db_path, as_json, echo=click.echo, large_log_bytes=LARGE_LOG_BYTES)
 
 
-@cli.command()
+@cli.command(cls=PastedTextCommand)
 @click.argument("words", nargs=-1, required=True)
 @click.option("--limit", "-n", type=click.IntRange(1, 1000), default=10, show_default=True,
               help="At most this many records (and this many known sites after them).")
@@ -1143,7 +1159,7 @@ def sites_build(from_lock, index_path, keep_archives, jobs, as_json):
     _run_site_build(specs, path, fresh=True, as_json=as_json, keep=keep_archives, jobs=jobs)
 
 
-@sites_group.command("match")
+@sites_group.command("match", cls=PastedTextCommand)
 @click.argument("text", required=False)
 @_index_option
 @json_option

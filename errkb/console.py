@@ -78,9 +78,11 @@ def plain_explain(argv: list[str]) -> dict | None:
             return None
     options: dict = {"text": None, "file_path": None, "show_all": False, "db_path": None, "as_json": False}
     seen: set[str] = set()
+    from errkb.explain.command import is_pasted_text
+
     args = iter(argv[1:])
     for arg in args:
-        if arg.startswith("-") and arg != "-":
+        if arg.startswith("-") and arg != "-" and not is_pasted_text(arg):
             name, eq, value = arg.partition("=")
             if name in _FLAGS and not eq:
                 key = _FLAGS[name]

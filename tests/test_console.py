@@ -16,6 +16,10 @@ from tests.support import SEED_MESSAGE
 REPO = Path(__file__).resolve().parents[1]
 LINE = f"(EngineCore_DP0 pid=1234) ERROR 08-14 21:17:39 [core.py:700] ValueError: {SEED_MESSAGE}"
 DRIFTED = LINE.replace("trtllm", "nccl")
+# A Jupyter traceback begins with a rule of dashes and points with "---->": pasted whole,
+# it is TEXT, not an unknown option.
+JUPYTER = ("-" * 75 + "\nValueError                                Traceback (most recent call last)\n"
+           "----> 1 llm = LLM(model)\n\nValueError: " + SEED_MESSAGE)
 # The click path, as `errkb` ran before errkb.console existed.
 CLICK = [sys.executable, "-c", "import sys; sys.argv[0] = 'errkb'; from errkb.cli import main; main()"]
 QUICK = [sys.executable, "-m", "errkb"]
@@ -25,12 +29,15 @@ QUICK = [sys.executable, "-m", "errkb"]
     ["explain", "text"], ["explain", "--json", "text"], ["explain", "text", "--all", "--json"],
     ["explain", "--db", "x.duckdb", "text"], ["explain", "--db=x.duckdb", "text"], ["explain", "-"], ["explain"],
     ["explain", "--file", "log.txt"], ["explain", "--file=log.txt", "--all"],
+    ["explain", JUPYTER], ["explain", JUPYTER, "--json"], ["explain", "--json", "--> 358 raise RuntimeError(x)"],
+    ["explain", "- ERROR: x"], ["explain", "-1 is not a valid rank"], ["explain", "--=> x"],
 ])
 def test_a_plain_explain_call_is_read_here(argv, monkeypatch):
     monkeypatch.delenv("ERRKB_DB", raising=False)
     options = plain_explain(argv)
     assert options is not None
-    assert options["text"] == next((a for a in argv[1:] if not a.startswith("--") and a not in ("x.duckdb", "log.txt")), None)
+    assert options["text"] == next((a for a in argv[1:] if a not in ("--json", "--all", "--db", "--file", "--db=x.duckdb",
+                                                                  "--file=log.txt", "x.duckdb", "log.txt")), None)
     assert options["as_json"] == ("--json" in argv) and options["show_all"] == ("--all" in argv)
 
 
@@ -75,6 +82,9 @@ def _cases(store_db: Path, tmp_path: Path) -> list[tuple[list[str], str | None, 
         (["explain", "--db", db, "--file", str(log), "text"], None, {}),
         (["explain", "--db", str(tmp_path / "no-such.duckdb"), LINE], None, {}),
         (["explain", "--db", db], "", {}),
+        (["explain", "--db", db, JUPYTER], None, {}),
+        (["explain", JUPYTER, "--db", db, "--json"], None, {}),
+        (["explain", "--db", db, "--> 1 x\n-" + "-" * 40], None, {}),
     ]
 
 
@@ -88,6 +98,28 @@ def test_both_paths_answer_alike(store_db, tmp_path):
         assert (quick_run.returncode, quick_run.stdout, quick_run.stderr) == (click_run.returncode, click_run.stdout,
                                                                               click_run.stderr), args
         assert click_run.returncode in (0, 1, 2)
+
+
+def test_a_pasted_jupyter_traceback_is_explained_not_refused_as_an_option(store_db):
+    """A traceback copied from a notebook begins with dashes; both doors explain it."""
+    env = {**os.environ, "NO_COLOR": "1"}
+    for cmd in (CLICK, QUICK):
+        for args in (["explain", "--db", str(store_db), JUPYTER], ["explain", JUPYTER, "--json", "--db", str(store_db)]):
+            result = subprocess.run(cmd + args, capture_output=True, text=True, cwd=REPO, env=env)
+            assert result.returncode == 0, result.stderr[-2000:]
+            assert "No such option" not in result.stderr
+            assert "flashinfer-allreduce-quantization-fusion" in result.stdout
+
+
+@pytest.mark.parametrize(("args", "shown"), [
+    (["sites", "match", "----> 1 x\nValueError: max_tokens must be at least 1, got 0."], "vllm/sampling_params.py"),
+    (["search", "--> allreduce", "--json"], '"tier": "curated"'),
+])
+def test_the_other_commands_that_take_a_paste_read_a_dash_as_text(store_db, args, shown):
+    env = {**os.environ, "NO_COLOR": "1", "ERRKB_DB": str(store_db)}
+    result = subprocess.run(CLICK + args, capture_output=True, text=True, cwd=REPO, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert shown in result.stdout
 
 
 def test_a_plain_explain_call_never_imports_click(store_db):

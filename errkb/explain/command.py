@@ -26,6 +26,21 @@ class ExplainUsageError(ErrkbError):
     """Bad usage or input of explain (one line; the CLI's exit 2)."""
 
 
+def is_pasted_text(arg: str) -> bool:
+    """Whether a command-line argument that begins with a dash is pasted text, not an
+    option. A Jupyter traceback begins with a rule of dashes and points at its line with
+    ``-->``; a log line may begin with ``- `` or ``-1``. An option is one or two dashes, a
+    letter, then letters, digits, ``-`` or ``_`` (and ``=value``); an argument of any
+    other shape cannot be one, so explain reads it as TEXT instead of refusing it with
+    "No such option" (both doors: ``errkb.console`` and ``errkb.cli``)."""
+    if not arg.startswith("-") or arg in ("-", "--"):
+        return False
+    name = arg.partition("=")[0]
+    body = name[2:] if name.startswith("--") else name[1:]
+    shaped = body[:1].isascii() and body[:1].isalpha() and all(c.isascii() and (c.isalnum() or c in "-_") for c in body)
+    return not shaped
+
+
 def write(message: str | None = None, err: bool = False, nl: bool = True, color: bool | None = None) -> None:
     """What ``click.echo`` does with explain's output on a stream click would not
     re-encode (the fast door checks that): write it and flush.
