@@ -89,7 +89,9 @@ def _literal(message: str, pattern: str) -> str:
 
     chunks = chunks_of(pattern)
     rendered = "".join(c if c is not None else "3" for c in chunks)
-    return "".join(c for c in chunks if c) if rendered == message else ""
+    # a copy that ends its sentence differently ("... heads (3)" and "... heads (3).")
+    # is still the same wording
+    return "".join(c for c in chunks if c) if rendered.rstrip(" .") == message.rstrip(" .") else ""
 
 
 def foreign(wheels: list[Path]) -> None:
