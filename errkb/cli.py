@@ -957,15 +957,38 @@ class PastedTextCommand(click.Command):
     """A command that takes pasted text: an argument that begins with a dash but cannot
     be an option (a Jupyter traceback's rule of dashes, its ``-->`` arrows, a ``- `` log
     line; :func:`errkb.explain.command.is_pasted_text`) is text, not an unknown option.
-    Such arguments are moved behind a ``--``, so click reads them as arguments wherever
-    they stand among the options (explain's fast door, errkb.console, reads them so too)."""
+    The options (with their values) are put first and every argument, in its order,
+    behind a ``--``, so click reads the paste as an argument wherever it stands among the
+    options (explain's fast door, errkb.console, reads it so too). A short option's value
+    may be attached (``-n+2`` is ``-n`` with ``+2``, as click reads it), a ``--`` the user
+    wrote keeps its meaning, and an option left without its value is click's to name."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if "--" not in args:
             valued = {o for p in self.params if isinstance(p, click.Option) and not p.is_flag for o in p.opts}
-            pasted = [i for i, a in enumerate(args) if is_pasted_text(a) and (i == 0 or args[i - 1] not in valued)]
+            short = tuple(o for o in valued if not o.startswith("--"))
+            options: list[str] = []
+            arguments: list[str] = []
+            pasted = False
+            i = 0
+            while i < len(args):
+                arg = args[i]
+                if arg in valued:
+                    if i + 1 == len(args):
+                        return super().parse_args(ctx, args)
+                    options += args[i:i + 2]
+                    i += 2
+                    continue
+                if is_pasted_text(arg) and not arg.startswith(short):
+                    pasted = True
+                    arguments.append(arg)
+                elif arg.startswith("-") and arg != "-":
+                    options.append(arg)
+                else:
+                    arguments.append(arg)
+                i += 1
             if pasted:
-                args = [a for i, a in enumerate(args) if i not in pasted] + ["--"] + [args[i] for i in pasted]
+                args = [*options, "--", *arguments]
         return super().parse_args(ctx, args)
 
 

@@ -3,6 +3,7 @@ and answers exactly as the click command does; anything else goes to click."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -120,6 +121,21 @@ def test_the_other_commands_that_take_a_paste_read_a_dash_as_text(store_db, args
     result = subprocess.run(CLICK + args, capture_output=True, text=True, cwd=REPO, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     assert shown in result.stdout
+
+
+def test_search_keeps_its_options_and_its_word_order_around_a_paste(store_db):
+    """A short option's attached value (-n+1, as click reads it) is the option's, and
+    the words stay in the order typed (the "matched ..." line lists them so)."""
+    env = {**os.environ, "NO_COLOR": "1", "ERRKB_DB": str(store_db)}
+
+    def search(*args):
+        result = subprocess.run([*CLICK, "search", *args], capture_output=True, text=True, cwd=REPO, env=env)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result.stdout
+
+    assert len(json.loads(search("-n+1", "allreduce", "--json", "--no-sites"))) == 1
+    assert search("--> fusion", "allreduce", "--no-sites") == search("fusion", "allreduce", "--no-sites")
+    assert "matched fusion, allreduce" in search("fusion", "--no-sites", "--> allreduce")
 
 
 def test_a_plain_explain_call_never_imports_click(store_db):
