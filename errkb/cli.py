@@ -1004,7 +1004,9 @@ def explain(text, file_path, show_all, db_path, as_json):
     """Explain a log line, a traceback or a whole log: the known error and its fix.
 
     TEXT is the text; `-` or no TEXT reads standard input (a whole log is streamed:
-    every distinct known error with its count and first/last line). Exit 0 when a
+    every distinct known error with its count and first/last line). A TEXT that
+    begins with a dash but is no option (a notebook's traceback: a rule of dashes,
+    `---->` arrows) is read as text. Exit 0 when a
     known error matched, 1 when none did (similar records are offered), 2 for bad
     usage or input.
     """
