@@ -206,6 +206,10 @@ SITE_PASTES = [
     "RuntimeError: CUDA error: an illegal memory access was encountered",
     "ValueError: Model architectures ['FooForCausalLM'] failed to be inspected. Please check the logs for more details.",
     "ValueError: temperature must be non-negative, got -1.0.",
+    # torchrun's summary: the curated torchrun table (no library word needed on its lines)
+    (TORCHRUN_PASTE := "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n====\n"
+                       "train.py FAILED\n  exitcode  : -6 (pid: 56213)\n"
+                       "  traceback : Signal 6 (SIGABRT) received by PID 56213"),
     *(WHITESPACE_PASTES := [
         # a paste's whitespace is not the program's (errkb.match.chunks.fold_space): a tab
         # shown as spaces in a multi-line message (its line is where its text begins, not
@@ -309,6 +313,8 @@ def test_paste_box_agrees_with_explain_on_known_sites(built, index_page):
     assert disagree == []
     for text in WHITESPACE_PASTES:  # agreeing on nothing would prove nothing
         assert cli_outcome(db, text)["kind"] == "site", text
+    torchrun = cli_outcome(db, TORCHRUN_PASTE)["sites"]
+    assert [(s["trust"], s["line"]) for s in torchrun] == [("elastic", 1), ("elastic", 5)], torchrun
     assert kinds["site"] >= len(texts) // 2, kinds
 
 

@@ -108,6 +108,54 @@ def test_nccl_table_from_the_bundled_data(tmp_path):
     assert invalid == ["invalid usage"]
 
 
+# torchrun's summary as a user pastes it (torch 2.x, a worker killed by the OOM killer)
+CHILD_FAILED = """\
+  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/launcher/api.py", line 263, in launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-05-01_10:12:33
+  host      : node1
+  rank      : 0 (local_rank: 0)
+  exitcode  : -9 (pid: 12345)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 12345
+============================================================""".replace(":\n=", ": \n=")  # torch prints "Error: " + "\n..."
+
+
+def test_torchrun_failure_table_says_what_the_summary_and_its_signal_mean(tmp_path):
+    index = _index(tmp_path)
+    tables = [(m.trust, m.pattern, m.line_number) for m in index.match(CHILD_FAILED) if m.meaning]
+    # one answer per line that holds one (the traceback's `raise ChildFailedError(` line too)
+    assert ("elastic", "ChildFailedError", 3) in tables
+    assert ("elastic", "Signal 9 (SIGKILL) received by PID", 17) in tables
+    meaning = {m.pattern: m for m in index.match(CHILD_FAILED) if m.meaning}
+    assert "Root Cause" in meaning["ChildFailedError"].meaning
+    assert "OOM killer" in meaning["Signal 9 (SIGKILL) received by PID"].meaning
+    assert meaning["ChildFailedError"].describe()[0].startswith("torchrun worker failure (line")
+    # a worker that exited non-zero without an error file
+    plain = index.match("  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
+    assert [m.trust for m in plain] == ["elastic"] and "@record" in plain[0].meaning
+    # other programs' crash reports are not torchrun's: folly's and glog's signal lines
+    assert not index.match("*** Signal 11 (SIGSEGV) (0x0) received by PID 4242 (TID 0x7f), stack trace: ***")
+    assert not index.match("*** SIGSEGV (@0x0) received by PID 17711 (TID 0x7f893090a6f0) from PID 0; stack trace: ***")
+
+
+def test_torchrun_failure_table_tags_log_lines_in_the_batch_path(tmp_path):
+    index = _index(tmp_path)
+    lines = CHILD_FAILED.split("\n")
+    batch = index.match_lines(lines)
+    tagged = {n + 1: m.pattern for n, m in enumerate(batch) if m is not None}
+    assert tagged == {2: "ChildFailedError", 3: "ChildFailedError", 17: "Signal 9 (SIGKILL) received by PID"}
+
+
 def test_linear_on_a_hostile_line(tmp_path):
     index = _index(tmp_path)
     line = "max_tokens must be " * 20000

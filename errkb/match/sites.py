@@ -222,7 +222,8 @@ class Site(_Plain):
 class SiteMatch(_Plain):
     """A message of the text that known sites raise: pattern, line_number (1-based line of
     the text where it matched; the first line of a multi-line one), trust ("strong" or
-    "half", see the trust rule; "cuda" or "nccl" for the curated CUDA and NCCL error tables),
+    "half", see the trust rule; "cuda", "nccl" or "elastic" for the curated tables of CUDA runtime,
+    NCCL and torchrun worker failures),
     sites (every site that raises it), meaning (the table's explanation, else None). Never a fix."""
 
     __slots__ = ("pattern", "line_number", "trust", "sites", "meaning")
@@ -232,7 +233,7 @@ class SiteMatch(_Plain):
 
     @property
     def table_name(self) -> str:
-        """What a curated table's match is called ("CUDA runtime error", "NCCL error")."""
+        """What a curated table's match is called ("CUDA runtime error", "NCCL error", ...)."""
         return ERROR_TABLES.get(self.trust, ("", "known site"))[1]
 
     def as_dict(self) -> dict:
@@ -602,7 +603,8 @@ class SiteIndex:
         return SiteMatch(entry["p"], number, entry["t"], sites_of(entry["rows"], libraries, *self._release_order))
 
     def _cuda_matches(self, lines: list[str]) -> list[SiteMatch]:
-        """The curated tables' errors (CUDA runtime, NCCL), each on a line that names its library."""
+        """The curated tables' errors (CUDA runtime, NCCL, torchrun), each on a line that names its
+        library where its table asks for one."""
         out = []
         for number, line in enumerate(lines, 1):
             named = {t for t, (word, _) in ERROR_TABLES.items() if word in line or word.lower() in line}
@@ -704,12 +706,15 @@ def _newest(ranges: str, releases: list[list]) -> str:
 
 
 # trust level of a curated table's match -> (the word a line must hold, what its errors are called);
-# each is data/sites/<trust>_errors.json
-ERROR_TABLES = {"cuda": ("CUDA", "CUDA runtime error"), "nccl": ("NCCL", "NCCL error")}
+# each is data/sites/<trust>_errors.json. CUDA's and NCCL's strings are short and generic ("internal
+# error"), so a line must name the library; torchrun's ("ChildFailedError", "Signal 9 (SIGKILL)
+# received by PID") are torch's own and need no word.
+ERROR_TABLES = {"cuda": ("CUDA", "CUDA runtime error"), "nccl": ("NCCL", "NCCL error"),
+                "elastic": ("", "torchrun worker failure")}
 
 
 def load_error_tables(folder: Path) -> list[dict]:
-    """Every curated table's entries (CUDA runtime, NCCL), each with its ``table``."""
+    """Every curated table's entries (CUDA runtime, NCCL, torchrun), each with its ``table``."""
     out = []
     for table in ERROR_TABLES:
         out.extend(dict(e, table=table) for e in load_cuda_table(folder / f"{table}_errors.json"))
@@ -717,7 +722,7 @@ def load_error_tables(folder: Path) -> list[dict]:
 
 
 def load_cuda_table(path: Path) -> list[dict]:
-    """The curated error strings of one table (message, meaning, code): CUDA's or NCCL's."""
+    """The curated error strings of one table (message, meaning, code): CUDA's, NCCL's, torchrun's."""
     if not path.exists():
         return []
     try:

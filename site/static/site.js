@@ -1163,7 +1163,7 @@
     var out = found.map(function (f) {
       return { pattern: f[1][1], line: f[0], trust: f[1][2] ? "strong" : "half", meaning: null, sites: f[1][4].map(siteOf) };
     });
-    lines.forEach(function (line, n) {  // the curated tables (CUDA, NCCL), on a line naming the library
+    lines.forEach(function (line, n) {  // the curated tables (CUDA, NCCL, torchrun), on a line holding the table's word
       sitesHead.cuda.forEach(function (c) {
         if ((line.indexOf(c.word) >= 0 || line.indexOf(c.word.toLowerCase()) >= 0) && line.indexOf(c.message) >= 0) {
           out.push({ pattern: c.message, line: n + 1, trust: c.table, meaning: c.meaning, name: c.name, sites: [] });
