@@ -206,6 +206,9 @@ SITE_PASTES = [
     "RuntimeError: CUDA error: an illegal memory access was encountered",
     "ValueError: Model architectures ['FooForCausalLM'] failed to be inspected. Please check the logs for more details.",
     "ValueError: temperature must be non-negative, got -1.0.",
+    # the CUDA table by an entry's code, and by CUDA's own sentence inside FlashInfer's message
+    "ERROR [multiproc_executor.py:962] Search for `cudaErrorStreamCaptureUnsupported' in https://docs.nvidia.com/",
+    "RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device",
     # torchrun's summary: the curated torchrun table (no library word needed on its lines)
     (TORCHRUN_PASTE := "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n====\n"
                        "train.py FAILED\n  exitcode  : -6 (pid: 56213)\n"

@@ -100,12 +100,44 @@ def test_nccl_table_from_the_bundled_data(tmp_path):
              "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1\n"
              "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.")
     tables = [m for m in index.match(paste) if m.meaning]
-    assert [(m.trust, m.pattern, m.line_number) for m in tables] == [("nccl", "unhandled system error", 1)]
+    # the message on line 1, its code (ncclSystemError) on line 2: explain shows the entry once
+    assert [(m.trust, m.pattern, m.line_number) for m in tables] == [("nccl", "unhandled system error", 1),
+                                                                     ("nccl", "unhandled system error", 2)]
     assert "NCCL_SOCKET_IFNAME" in tables[0].meaning and tables[0].describe()[0].startswith("NCCL error (line 1)")
     # the generic strings only on a line naming NCCL
     assert not [m for m in index.match("ValueError: internal error in my parser") if m.meaning]
     invalid = [m.pattern for m in index.match("RuntimeError: NCCL error: invalid usage") if m.meaning]
     assert invalid == ["invalid usage"]
+
+
+def test_cuda_and_nccl_codes_and_cudas_own_sentences(tmp_path):
+    """A table entry is found by its code too (PyTorch prints "Search for `cudaError...'", NCCL
+    "ncclSystemError: ..."), as a whole word; CUDA's own long sentences are found where another
+    library embeds them without naming CUDA (FlashInfer's "RMSNorm failed with error code ...")."""
+    index = _index(tmp_path)
+
+    def tables(text):
+        return [(m.trust, m.pattern) for m in index.match(text) if m.meaning]
+
+    assert tables("ERROR [multiproc_executor.py:962] Search for `cudaErrorStreamCaptureUnsupported' in "
+                  "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.") == [
+        ("cuda", "operation not permitted when stream is capturing")]
+    assert tables("ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.") == [
+        ("nccl", "unhandled system error")]
+    # a code is a whole word: cudaErrorInvalidDevice is not inside cudaErrorInvalidDeviceFunction
+    assert tables("Search for `cudaErrorInvalidDeviceFunction' in the docs") == [("cuda", "invalid device function")]
+    assert tables("RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device") == [
+        ("cuda", "no kernel image is available for execution on the device")]
+    # the short, generic strings still need a line that names CUDA
+    assert tables("ValueError: invalid argument for --foo") == []
+    assert tables("RuntimeError: CUDA error: invalid argument") == [("cuda", "invalid argument")]
+    # the batch path (enrich) finds the same entries by the same strings
+    lines = ["Search for `cudaErrorStreamCaptureUnsupported' in https://docs.nvidia.com/cuda/",
+             "ncclSystemError: System call (e.g. socket, malloc) or external library call failed",
+             "Search for `cudaErrorInvalidDeviceFunction' in the docs",
+             "ValueError: invalid argument for --foo"]
+    assert [m and m.pattern for m in index.match_lines(lines)] == [
+        "operation not permitted when stream is capturing", "unhandled system error", "invalid device function", None]
 
 
 # torchrun's summary as a user pastes it (torch 2.x, a worker killed by the OOM killer)

@@ -513,9 +513,8 @@ class SiteIndex:
                     # each served on a line that names its library, as _cuda_matches serves them
                     for k in sorted(-1 - i for i in ids if i < 0):
                         entry = cuda[k]
-                        word = ERROR_TABLES.get(entry.get("table", "cuda"), ("CUDA",))[0]
-                        if (word in line or word.lower() in line) and entry["message"] in line:
-                            out[n] = SiteMatch(entry["message"], 1, entry.get("table", "cuda"), (), entry["meaning"])
+                        if table_holds(entry, line):
+                            out[n] = SiteMatch(entry["message"], 1, entry["table"], (), entry["meaning"])
                             break
         return out
 
@@ -560,12 +559,14 @@ class SiteIndex:
 
                 write_atomic(keys_path, json.dumps([literals, members],
                                                    separators=(",", ":")).encode("utf-8"))
-        # The CUDA table's messages join the scan as literals of their own (ids -1, -2, ...).
-        literals = literals + [e["message"] for e in self.cuda]
-        members = list(members) + [(-1 - k,) for k in range(len(self.cuda))]
+        # The curated tables' strings join the scan as literals of their own (ids -1, -2, ...):
+        # each entry's message, and its code where lines print the code (cudaErrorAssert).
+        tabled = [(lit, -1 - k) for k, e in enumerate(self.cuda) for lit in table_literals(e)]
+        literals = literals + [lit for lit, _ in tabled]
+        members = list(members) + [(k,) for _, k in tabled]
         scan = None
         if literals and hyperscan is not None:
-            table = zlib.crc32("\n".join(e["message"] for e in self.cuda).encode("utf-8"))
+            table = zlib.crc32("\n".join(lit for lit, _ in tabled).encode("utf-8"))
             hs_path = self._stem.with_name(f"{self._stem.name}.{table:08x}.hs") if self._stem is not None else None
             if hs_path is not None and hs_path.exists():
                 scan = prefilter.load_database(hs_path.read_bytes())
@@ -603,17 +604,9 @@ class SiteIndex:
         return SiteMatch(entry["p"], number, entry["t"], sites_of(entry["rows"], libraries, *self._release_order))
 
     def _cuda_matches(self, lines: list[str]) -> list[SiteMatch]:
-        """The curated tables' errors (CUDA runtime, NCCL, torchrun), each on a line that names its
-        library where its table asks for one."""
-        out = []
-        for number, line in enumerate(lines, 1):
-            named = {t for t, (word, _) in ERROR_TABLES.items() if word in line or word.lower() in line}
-            if not named:
-                continue
-            for entry in self.cuda:
-                if entry["table"] in named and entry["message"] in line:
-                    out.append(SiteMatch(entry["message"], number, entry["table"], (), entry["meaning"]))
-        return out
+        """The curated tables' errors (CUDA runtime, NCCL, torchrun) each line holds (:func:`table_holds`)."""
+        return [SiteMatch(entry["message"], number, entry["table"], (), entry["meaning"])
+                for number, line in enumerate(lines, 1) if line for entry in self.cuda if table_holds(entry, line)]
 
 
 class _Lines:
@@ -705,19 +698,55 @@ def _newest(ranges: str, releases: list[list]) -> str:
     return last.rsplit("-", 1)[-1] if last else (releases[-1][0] if releases else "")
 
 
-# trust level of a curated table's match -> (the word a line must hold, what its errors are called);
-# each is data/sites/<trust>_errors.json. CUDA's and NCCL's strings are short and generic ("internal
-# error"), so a line must name the library; torchrun's ("ChildFailedError", "Signal 9 (SIGKILL)
-# received by PID") are torch's own and need no word.
-ERROR_TABLES = {"cuda": ("CUDA", "CUDA runtime error"), "nccl": ("NCCL", "NCCL error"),
-                "elastic": ("", "torchrun worker failure")}
+# trust level of a curated table's match -> (the word a line must hold, what its errors are called,
+# whether its codes are names a line prints); each is data/sites/<trust>_errors.json. CUDA's and
+# NCCL's strings are often short and generic ("internal error"), so a line must name the library
+# unless the entry is marked "alone" (CUDA's own long sentence, "no kernel image is available for
+# execution on the device", inside FlashInfer's "RMSNorm failed with error code ..."); their codes
+# (cudaErrorStreamCaptureUnsupported, ncclSystemError) are printed on lines of their own by PyTorch
+# ("Search for `cudaError...' in ...") and NCCL. torchrun's strings ("ChildFailedError", "Signal 9
+# (SIGKILL) received by PID") are torch's own and need no word.
+ERROR_TABLES = {"cuda": ("CUDA", "CUDA runtime error", True), "nccl": ("NCCL", "NCCL error", True),
+                "elastic": ("", "torchrun worker failure", False)}
+
+_WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def table_literals(entry: dict) -> list[str]:
+    """The strings that identify a curated table's entry on a line: its message, and its
+    code where its table's codes are names (a whole word there: see :func:`table_holds`)."""
+    return [entry["message"], entry["code"]] if entry.get("code") else [entry["message"]]
+
+
+def table_holds(entry: dict, line: str) -> bool:
+    """Whether ``line`` holds a curated table's entry: the line holds the table's word (if the
+    entry asks for one) and the entry's message, or its code as a whole word
+    (cudaErrorInvalidDevice is not in cudaErrorInvalidDeviceFunction). The browser's copy is
+    tableHolds in templates/site/static/site.js."""
+    word = entry["word"]
+    if word and word not in line and word.lower() not in line:
+        return False
+    if entry["message"] in line:
+        return True
+    code = entry.get("code")
+    at = line.find(code) if code else -1
+    while at >= 0:
+        end = at + len(code)
+        if (at == 0 or line[at - 1] not in _WORD_CHARS) and (end == len(line) or line[end] not in _WORD_CHARS):
+            return True
+        at = line.find(code, at + 1)
+    return False
 
 
 def load_error_tables(folder: Path) -> list[dict]:
-    """Every curated table's entries (CUDA runtime, NCCL, torchrun), each with its ``table``."""
+    """Every curated table's entries (CUDA runtime, NCCL, torchrun), each with its ``table``, the
+    ``word`` a line must hold ("" for an entry marked "alone") and its ``code`` where its table's
+    codes are names a line prints (else None)."""
     out = []
-    for table in ERROR_TABLES:
-        out.extend(dict(e, table=table) for e in load_cuda_table(folder / f"{table}_errors.json"))
+    for table, (word, _name, named) in ERROR_TABLES.items():
+        out.extend(dict(e, table=table, word="" if e.get("alone") else word,
+                        code=e.get("code") if named and str(e.get("code", "")).isidentifier() else None)
+                   for e in load_cuda_table(folder / f"{table}_errors.json"))
     return out
 
 
@@ -735,6 +764,8 @@ def load_cuda_table(path: Path) -> list[dict]:
     for n, e in enumerate(entries):
         if not (isinstance(e, dict) and isinstance(e.get("message"), str) and isinstance(e.get("meaning"), str)):
             raise SiteIndexError(f"{path}: errors[{n}]: needs a string message and meaning")
+        if not e["message"].strip():
+            raise SiteIndexError(f"{path}: errors[{n}]: an empty message would match every line")
     return entries
 
 

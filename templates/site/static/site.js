@@ -1113,6 +1113,18 @@
     }
     return site;
   }
+  // errkb.match.sites.table_holds: the table's word (if the entry asks for one), then its
+  // message, or its code as a whole word
+  function tableHolds(c, line) {
+    if (c.word && line.indexOf(c.word) < 0 && line.indexOf(c.word.toLowerCase()) < 0) { return false; }
+    if (line.indexOf(c.message) >= 0) { return true; }
+    if (!c.code) { return false; }
+    for (var at = line.indexOf(c.code); at >= 0; at = line.indexOf(c.code, at + 1)) {
+      var end = at + c.code.length;
+      if ((at === 0 || !/[A-Za-z0-9_]/.test(line.charAt(at - 1))) && (end === line.length || !/[A-Za-z0-9_]/.test(line.charAt(end)))) { return true; }
+    }
+    return false;
+  }
   // errkb.match.sites.SiteIndex.match, then explain's one match per pattern: returns
   // "loading", "absent", or the matches (pattern, line, trust, meaning, sites).
   function siteAnswer(text) {
@@ -1165,7 +1177,7 @@
     });
     lines.forEach(function (line, n) {  // the curated tables (CUDA, NCCL, torchrun), on a line holding the table's word
       sitesHead.cuda.forEach(function (c) {
-        if ((line.indexOf(c.word) >= 0 || line.indexOf(c.word.toLowerCase()) >= 0) && line.indexOf(c.message) >= 0) {
+        if (tableHolds(c, line)) {
           out.push({ pattern: c.message, line: n + 1, trust: c.table, meaning: c.meaning, name: c.name, sites: [] });
         }
       });
