@@ -35,6 +35,9 @@ def texts(messages):
         ("(EngineCore_DP0 pid=1234) INFO 08-14 21:17:39 [core.py:123] Engine started", "Engine started"),
         ("(Worker pid=77) ERROR 08-14 21:17:39 [worker.py:9] ValueError: x", "ValueError: x"),
         ("(VllmWorker rank=0 pid=3) WARNING 08-14 21:17:39 [a.py:1] careful", "careful"),
+        # vLLM before 0.7: the file without a bracket
+        ("WARNING 01-10 21:49:05 model_runner_base.py:143] Failed to pickle inputs", "Failed to pickle inputs"),
+        ("INFO 06-05 10:00:00 llm_engine.py:161] Initializing an LLM engine", "Initializing an LLM engine"),
         ("[rank0]: ValueError: bad rank", "ValueError: bad rank"),
         ("[rank12]:   File \"x.py\", line 3, in f", "  File \"x.py\", line 3, in f"),
         ("Aug 16 03:07:54 worker-2 python[61178]: KeyError: 'x'", "KeyError: 'x'"),

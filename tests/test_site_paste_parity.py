@@ -206,6 +206,9 @@ SITE_PASTES = [
     "RuntimeError: CUDA error: an illegal memory access was encountered",
     "ValueError: Model architectures ['FooForCausalLM'] failed to be inspected. Please check the logs for more details.",
     "ValueError: temperature must be non-negative, got -1.0.",
+    # a "half" (prose) pattern behind a log header: half of the message, not of the line
+    "WARNING 01-10 21:49:05 model_runner_base.py:143] Failed to pickle inputs of failed execution: CUDA error: "
+    "device-side assert triggered",
     # the CUDA table by an entry's code, and by CUDA's own sentence inside FlashInfer's message
     "ERROR [multiproc_executor.py:962] Search for `cudaErrorStreamCaptureUnsupported' in https://docs.nvidia.com/",
     "RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device",

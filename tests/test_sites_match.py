@@ -77,6 +77,12 @@ def test_half_rule_needs_half_the_line(tmp_path):
     assert [m.trust for m in index.match(line)] == ["half"]
     long_line = line + " " + "and some unrelated text follows here " * 4
     assert index.match(long_line) == []
+    # a log line's header is not text the message could be lost in: half of the message
+    for header in ("(EngineCore_DP0 pid=1511501) ERROR 12-15 18:57:10 [core.py:918] ",
+                   "WARNING 01-10 21:49:05 model_runner_base.py:143] ", "Aug 16 03:07:54 gpu-node-7 python[61178]: "):
+        assert [m.trust for m in index.match(header + line)] == ["half"], header
+        assert [m and m.trust for m in index.match_lines([header + line])] == ["half"], header
+        assert index.match(header + long_line) == [], header
     assert index.match("ValueError: Invalid value 3") == []  # untrusted: never served
 
 
@@ -288,7 +294,8 @@ def test_a_prose_multi_line_message_joined_onto_a_long_line_must_cover_half_of_i
     foreign = f"wandb: ERROR {message}; the run will be synced later by the background process, retrying in 30 seconds"
     assert index.match(foreign) == []
     # a line break after its last words (before the value) does not make it span lines
-    logged = ("2026-12-05 03:00:00,123 [uploader-thread-7] wandb.sdk.internal.sender ERROR "
+    # (its timestamp is a log header and does not count; the thread and logger names do)
+    logged = ("2026-12-05 03:00:00,123 [uploader-thread-7] wandb.sdk.internal.sender.file_stream ERROR "
               "Failed to upload the data to the server. Status code:\n503")
     assert index.match(logged) == []
     assert [m.line_number for m in index.match("x\n" + message)] == [2]

@@ -127,8 +127,15 @@ _PYTHON_JOINED = "\n".join(_PYTHON_MESSAGES)  # one C-speed search rules out mos
 
 def _trusted_on(entry: dict, folded_line: str) -> bool:
     """Whether a served pattern that matched ``folded_line`` is trusted there: a "half"
-    one only where its literal text covers half the line (the rule's one home at match time)."""
-    return entry["t"] != "half" or entry["L"] * 2 >= len(folded_line.strip())
+    one only where its literal text covers half the line's message (the rule's one home at
+    match time). A log line's header (timestamp, level, logger, worker: what
+    errkb.text.normalize.prefix_length strips) is not foreign text the pattern could be
+    lost in: it does not count."""
+    if entry["t"] != "half":
+        return True
+    from errkb.text.normalize import prefix_length
+
+    return entry["L"] * 2 >= len(folded_line[prefix_length(folded_line):].strip())
 
 
 def trust(pattern: str, chunks: list[str | None] | None = None) -> tuple[str | None, str | None, int]:

@@ -36,8 +36,9 @@ _PREFIX = re.compile(
     r"(?:"
     # ISO timestamps: 2026-08-05 15:26:02,985 / 2026-08-02T18:07:14.645Z / [2026-...]
     r"(?P<ts>\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2}| ?UTC)?\]?(?: \| | - | ?))"
-    # vLLM: INFO 08-14 21:17:39 [core.py:123]
-    r"|(?P<vllm>" + _LEVEL + r" \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})? ?)"
+    # vLLM: INFO 08-14 21:17:39 [core.py:123] (the file is the next family's), and before 0.7
+    # without the bracket: WARNING 01-10 21:49:05 model_runner_base.py:143]
+    r"|(?P<vllm>" + _LEVEL + r" \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})? ?(?:[\w.-]{1,255}\.py:\d{1,10}\] ?)?)"
     # syslog: Aug 16 03:07:54 host prog[pid]:
     r"|(?P<syslog>[A-Z][a-z]{2} [ \d]?\d \d{2}:\d{2}:\d{2} [\w.-]{1,255} [\w./@-]{1,255}?(?:\[\d{1,10}\])?: ?)"
     # glog / absl: I0816 01:13:49.301394    2120 prober.go:107]

@@ -230,7 +230,7 @@
   var NORM_ANSI = pyRegExp(String.raw`\x1b(?:\[[0-?]{0,32}[ -/]{0,8}[@-~]|\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)|[@-Z\\-_])`, "gu");
   var PREFIX = pyRegExp("(?:" +
     String.raw`(?P<ts>\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2}| ?UTC)?\]?(?: \| | - | ?))` +
-    String.raw`|(?P<vllm>` + LEVEL + String.raw` \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})? ?)` +
+    String.raw`|(?P<vllm>` + LEVEL + String.raw` \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})? ?(?:[\w.-]{1,255}\.py:\d{1,10}\] ?)?)` +
     String.raw`|(?P<syslog>[A-Z][a-z]{2} [ \d]?\d \d{2}:\d{2}:\d{2} [\w.-]{1,255} [\w./@-]{1,255}?(?:\[\d{1,10}\])?: ?)` +
     String.raw`|(?P<glog>[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d{1,9} {1,16}\d{1,10} [\w./-]{1,255}:\d{1,10}\] ?)` +
     String.raw`|(?P<proc>\([\w.-]{1,100}(?: [\w.-]{1,40}=[\w.-]{1,40}){1,4}\) ?)` +
@@ -1080,6 +1080,8 @@
     return got;
   }
   function codePoints(s) { var n = 0; for (var ch of s) { n++; } return n; }  // len() in Python
+  // errkb.match.sites._trusted_on: what "half" is half of, the folded line without its log header
+  function messageLength(folded) { return codePoints(pyStrip(folded.slice(prefixLength(folded)))); }
   // The shards a text needs, requested if missing: null once all are here (or failed).
   function siteShardsWanted(lines) {
     var n = sitesHead.shards.length, waiting = false;
@@ -1148,7 +1150,7 @@
       });
       var entries = Array.from(candidates.values()).sort(function (p, q) { return q[3] - p[3] || p[0] - q[0]; });
       var folded = foldSpace(line);
-      var stripped = codePoints(pyStrip(folded));
+      var stripped = messageLength(folded);
       entries.slice(0, sitesHead.max_candidates).forEach(function (e) {
         var chunks = siteChunks(e[1]);
         if (!chunks) { return; }
@@ -1168,7 +1170,7 @@
       var number = text.slice(0, at).split("\n").length;
       // joined onto one line (a line break at its edges does not count): "half" must cover half of it
       if (held.replace(/^[ \t\n\r\f\v]+|[ \t\n\r\f\v]+$/g, "").indexOf("\n") < 0 &&
-          !e[2] && e[3] * 2 < codePoints(pyStrip(foldSpace(lines[number - 1])))) { return; }
+          !e[2] && e[3] * 2 < messageLength(foldSpace(lines[number - 1]))) { return; }
       found.push([number, e]);
     });
     found.sort(function (p, q) { return p[0] - q[0] || q[1][3] - p[1][3] || p[1][0] - q[1][0]; });
