@@ -26,6 +26,22 @@ def texts(messages):
     return [m.text for m in messages]
 
 
+def test_header_only_keeps_a_loggers_name():
+    """prefix_length(names=False): the header proper (what the known-site tier's half rule does
+    not count), a logger's or module's name after the level kept: it says whose line it is."""
+    for line, rest in [
+        ("2026-12-05 03:00:00,123 ERROR wandb.sdk.sender: Failed", "wandb.sdk.sender: Failed"),
+        ("ERROR:wandb.sdk.sender:Failed", "wandb.sdk.sender:Failed"),
+        ("2026-08-02 17:46:54.764 | ERROR    | uvicorn.error:885 - TypeError: x", "uvicorn.error:885 - TypeError: x"),
+        ("(EngineCore_DP0 pid=1) ERROR 12-15 18:57:10 [core.py:918] ValueError: x", "ValueError: x"),
+        ("WARNING 01-10 21:49:05 model_runner_base.py:143] Failed", "Failed"),
+        ("Aug 16 03:07:54 worker-2 python[61178]: KeyError: 'x'", "KeyError: 'x'"),
+    ]:
+        assert line[prefix_length(line, names=False):] == rest, line
+    # the default still takes the name off, as the records' matcher wants
+    assert strip_prefixes("2026-12-05 03:00:00,123 ERROR wandb.sdk.sender: Failed") == "Failed"
+
+
 @pytest.mark.parametrize(
     "line, body",
     [

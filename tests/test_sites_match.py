@@ -134,16 +134,31 @@ def test_cuda_and_nccl_codes_and_cudas_own_sentences(tmp_path):
     assert tables("Search for `cudaErrorInvalidDeviceFunction' in the docs") == [("cuda", "invalid device function")]
     assert tables("RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device") == [
         ("cuda", "no kernel image is available for execution on the device")]
-    # the short, generic strings still need a line that names CUDA
+    # the short, generic strings need PyTorch's "CUDA error" (or the code), not a "cuda" anywhere
     assert tables("ValueError: invalid argument for --foo") == []
+    assert tables("ValueError: invalid argument 'device': expected cpu or cuda") == []
+    assert tables("KeyError: unknown error_code for device cuda:0") == []
     assert tables("RuntimeError: CUDA error: invalid argument") == [("cuda", "invalid argument")]
+    assert tables("UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Error 802: "
+                  "system not yet initialized") == [("cuda", "system not yet initialized")]
+    # ROCm reuses CUDA's strings: a HIP error is not CUDA's (its advice would be wrong there)
+    assert tables("RuntimeError: HIP error: an illegal memory access was encountered") == []
+    assert tables("RuntimeError: HIP error: no kernel image is available for execution on the device") == []
+    # CUDA and NCCL both have "invalid argument": each table's line gets its own meaning
+    both = [m for m in index.match("RuntimeError: CUDA error: invalid argument\n"
+                                   "torch.distributed.DistBackendError: NCCL error in: x.cpp:1, invalid argument")
+            if m.meaning]
+    assert [(m.trust, m.line_number) for m in both] == [("cuda", 1), ("nccl", 2)]
     # the batch path (enrich) finds the same entries by the same strings
     lines = ["Search for `cudaErrorStreamCaptureUnsupported' in https://docs.nvidia.com/cuda/",
              "ncclSystemError: System call (e.g. socket, malloc) or external library call failed",
              "Search for `cudaErrorInvalidDeviceFunction' in the docs",
-             "ValueError: invalid argument for --foo"]
-    assert [m and m.pattern for m in index.match_lines(lines)] == [
-        "operation not permitted when stream is capturing", "unhandled system error", "invalid device function", None]
+             "ValueError: invalid argument for --foo",
+             "RuntimeError: CUDA error: invalid argument",
+             "NCCL error in: x.cpp:1, invalid argument"]
+    assert [m and (m.trust, m.pattern) for m in index.match_lines(lines)] == [
+        ("cuda", "operation not permitted when stream is capturing"), ("nccl", "unhandled system error"),
+        ("cuda", "invalid device function"), None, ("cuda", "invalid argument"), ("nccl", "invalid argument")]
 
 
 # torchrun's summary as a user pastes it (torch 2.x, a worker killed by the OOM killer)
@@ -294,10 +309,22 @@ def test_a_prose_multi_line_message_joined_onto_a_long_line_must_cover_half_of_i
     foreign = f"wandb: ERROR {message}; the run will be synced later by the background process, retrying in 30 seconds"
     assert index.match(foreign) == []
     # a line break after its last words (before the value) does not make it span lines
-    # (its timestamp is a log header and does not count; the thread and logger names do)
+    # (its timestamp is a log header and does not count; a thread's or logger's name does: it
+    # says whose message the line is. This line was one character over the old rule, timestamp
+    # counted; the logger's name is longer here so that it is over without it)
     logged = ("2026-12-05 03:00:00,123 [uploader-thread-7] wandb.sdk.internal.sender.file_stream ERROR "
               "Failed to upload the data to the server. Status code:\n503")
     assert index.match(logged) == []
+    # a logger's name after the level counts too, in each layout that names one (the names
+    # below make the message just under half of the line without its timestamp and level)
+    logger = "wandb.sdk.internal.sender.file_stream.uploader_thread_pool_executor"
+    body = "Failed to upload the data to the server. Status code:\n503"
+    assert index.match(f"2026-12-05 03:00:00,123 ERROR {logger}: {body}") == []
+    assert index.match(f"ERROR:{logger}:{body}") == []
+    assert index.match(f"2026-12-05 03:00:00.123 | ERROR    | {logger}:upload:12 - {body}") == []
+    # and without the name the same message is trusted behind the same header
+    assert [m.trust for m in index.match(f"2026-12-05 03:00:00,123 ERROR {body}")] == ["half"]
+    assert [m.trust for m in index.match(f"ERROR:{body}")] == ["half"]
     assert [m.line_number for m in index.match("x\n" + message)] == [2]
     assert [m.line_number for m in index.match("x\nFailed to upload the data to the server.\n  Status code: 503")] == [2]
 
@@ -328,8 +355,11 @@ def test_the_batch_scan_without_hyperscan_finds_the_same_sites(tmp_path, monkeyp
     lines = ["RuntimeError: Communication failed during all_reduce request: peer reset",
              "ValueError: max_tokens must be at least 1, got 0.",
              "GET /v1/completions request 200 OK",
-             "RuntimeError: CUDA error: device-side assert triggered"]
+             "RuntimeError: CUDA error: device-side assert triggered",
+             # a literal two table entries share (CUDA's and NCCL's "invalid argument")
+             "RuntimeError: CUDA error: invalid argument", "NCCL error in: x.cpp:1, invalid argument"]
     with_hyperscan = [m.pattern if m else None for m in SiteIndex.load(cache=tmp_path / "hs").match_lines(lines)]
     monkeypatch.setattr(engines, "hyperscan", None)
     without = [m.pattern if m else None for m in SiteIndex.load(cache=tmp_path / "ac").match_lines(lines)]
     assert without == with_hyperscan and without[1] and without[3] and without[2] is None
+    assert without[4:] == ["invalid argument", "invalid argument"]

@@ -82,6 +82,8 @@ def test_paste(paste):
         return
     if paste["expect"] == "table":
         assert paste["table"] in tables
+        if paste.get("entry"):  # which entry of the table, where the fixture says
+            assert (paste["table"], paste["entry"]) in {(m["trust"], m["pattern"]) for m in answer["sites"] if m["meaning"]}
     if paste["expect"] == "none":
         assert code_files == []  # not covered: nothing is better than a wrong site
     if paste["expect"] == "site" and paste.get("found"):  # its site was found once: it stays found

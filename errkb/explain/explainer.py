@@ -330,18 +330,19 @@ def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanat
 
 
 def _sites(kb: KnowledgeBase, texts: list[str], first_lines: list[int] | None = None) -> list:
-    """Known sites of texts no record matched (errkb.match.sites), one per pattern, in order;
+    """Known sites of texts no record matched (errkb.match.sites), one per pattern (a curated
+    table's entry: one per table and message, as CUDA and NCCL share "invalid argument"), in order;
     with ``first_lines`` (where each text begins in a log), each match's line is the log's."""
     from errkb.match.sites import SiteIndexError, SiteMatch
 
     try:
         index = kb.sites()
-        out: dict[str, object] = {}
+        out: dict[tuple, object] = {}
         for k, text in enumerate(texts):
             for m in index.match(text):
                 if first_lines is not None:  # a line inside a normalised message is not a log line: its first
                     m = SiteMatch(m.pattern, first_lines[k], m.trust, m.sites, m.meaning)
-                out.setdefault(m.pattern, m)
+                out.setdefault((m.meaning is not None and m.trust, m.pattern), m)
         return list(out.values())
     except SiteIndexError:
         return []  # the tier is an addition: an unreadable index leaves the curated answer whole

@@ -128,14 +128,14 @@ _PYTHON_JOINED = "\n".join(_PYTHON_MESSAGES)  # one C-speed search rules out mos
 def _trusted_on(entry: dict, folded_line: str) -> bool:
     """Whether a served pattern that matched ``folded_line`` is trusted there: a "half"
     one only where its literal text covers half the line's message (the rule's one home at
-    match time). A log line's header (timestamp, level, logger, worker: what
-    errkb.text.normalize.prefix_length strips) is not foreign text the pattern could be
-    lost in: it does not count."""
+    match time). A log line's header (timestamp, level, process, rank, file:line: what
+    errkb.text.normalize.prefix_length strips, names aside) is not foreign text the pattern
+    could be lost in: it does not count. A logger's name does: it may be another library's."""
     if entry["t"] != "half":
         return True
     from errkb.text.normalize import prefix_length
 
-    return entry["L"] * 2 >= len(folded_line[prefix_length(folded_line):].strip())
+    return entry["L"] * 2 >= len(folded_line[prefix_length(folded_line, names=False):].strip())
 
 
 def trust(pattern: str, chunks: list[str | None] | None = None) -> tuple[str | None, str | None, int]:
@@ -568,9 +568,18 @@ class SiteIndex:
                                                    separators=(",", ":")).encode("utf-8"))
         # The curated tables' strings join the scan as literals of their own (ids -1, -2, ...):
         # each entry's message, and its code where lines print the code (cudaErrorAssert).
+        # A literal two entries share (CUDA's and NCCL's "invalid argument") is one key with both
+        # ids: pyahocorasick keeps one value per word.
         tabled = [(lit, -1 - k) for k, e in enumerate(self.cuda) for lit in table_literals(e)]
-        literals = literals + [lit for lit, _ in tabled]
-        members = list(members) + [(k,) for _, k in tabled]
+        literals, members = list(literals), list(members)
+        at = {lit: n for n, lit in enumerate(literals)}
+        for lit, k in tabled:
+            if lit in at:
+                members[at[lit]] = members[at[lit]] + (k,)
+            else:
+                at[lit] = len(literals)
+                literals.append(lit)
+                members.append((k,))
         scan = None
         if literals and hyperscan is not None:
             table = zlib.crc32("\n".join(lit for lit, _ in tabled).encode("utf-8"))
@@ -726,12 +735,15 @@ def table_literals(entry: dict) -> list[str]:
 
 
 def table_holds(entry: dict, line: str) -> bool:
-    """Whether ``line`` holds a curated table's entry: the line holds the table's word (if the
-    entry asks for one) and the entry's message, or its code as a whole word
-    (cudaErrorInvalidDevice is not in cudaErrorInvalidDeviceFunction). The browser's copy is
-    tableHolds in templates/site/static/site.js."""
-    word = entry["word"]
-    if word and word not in line and word.lower() not in line:
+    """Whether ``line`` holds a curated table's entry: one of the entry's ``words`` (if it asks
+    for any; as written or in lower case), none of its table's ``unless`` words (a HIP error is
+    not CUDA's, though ROCm reuses CUDA's strings), and the entry's message, or its code as a
+    whole word (cudaErrorInvalidDevice is not in cudaErrorInvalidDeviceFunction). The
+    browser's copy is tableHolds in templates/site/static/site.js."""
+    words = entry["words"]
+    if words and not any(w in line or w.lower() in line for w in words):
+        return False
+    if any(w in line for w in entry["unless"]):
         return False
     if entry["message"] in line:
         return True
@@ -747,20 +759,23 @@ def table_holds(entry: dict, line: str) -> bool:
 
 def load_error_tables(folder: Path) -> list[dict]:
     """Every curated table's entries (CUDA runtime, NCCL, torchrun), each with its ``table``, the
-    ``word`` a line must hold ("" for an entry marked "alone") and its ``code`` where its table's
-    codes are names a line prints (else None)."""
+    ``words`` a line must hold one of (none for an entry marked "alone"; an entry's own
+    "words" where the table's word is too loose for its short, generic message), the table's
+    ``unless`` words and the entry's ``code`` where its table's codes are names a line prints."""
     out = []
     for table, (word, _name, named) in ERROR_TABLES.items():
-        out.extend(dict(e, table=table, word="" if e.get("alone") else word,
-                        code=e.get("code") if named and str(e.get("code", "")).isidentifier() else None)
-                   for e in load_cuda_table(folder / f"{table}_errors.json"))
+        entries, unless = load_cuda_table(folder / f"{table}_errors.json")
+        out.extend(dict(e, table=table, words=[] if e.get("alone") else list(e.get("words") or ([word] if word else [])),
+                        unless=unless, code=e.get("code") if named and str(e.get("code", "")).isidentifier() else None)
+                   for e in entries)
     return out
 
 
-def load_cuda_table(path: Path) -> list[dict]:
-    """The curated error strings of one table (message, meaning, code): CUDA's, NCCL's, torchrun's."""
+def load_cuda_table(path: Path) -> tuple[list[dict], list[str]]:
+    """The curated error strings of one table (message, meaning, code; optional "alone" and
+    "words") and the table's "unless" words: CUDA's, NCCL's, torchrun's."""
     if not path.exists():
-        return []
+        return [], []
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as e:
@@ -773,7 +788,13 @@ def load_cuda_table(path: Path) -> list[dict]:
             raise SiteIndexError(f"{path}: errors[{n}]: needs a string message and meaning")
         if not e["message"].strip():
             raise SiteIndexError(f"{path}: errors[{n}]: an empty message would match every line")
-    return entries
+        words = e.get("words", [])
+        if not (isinstance(words, list) and all(isinstance(w, str) and w.strip() for w in words)):
+            raise SiteIndexError(f"{path}: errors[{n}]: words must be a list of non-empty strings")
+    unless = data.get("unless", [])
+    if not (isinstance(unless, list) and all(isinstance(w, str) and w.strip() for w in unless)):
+        raise SiteIndexError(f"{path}: unless must be a list of non-empty strings")
+    return entries, unless
 
 
 # ---------------------------------------------------------------- the cache

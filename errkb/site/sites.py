@@ -85,7 +85,7 @@ def _site_files(index_path: Path, _size: int, _mtime: int, shards: int) -> tuple
         names.append(path)
         out.append((path, content))
     # the curated tables (CUDA runtime, NCCL, torchrun): each served on a line holding its word
-    cuda = [{"message": e["message"], "meaning": e["meaning"], "table": e["table"], "word": e["word"], "code": e["code"],
+    cuda = [{"message": e["message"], "meaning": e["meaning"], "table": e["table"], "words": e["words"], "unless": e["unless"], "code": e["code"],
              "name": ERROR_TABLES[e["table"]][1]} for e in load_error_tables(index_path.parent)]
     head = {"shards": names, "libraries": [[name, libraries[name].get("repo"), libraries[name].get("releases", [])]
                                            for name in lib_names],

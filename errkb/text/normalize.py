@@ -74,6 +74,11 @@ _LOGGER_AFTER = frozenset({"level", "blevel"})
 # After these the message starts: nothing after them is a prefix any more.
 _TERMINAL_PREFIXES = frozenset({"syslog", "glog", "file", "pylog", "loguru", "loguru2"})
 _LEVEL_PREFIXES = frozenset({"vllm", "pylog", "loguru", "loguru2", "blevel", "level"})
+# The families that may carry a logger's or module's name after their level, and their level
+# part alone: what prefix_length(names=False) takes of them (a name is not a header: it may be
+# another library's, "wandb.sdk.internal.sender", and says whose message the line is).
+_LEVEL_ONLY = {"pylog": re.compile(_LEVEL + r":"), "loguru": re.compile(r"\| ?" + _LEVEL + r" {0,16}\| ?"),
+               "loguru2": re.compile(_LEVEL + r" {0,16}\| ")}
 
 TRACEBACK_HEADER = "Traceback (most recent call last):"
 _CHAIN_SENTINELS = (
@@ -148,14 +153,17 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
-def prefix_length(line: str) -> int:
-    """Length of the log prefix(es) before the message (0 when there is none)."""
+def prefix_length(line: str, names: bool = True) -> int:
+    """Length of the log prefix(es) before the message (0 when there is none). With
+    ``names=False`` only the header proper (timestamps, levels, process, rank, file:line,
+    syslog's host and program): a logger's or module's name after a level stays, and so do
+    the families after it."""
     pos = 0
     seen: set[str] = set()
     for _ in range(12):
         m = _PREFIX.match(line, pos)
         if m is None or m.end() == pos:
-            if "ts" in seen and seen & _LOGGER_AFTER:
+            if names and "ts" in seen and seen & _LOGGER_AFTER:
                 pos = _logger_end(line, pos)
             break
         family = m.lastgroup
@@ -164,6 +172,10 @@ def prefix_length(line: str) -> int:
             break
         seen.add(family)
         pos = m.end()
+        if not names and family in _LEVEL_ONLY:
+            level = _LEVEL_ONLY[family].match(line, m.start())
+            if level is not None and level.end() < pos:
+                return level.end()
         if family in _TERMINAL_PREFIXES:
             break
     return pos

@@ -248,6 +248,8 @@
   var PREFIX_FAMILIES = ["ts", "vllm", "syslog", "glog", "proc", "rank", "file", "pylog", "loguru", "loguru2", "blevel", "level"];
   var TERMINAL_PREFIXES = { syslog: 1, glog: 1, file: 1, pylog: 1, loguru: 1, loguru2: 1 };
   var LEVEL_PREFIXES = { vllm: 1, pylog: 1, loguru: 1, loguru2: 1, blevel: 1, level: 1 };
+  var LEVEL_ONLY = { pylog: pyRegExp(LEVEL + ":", "uy"), loguru: pyRegExp(String.raw`\| ?` + LEVEL + String.raw` {0,16}\| ?`, "uy"),
+                     loguru2: pyRegExp(LEVEL + String.raw` {0,16}\| `, "uy") };
   var JSON_MESSAGE_KEYS = ["message", "msg", "log", "error", "err", "exception", "exc_info", "stack_trace", "text", "event"];
 
   function stickyAt(re, text, pos) { re.lastIndex = pos; return re.exec(text); }
@@ -257,14 +259,15 @@
   var PY_STRIP = new RegExp("^" + PY_SPACE + "+|" + PY_SPACE + "+$", "gu");
   function pyStrip(s) { return s.replace(PY_STRIP, ""); }
   function stripAnsi(text) { return text.indexOf("\x1b") < 0 ? text : text.replace(NORM_ANSI, ""); }
-  function prefixLength(line) {
+  // errkb.text.normalize.prefix_length; headerOnly is its names=False (a logger's name stays)
+  function prefixLength(line, headerOnly) {
     var pos = 0;
     var seen = {};
     var levelSeen = false;
     for (var n = 0; n < 12; n++) {
       var m = stickyAt(PREFIX, line, pos);
       if (m === null || m.index + m[0].length === pos) {
-        if (seen.ts && (seen.level || seen.blevel)) { pos = loggerEnd(line, pos); }
+        if (!headerOnly && seen.ts && (seen.level || seen.blevel)) { pos = loggerEnd(line, pos); }
         break;
       }
       var family = PREFIX_FAMILIES.filter(function (f) { return m.groups[f] !== undefined; })[0];
@@ -272,6 +275,10 @@
       seen[family] = true;
       if (LEVEL_PREFIXES[family]) { levelSeen = true; }
       pos = m.index + m[0].length;
+      if (headerOnly && LEVEL_ONLY[family]) {
+        var level = stickyAt(LEVEL_ONLY[family], line, m.index);
+        if (level !== null && m.index + level[0].length < pos) { return m.index + level[0].length; }
+      }
       if (TERMINAL_PREFIXES[family]) { break; }
     }
     return pos;
@@ -1081,7 +1088,7 @@
   }
   function codePoints(s) { var n = 0; for (var ch of s) { n++; } return n; }  // len() in Python
   // errkb.match.sites._trusted_on: what "half" is half of, the folded line without its log header
-  function messageLength(folded) { return codePoints(pyStrip(folded.slice(prefixLength(folded)))); }
+  function messageLength(folded) { return codePoints(pyStrip(folded.slice(prefixLength(folded, true)))); }
   // The shards a text needs, requested if missing: null once all are here (or failed).
   function siteShardsWanted(lines) {
     var n = sitesHead.shards.length, waiting = false;
@@ -1115,10 +1122,11 @@
     }
     return site;
   }
-  // errkb.match.sites.table_holds: the table's word (if the entry asks for one), then its
-  // message, or its code as a whole word
+  // errkb.match.sites.table_holds: one of the entry's words (if it asks for any), none of its
+  // table's "unless" words, then its message, or its code as a whole word
   function tableHolds(c, line) {
-    if (c.word && line.indexOf(c.word) < 0 && line.indexOf(c.word.toLowerCase()) < 0) { return false; }
+    if (c.words.length && !c.words.some(function (w) { return line.indexOf(w) >= 0 || line.indexOf(w.toLowerCase()) >= 0; })) { return false; }
+    if (c.unless.some(function (w) { return line.indexOf(w) >= 0; })) { return false; }
     if (line.indexOf(c.message) >= 0) { return true; }
     if (!c.code) { return false; }
     for (var at = line.indexOf(c.code); at >= 0; at = line.indexOf(c.code, at + 1)) {
@@ -1185,9 +1193,10 @@
       });
     });
     out.sort(function (p, q) { return p.line - q.line; });  // stable: a line's sites before its table entries
-    var seen = new Set();
-    return out.filter(function (m) { if (seen.has(m.pattern)) { return false; } seen.add(m.pattern); return true; });
+    var seen = new Set();  // one per pattern; a table's entry one per table and message (explainer._sites)
+    return out.filter(function (m) { var k = siteKey(m); if (seen.has(k)) { return false; } seen.add(k); return true; });
   }
+  function siteKey(m) { return (m.meaning !== null ? m.trust : "") + "\u0000" + m.pattern; }
   function siteTemplate(pattern) {  // as explain shows it: the text, "…" for each value
     return (siteChunks(pattern) || []).map(function (c) { return c === null ? "…" : c; }).join("");
   }
@@ -1215,8 +1224,8 @@
       var got = siteAnswer(message);
       if (typeof got === "string") { waiting = waiting || got === "loading"; return; }
       got.forEach(function (m) {
-        if (seen.has(m.pattern)) { return; }
-        seen.add(m.pattern);
+        if (seen.has(siteKey(m))) { return; }
+        seen.add(siteKey(m));
         m.line = n + 1;
         out.push(m);
       });
