@@ -280,6 +280,25 @@ def test_a_message_only_a_known_site_knows_shows_where_it_is_raised(built, index
     assert "Matches a known error" not in answer["text"]
 
 
+def test_a_message_raised_in_hundreds_of_files_shows_a_few_and_folds_the_rest(built, index_page):
+    """FlashInfer's generated kernels raise one check in hundreds of files: the paste box shows
+    the newest few, as explain's text does, and folds the rest under "and N more" (all there,
+    so the answer still equals explain --json's)."""
+    db, _site = built
+    text = "RuntimeError: tile: acc overlap reverses subtiles by index, which needs a uniform drain width"
+    want = cli_outcome(db, text)
+    assert want["kind"] == "site" and len(want["sites"][0]["sites"]) > 100
+    assert site_outcome(index_page, text) == want
+    shown = index_page.execute_script("""
+const li = document.querySelector('#paste-answer li.site-match');
+return {first: li.querySelectorAll(':scope > ul.site-places > li.site').length,
+        folded: li.querySelectorAll('details.site-more li.site').length,
+        open: li.querySelector('details.site-more').open,
+        summary: li.querySelector('details.site-more > summary').textContent};""")
+    total = len(want["sites"][0]["sites"])
+    assert shown == {"first": 5, "folded": total - 5, "open": False, "summary": f"… and {total - 5} more sites"}
+
+
 def test_a_curated_message_still_answers_with_its_record_first(built, index_page):
     """A message a curated record matches is that record; no known site is shown or loaded for it."""
     db, _site = built

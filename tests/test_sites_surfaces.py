@@ -117,3 +117,18 @@ def test_explain_of_a_log_names_the_log_line_of_each_known_site(store_db):
     assert [(s["line"], s["sites"][0]["file"]) for s in out["sites"]] == [(3, "vllm/sampling_params.py")]
     text = _errkb("explain", "--db", str(store_db), stdin="\n".join(log) + "\n").stdout
     assert "Also in this log, raised at known sites (where, not a fix):\n  line 3: max_tokens must be at least 1" in text
+
+
+def test_a_message_raised_in_hundreds_of_generated_files_lists_a_few_in_text(store_db):
+    """FlashInfer's generated kernels raise one check in hundreds of files: the text answer
+    lists the newest few and says how many more (it printed 2,825 lines); --json lists all."""
+    paste = "RuntimeError: tile: acc overlap reverses subtiles by index, which needs a uniform drain width"
+    data = json.loads(_errkb("explain", "--db", str(store_db), "--json", paste).stdout)
+    (match,) = data["sites"]
+    assert len(match["sites"]) > 100
+    text = _errkb("explain", "--db", str(store_db), paste).stdout
+    assert text.count("raised at") == 5
+    assert f"and {len(match['sites']) - 5} more sites (errkb explain --json lists every one)" in text
+    assert len(text.splitlines()) < 60
+    plain = _errkb("sites", "match", paste).stdout
+    assert plain.count("raised at") == 5 and f"and {len(match['sites']) - 5} more sites" in plain

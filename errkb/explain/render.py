@@ -71,11 +71,14 @@ def _known_sites(page: _Page, sites: list, heading: str, log: bool = False) -> N
             page.prose(f"{at}{m.table_name}: {m.meaning}", 2, 4)
             continue
         page.prose(at + _template(m.pattern), 2, 4, style="title")
-        for site in m.sites:
+        shown, more = m.shown()
+        for site in shown:
             page.prose(site.describe(), 4, 6)
             url = site.source_url()
             if url:
                 page.prose(url, 6, style="dim")
+        if more:
+            page.prose(f"… and {more} more sites (errkb explain --json lists every one)", 4, 6, style="dim")
 
 
 def _template(pattern: str) -> str:

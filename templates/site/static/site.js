@@ -1247,8 +1247,10 @@
         li.appendChild(element("p", "site-message", at + m.name + ": " + m.meaning));
       } else {
         li.appendChild(element("p", "site-message", at + siteTemplate(m.pattern)));
-        var where = element("ul", "site-places");
-        m.sites.forEach(function (s) {
+        // the first sitesHead.sites_shown (errkb.match.sites.SITES_SHOWN), newest first; the rest
+        // folded under "and N more" (FlashInfer's generated kernels: one check in 435 files)
+        var where = element("ul", "site-places"), rest = null;
+        m.sites.forEach(function (s, k) {
           var place = element("li", "site");
           place.setAttribute("data-site", JSON.stringify(s));
           place.appendChild(element("span", "site-where", siteDescribe(s)));
@@ -1259,9 +1261,17 @@
             link.setAttribute("rel", "noopener noreferrer");
             place.appendChild(link);
           }
-          where.appendChild(place);
+          if (k < sitesHead.sites_shown) { where.appendChild(place); return; }
+          if (rest === null) { rest = element("ul", "site-places"); }
+          rest.appendChild(place);
         });
         li.appendChild(where);
+        if (rest !== null) {
+          var more = element("details", "site-more");
+          more.appendChild(element("summary", null, "… and " + (m.sites.length - sitesHead.sites_shown) + " more sites"));
+          more.appendChild(rest);
+          li.appendChild(more);
+        }
       }
       list.appendChild(li);
     });
