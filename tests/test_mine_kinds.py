@@ -92,6 +92,47 @@ def test_cpp_checks_errors_throws_and_streams():
     assert [s.reason for s in sites if s.template is None] == ["argument list not closed within 6000 characters"]
 
 
+# FlashInfer's C++ from 0.4 on (tvm-ffi): the message is streamed after the check; and 0.2's
+# checks whose message is a std::string concatenation.
+TVM_CPP = r"""
+void single_decode(TensorView q, int64_t top_k) {
+  TVM_FFI_ICHECK(status == cudaSuccess)
+      << "SingleDecodeWithKVCache kernel launch failed, error: "
+      << cudaGetErrorString(status);
+  TVM_FFI_ICHECK_EQ(q.ndim(), 2) << "q must be a 2D tensor";
+  TVM_FFI_CHECK(top_k > 0, ValueError) << "top_k must be positive, got " << top_k;
+  if (bad) {
+    TVM_FFI_THROW(NotImplementedError) << "Unsupported dtype " << dtype << " for sampling";
+  }
+  TVM_FFI_ICHECK_LE(q.size(0), 8);
+  TORCH_CHECK(status == cudaSuccess, "TopPSamplingFromProbs failed with error code " +
+              std::string(cudaGetErrorString(status)));
+  TORCH_CHECK(n > 0, "size must be positive, got ", n + 1);
+}
+"""
+
+
+def test_tvm_ffi_streamed_checks_and_string_concatenation():
+    sites = list(cpp_sites(TVM_CPP, "csrc/single_decode.cu"))
+    patterns = {s.template.pattern(): s for s in sites if s.template}
+    launch = patterns["SingleDecodeWithKVCache kernel launch failed, error: (.+?)"]
+    assert (launch.line, launch.function, launch.error_class, launch.condition) == (
+        3, "single_decode", "RuntimeError", "not (status == cudaSuccess)")
+    assert patterns["q must be a 2D tensor"].condition == "not (q.ndim() == 2)"
+    positive = patterns["top_k must be positive, got (.+?)"]
+    assert (positive.error_class, positive.condition) == ("ValueError", "not (top_k > 0)")
+    thrown = patterns["Unsupported dtype (.+?) for sampling"]
+    assert (thrown.error_class, thrown.condition) == ("NotImplementedError", None)
+    assert "TopPSamplingFromProbs failed with error code (.+?)" in patterns
+    # arithmetic inside a check's message is one value, not two
+    assert "size must be positive, got (.+?)" in patterns
+    # a check with nothing streamed into it has no message of its own: a reason, not a guess
+    assert [s.reason for s in sites if s.template is None] == ["tvm-ffi check without a streamed message"]
+    # what a user pastes: tvm-ffi puts "Check failed: (cond) is false: " before the message
+    assert re.search(launch.template.pattern(), "RuntimeError: Check failed: (status == cudaSuccess) is false: "
+                     "SingleDecodeWithKVCache kernel launch failed, error: no kernel image is available")
+
+
 # PyTorch's own C++ forms, as its wheels' headers hold them (c10/util/Exception.h,
 # torch/csrc/distributed/c10d/NCCLUtils.hpp): a typed check inside a macro body whose
 # message is a variable built with +, C10_THROW_ERROR, c10::str, an unconditional check.

@@ -1,7 +1,11 @@
 """The messages C++ and CUDA sources raise: ``TORCH_CHECK(cond, "msg", x, ...)`` and its
 family, ``FLASHINFER_CHECK``/``FLASHINFER_ERROR``, ``AT_ERROR``, ``throw std::..._error(...)``
-(with ``+`` concatenations), and messages built on an ``std::ostringstream`` (``oss << "a" << x;``
-then ``FLASHINFER_ERROR(oss.str())``).
+(with ``+`` concatenations, in a check's message too: ``"launch failed: " + std::string(e)``),
+messages built on an ``std::ostringstream`` (``oss << "a" << x;`` then
+``FLASHINFER_ERROR(oss.str())``), and tvm-ffi's streamed checks, which FlashInfer's C++ uses
+from 0.4 on: ``TVM_FFI_ICHECK(cond) << "a" << x;``, ``TVM_FFI_ICHECK_EQ(a, b) << ...``,
+``TVM_FFI_CHECK(cond, ValueError) << ...``, ``TVM_FFI_THROW(ValueError) << ...`` (the user sees
+``Check failed: (cond) is false: a ...``: the streamed text is the message's own part).
 
 There is no C++ parser here: a bounded, linear scan finds each macro or ``throw``, its
 balanced argument list (string and character literals and comments respected) and the
@@ -27,10 +31,19 @@ _ERRORS = ("FLASHINFER_ERROR", "AT_ERROR", "TORCH_WARN", "TORCH_WARN_ONCE")
 # c10's: the first argument names the error class (c10::<Type>), then as above.
 _TYPED_CHECKS = ("TORCH_CHECK_WITH",)  # (Type, cond, msg...)
 _TYPED_ERRORS = ("C10_THROW_ERROR",)  # (Type, msg...)
+# tvm-ffi's checks and throws: the arguments name the condition (and the error kind), the
+# message is what is streamed after the call (``<< "a" << x;``). ``ICHECK`` raises InternalError,
+# which reaches Python as a RuntimeError.
+_TVM_CHECKS = ("TVM_FFI_ICHECK", "TVM_FFI_ICHECK_EQ", "TVM_FFI_ICHECK_NE", "TVM_FFI_ICHECK_LT", "TVM_FFI_ICHECK_LE",
+               "TVM_FFI_ICHECK_GT", "TVM_FFI_ICHECK_GE", "TVM_FFI_CHECK", "TVM_FFI_CHECK_EQ", "TVM_FFI_CHECK_NE",
+               "TVM_FFI_CHECK_LT", "TVM_FFI_CHECK_LE", "TVM_FFI_CHECK_GT", "TVM_FFI_CHECK_GE")
+_TVM_THROWS = ("TVM_FFI_THROW", "TVM_FFI_LOG_AND_THROW")
+_TVM_OPS = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
 _CLASS = {"TORCH_CHECK_VALUE": "ValueError", "TORCH_CHECK_TYPE": "TypeError", "TORCH_CHECK_INDEX": "IndexError",
           "TORCH_CHECK_NOT_IMPLEMENTED": "NotImplementedError", "TORCH_CHECK_LINALG": "LinAlgError",
           "TORCH_WARN": "UserWarning", "TORCH_WARN_ONCE": "UserWarning"}
-_SITE = re.compile(r"\b(" + "|".join(sorted(_CHECKS + _ERRORS + _TYPED_CHECKS + _TYPED_ERRORS, key=len, reverse=True)) + r")\s*\(|"
+_SITE = re.compile(r"\b(" + "|".join(sorted(_CHECKS + _ERRORS + _TYPED_CHECKS + _TYPED_ERRORS + _TVM_CHECKS + _TVM_THROWS,
+                                             key=len, reverse=True)) + r")\s*\(|"
                    r"\bthrow\s+(?:std::)?([A-Za-z_]\w*(?:_error|Error|_argument|_range|Exception))\s*\(")
 # An argument list longer than this is not a message a person wrote.
 _MAX_ARGS_CHARS = 6000
@@ -76,7 +89,12 @@ def cpp_sites(text: str, file: str) -> Iterator[CppSite]:
         error_class = thrown or _CLASS.get(macro or "", "RuntimeError")
         condition, template, reason = None, None, None
         try:
-            args = _arguments(text, m.end())
+            args, end = _arguments_end(text, m.end())
+            if macro in _TVM_CHECKS + _TVM_THROWS:
+                error_class, condition, pieces = _tvm_site(macro, args, text, end)
+                template = _template(_expand(pieces, ""))
+                yield CppSite(file, line, function, error_class, template, condition, None)
+                continue
             if macro in _TYPED_CHECKS + _TYPED_ERRORS:
                 if len(args) < 2:
                     raise NoTemplate("typed check without an error class")
@@ -110,6 +128,33 @@ def _condition(expr: str) -> str | None:
     return f"not ({expr})"
 
 
+def _tvm_site(macro: str, args: list[str], text: str, end: int) -> tuple[str, str | None, list[str]]:
+    """(error class, condition, message pieces) of a tvm-ffi check or throw whose argument list
+    closes at ``end``: the pieces are what is streamed into it up to the statement's ``;``."""
+    kind = "RuntimeError"  # InternalError (ICHECK) reaches Python as a RuntimeError
+    if macro in _TVM_THROWS:
+        if len(args) != 1:
+            raise NoTemplate("tvm-ffi throw without one error kind")
+        kind, condition = args[0].split("::")[-1], None
+    else:
+        binary = macro.rsplit("_", 1)[-1] if macro.rsplit("_", 1)[-1] in _TVM_OPS else None
+        wanted = (2 if binary else 1) + (0 if macro.startswith("TVM_FFI_ICHECK") else 1)
+        if len(args) != wanted:
+            raise NoTemplate(f"tvm-ffi check with {len(args)} arguments, not {wanted}")
+        if not macro.startswith("TVM_FFI_ICHECK"):
+            kind = args[-1].split("::")[-1]
+        condition = _condition(f"{args[0]} {_TVM_OPS[binary]} {args[1]}" if binary else args[0])
+    if kind == "InternalError":
+        kind = "RuntimeError"
+    rest = text[end : end + _MAX_ARGS_CHARS]
+    stream = rest.lstrip()
+    if not stream.startswith("<<"):
+        raise NoTemplate("tvm-ffi check without a streamed message")
+    stream = stream[2:]
+    pieces = _split_top(stream[: _statement_end(stream)], "<<")
+    return kind, condition, pieces
+
+
 def _in_comment_or_define(text: str, pos: int) -> bool:
     """A hit inside a ``//`` comment or a ``#define`` of the macro itself."""
     start = text.rfind("\n", 0, pos) + 1
@@ -135,6 +180,11 @@ def _definitions(text: str, line_starts: list[int]) -> list[tuple[int, str]]:
 
 def _arguments(text: str, pos: int) -> list[str]:
     """The top-level, comma-separated arguments of the call whose "(" ends just before ``pos``."""
+    return _arguments_end(text, pos)[0]
+
+
+def _arguments_end(text: str, pos: int) -> tuple[list[str], int]:
+    """:func:`_arguments`, and the offset just past the call's closing ")"."""
     args, depth, start, i = [], 0, pos, pos
     end = min(len(text), pos + _MAX_ARGS_CHARS)
     while i < end:
@@ -164,7 +214,7 @@ def _arguments(text: str, pos: int) -> list[str]:
                 if ch != ")":
                     raise NoTemplate("unbalanced brackets in the arguments")
                 args.append(text[start:i])
-                return [a.strip() for a in args if a.strip()]
+                return [a.strip() for a in args if a.strip()], i + 1
             depth -= 1
         elif ch == "," and depth == 0:
             args.append(text[start:i])
@@ -226,6 +276,12 @@ def _expand(pieces: list[str], before: str) -> list[str]:
         if call and piece.rstrip().endswith(")"):
             inner = piece.rstrip()[:-1]
             out.extend(_arguments(inner + ")", call.end()))
+            continue
+        # a std::string concatenation ("launch failed: " + std::string(err)) is its pieces;
+        # arithmetic (a + b), which holds no string literal, stays one value
+        joined = _split_top(piece, "+")
+        if len(joined) > 1 and any(_string_literal(p) is not None for p in joined):
+            out.extend(joined)
         else:
             out.append(piece)
     return out

@@ -25,7 +25,8 @@ MAX_DEPTH = 64
 MAX_FILE_BYTES = 2_000_000
 
 # Vendored third-party code: its messages belong to another project.
-_VENDORED = frozenset({"third_party", "third-party", "3rdparty", "_vendor", "vendor", "vendored", "cutlass", "externals"})
+_VENDORED = frozenset({"third_party", "third-party", "3rdparty", "_vendor", "vendor", "vendored", "cutlass", "cccl",
+                       "externals"})
 # Test-internal modules: messages a user of the library never sees.
 _TESTS = frozenset({"tests", "test", "testing", "_testing", "benchmarks"})
 
