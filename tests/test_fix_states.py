@@ -82,11 +82,11 @@ def test_a_python_fixs_before_is_derived_from_its_own_markers():
     assert prose.before.program == "import os\nx = os.getcwd(1)\n\nprint(x)\n"
 
 
-@pytest.mark.parametrize(("record_id", "reason"), [
-    ("eda8b73d9a02a8c9", "the '# before:' line is not code and no commented-out code follows it"),
-])
-def test_bundled_python_fixes_whose_broken_program_cannot_be_derived_say_why(record_id, reason):
-    assert reason in str(parse_fix(bundled()[record_id]["exampleFix"]))
+def test_a_python_fix_whose_before_line_is_prose_says_why_it_cannot_be_derived():
+    # eda8b73d's shape until 2026-12-05: `# before: <prose>` over the statement marked `# after`
+    fix = parse_fix("import os\n# before: kv_data_type=bfloat16 while the cache is stored in fp8\n"
+                    "os.getcwd()  # after\n")
+    assert "the '# before:' line is not code and no commented-out code follows it" in str(fix)
 
 
 def test_a_before_line_of_code_over_an_after_header_replaces_the_whole_after_block():
@@ -174,6 +174,32 @@ def test_a_variable_off_the_allow_list_never_reaches_a_run_and_so_the_fix_is_not
     fix = parse_fix("# before\nexport LD_PRELOAD=/tmp/x.so\nvllm serve org/model\n# after\nvllm serve org/model\n")
     with pytest.raises(MappingError, match=r"changes \$LD_PRELOAD"):
         map_states(fix, MAPPING)
+
+
+PLAN = {"python": True, "call_keywords": {"call": "plan", "keywords": {"q_data_type": "--q-data-type",
+                                                                     "kv_data_type": "--kv-data-type"}},
+        "append": ["--q-dtype", "bfloat16"]}
+GPU_PROGRAM = ("import torch\nw = make(torch.empty(8, device='cuda'))\n# before: w.plan(1, 2)\n"
+               "w.plan(1, 2, q_data_type=torch.bfloat16)  # after\n")
+
+
+def test_a_program_that_cannot_run_here_gives_the_keywords_of_its_call_as_flags():
+    mapped = map_states(parse_fix(GPU_PROGRAM), PLAN)
+    assert mapped.states["before"]["argv"] == ["--q-dtype", "bfloat16"]  # plan()'s own default: no flag
+    assert mapped.states["after"]["argv"] == ["--q-data-type", "bfloat16", "--q-dtype", "bfloat16"]
+    assert "the program's last plan() call read as flags (q_data_type= -> --q-data-type" in mapped.shown
+    # a fix that does not change the call: both states give the same flags (the case's run then raises in both)
+    same = parse_fix(GPU_PROGRAM.replace("q_data_type=torch.bfloat16", "kv_data_type='float16'"))
+    assert map_states(same, PLAN).states["after"]["argv"][:2] == ["--kv-data-type", "float16"]
+
+
+@pytest.mark.parametrize(("program", "reason"), [
+    (GPU_PROGRAM.replace("w.plan(1, 2, q_data_type", "w.run(1, 2, q_data_type"), "the program never calls plan()"),
+    (GPU_PROGRAM.replace("q_data_type=torch.bfloat16", "q_data_type=pick(torch)"),
+     "the program's plan() computes q_data_type= (pick(torch)), which cannot be read without running it"),
+])
+def test_a_call_the_case_cannot_read_is_not_executable_with_the_reason(program, reason):
+    assert str(map_states(parse_fix(program), PLAN)) == f"exampleFix not executable ({reason})"
 
 
 def test_a_wrapper_the_case_does_not_run_is_not_executable():

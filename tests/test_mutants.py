@@ -18,6 +18,7 @@ from errkb.records import proofs as D
 from errkb.verify import mutants as M
 from errkb.verify import proofs as P
 from errkb.verify import sandbox
+from errkb.verify.fixstates import parse_fix
 from errkb.verify.judge import message_matches
 from errkb.verify.reproducers import Requirements, case
 from errkb.verify.shell import split_states
@@ -93,6 +94,11 @@ def test_the_non_fixing_fix_makes_the_after_section_the_before_one():
     new, _ = M.non_fixing_fix(py)
     assert new == ('import torch.distributed as dist\n# before: dist.init_process_group("mpi")\n'
                    'dist.init_process_group("mpi")  # after\n')
+    # the mark on the last line of a statement that spans lines (eda8b73d's plan() call): the whole statement
+    multi = "import os\n# before: os.getcwd(1)\nos.getcwd(\n    )  # after\nprint('ok')\n"
+    new, _ = M.non_fixing_fix(multi)
+    assert new == "import os\n# before: os.getcwd(1)\nos.getcwd(1)  # after\nprint('ok')\n"
+    assert parse_fix(new).after.program.replace("  # after", "") == parse_fix(new).before.program
     assert M.non_fixing_fix("# before: the rank is read first\n# after: init first\ninit()\n")[0] is None
     assert M.non_fixing_fix(None) == (None, "the record has no exampleFix")
 

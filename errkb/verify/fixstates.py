@@ -13,7 +13,9 @@ place of the ``# after`` block) when that derivation parses. Anything else is
 ``map_states`` applies a case's ``MAPPING`` (plain data in the case module: value
 substitutions, per-flag substitutions, flags appended, wrappers it accepts, a flag the runner
 expresses as a variable (``flag_env``: the variable's change stands for the flag's), and for a Python
-fix the arguments its validation is given in each state) and checks it:
+fix the arguments its validation is given in each state, or, for a program that cannot run here
+(it allocates on a GPU), the keywords of one call read from its code as flags: ``call_keywords``)
+and checks it:
 what the record's fix changes between its states (the flags, variables or program lines
 that differ) must be exactly what the mapped states change. The environment that reaches a
 run passes ``sandbox.allowed_state_env`` first.
@@ -212,8 +214,10 @@ def uncommented(lines: list[str]) -> str | None:
     return "\n".join(re.sub(r"^(\s*)#\s?", r"\1", line) for line in block)
 
 
-def _statement_span(tree: ast.Module, line: int) -> tuple[int, int] | None:
-    """The first and last line (1-based) of the innermost simple statement holding ``line``."""
+def statement_span(tree: ast.Module, line: int) -> tuple[int, int] | None:
+    """The first and last line (1-based) of the innermost simple statement holding ``line``: the
+    statement a ``# after`` mark on any of its lines marks (the state parse and the non-fixing
+    mutant replace the same one)."""
     best = None
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno):
@@ -265,7 +269,7 @@ def _python_before(code: str) -> str | NotExecutable:
             replacement = text.strip()
     if replacement is not None:
         if len(marked) == 1:  # `# before: <code>` in place of the statement marked `# after`
-            span = _statement_span(tree, marked[0] + 1)
+            span = statement_span(tree, marked[0] + 1)
             if span is None:
                 return NotExecutable(f"line {marked[0] + 1} marked '# after' is not a statement")
             start, end = span[0] - 1, span[1]
@@ -419,6 +423,11 @@ def describe(mapping: dict) -> str:
     if mapping.get("validation_argv"):
         parts.append("the validation given " + ", ".join(f"{name}: {' '.join(argv) or '(no arguments)'}"
                                                          for name, argv in mapping["validation_argv"].items()))
+    if mapping.get("call_keywords"):
+        spec = mapping["call_keywords"]
+        parts.append(f"the program's last {spec['call']}() call read as flags ("
+                     + ", ".join(f"{k}= -> {flag}" for k, flag in spec["keywords"].items())
+                     + "; a keyword it does not pass: no flag)")
     if mapping.get("model_flag"):
         parts.append(f"the positional model given as {mapping['model_flag']}")
     if mapping.get("append"):
@@ -430,6 +439,40 @@ def describe(mapping: dict) -> str:
     if mapping.get("wrappers"):
         parts.append("wrappers run as their command: " + ", ".join(mapping["wrappers"]))
     return "; ".join(parts) or "run as written"
+
+
+def _keyword_value(node: ast.expr) -> str | None:
+    """A keyword argument's value as a flag's value: a constant as itself, a dotted name by its
+    last part (``torch.bfloat16`` -> ``bfloat16``, what ``getattr(torch, value)`` reads back);
+    anything computed is None (the case cannot read it without running the program)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float, bool)):
+        return str(node.value)
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def _call_flags(program: str, spec: dict) -> list[str] | NotExecutable:
+    """The keywords the program's last ``spec["call"]()`` call passes, as the flags
+    ``spec["keywords"]`` names for them (in that order): what a program that cannot run here
+    (it allocates on a GPU) says of the state, read without running it."""
+    calls = [node for node in ast.walk(ast.parse(program)) if isinstance(node, ast.Call)
+             and getattr(node.func, "attr", getattr(node.func, "id", None)) == spec["call"]]
+    if not calls:
+        return NotExecutable(f"the program never calls {spec['call']}()")
+    call = max(calls, key=lambda node: (node.lineno, node.col_offset))
+    given = {k.arg: k.value for k in call.keywords if k.arg}
+    flags: list[str] = []
+    for keyword, flag in spec["keywords"].items():
+        if keyword in given:
+            value = _keyword_value(given[keyword])
+            if value is None:
+                return NotExecutable(f"the program's {spec['call']}() computes {keyword}= "
+                                     f"({ast.unparse(given[keyword])[:60]}), which cannot be read without running it")
+            flags += [flag, value]
+    return flags
 
 
 def _flag_value(words: tuple[str, ...], flag: str) -> str | None:
@@ -462,6 +505,11 @@ def map_states(fix: FixStates, mapping: dict) -> Mapped | NotExecutable:
                 out[name]["argv"] = re.findall(mapping["argv_from"], code_lines)
             elif mapping.get("validation_argv"):  # what the program does, said as the validation's flags
                 out[name]["argv"] = list(mapping["validation_argv"][name])
+            elif mapping.get("call_keywords"):  # what the program passes, read from its code (it needs a GPU)
+                flags = _call_flags(program, mapping["call_keywords"])
+                if isinstance(flags, NotExecutable):
+                    return flags
+                out[name]["argv"] = [*flags, *(mapping.get("append") or ())]
     else:
         if mapping.get("python"):
             return NotExecutable("a shell fix, and the case runs a Python program")

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from errkb.records.proofs import WRAPPERS
-from errkb.verify.fixstates import parse_error, uncommented
+from errkb.verify.fixstates import parse_error, statement_span, uncommented
 from errkb.verify.judge import CheckResult, message_matches
 from errkb.verify.shell import SECTION_HEADER
 
@@ -144,14 +144,12 @@ def non_fixing_fix(fix: str | None) -> tuple[str | None, str]:
             return None, f"the '# before:' line is prose, not code: {code[:80]!r}"
         if not _parses(fix):
             return None, "the exampleFix does not parse as Python"
-        tree = ast.parse(fix)
         line = marked[0] + 1
-        spans = [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
-                 if isinstance(n, ast.stmt) and n.lineno == line]
-        if not spans:
+        span = statement_span(ast.parse(fix), line)  # the statement the state parse replaces, one rule for both
+        if span is None:
             return None, f"line {line} marked '# after' is not a statement"
-        start, end = max(spans, key=lambda s: s[1])
-        indent = _AFTER_MARKED.match(lines[start - 1]).group(1)
+        start, end = span
+        indent = re.match(r"\s*", lines[start - 1]).group(0)
         out = "\n".join(lines[:start - 1] + [f"{indent}{code}  # after"] + lines[end:]) + "\n"
         if not _parses(out):
             return None, "the fix with its '# before:' code in place of the '# after' statement does not parse"

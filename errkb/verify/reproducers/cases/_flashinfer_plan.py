@@ -10,6 +10,9 @@ function, and calls the real check with CPU tensors of the dtypes run() would ge
 import argparse
 import inspect
 
+# A case's MAPPING: the program's plan() keywords, as the flags parse() reads (fixstates.call_keywords).
+PLAN_KEYWORDS = {"call": "plan", "keywords": {"q_data_type": "--q-data-type", "kv_data_type": "--kv-data-type"}}
+
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(allow_abbrev=False)
