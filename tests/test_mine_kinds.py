@@ -56,6 +56,41 @@ def test_every_kind_with_function_and_condition():
     assert sum(1 for k in sites if k[0] == "assert") == 2
 
 
+SERVER = '''
+class OpenAIServingModels:
+    async def check_model(self, request):
+        if request.model not in self.models:
+            return self.create_error_response(
+                message=f"The model `{request.model}` does not exist.",
+                err_type="NotFoundError", status_code=HTTPStatus.NOT_FOUND)
+
+    async def create_chat_completion(self, request):
+        if request.n > 1 and request.use_beam_search:
+            return self.create_error_response(f"Only one of n={request.n} and use_beam_search can be set at a time")
+        try:
+            self.render(request)
+        except ValueError as e:
+            return self.create_error_response(str(e))
+        error = create_streaming_error_response(f"Streaming is not supported for model {self.name} yet")
+'''
+
+
+def test_an_http_error_a_server_returns_is_a_response_site_with_its_error_type():
+    """vLLM's OpenAI server returns its request errors as HTTP responses (what a client pastes:
+    `{"object":"error","message":"The model `x` does not exist.","type":"NotFoundError"}`),
+    built with create_error_response: each with its type (BadRequestError when not given)."""
+    sites = {s.template.pattern() if s.template else s.reason: s
+             for s in sites_in_source(SERVER, "vllm/entrypoints/openai/serving_models.py", kinds=ALL_KINDS)}
+    model = sites["The model `(.+?)` does not exist\\."]
+    assert (model.kind, model.error_class, model.function, model.condition) == (
+        "response", "NotFoundError", "OpenAIServingModels.check_model", "request.model not in self.models")
+    beam = sites["Only one of n=(.+?) and use_beam_search can be set at a time"]
+    assert (beam.kind, beam.error_class) == ("response", "BadRequestError")
+    assert sites["Streaming is not supported for model (.+?) yet"].kind == "response"
+    assert "message is a call result" in sites  # str(e): the message is the exception's, raised elsewhere
+    assert not sites_in_source(SERVER, "a.py")  # drafts and drift read raises only
+
+
 def test_default_kinds_are_unchanged():
     # drafts and drift read raises only: their output must not change.
     assert {k[0] for k in _by_kind(frozenset({"raise"}))} == {"raise"}

@@ -102,3 +102,26 @@ def test_build_stamps_a_commit_the_tag_map_learned_later(tmp_path):
     build([], path)
     releases = dict(SiteIndexData.load(path).releases["vllm"])
     assert releases == {"0.1.9": None, version: commit}
+
+
+def test_generated_copies_keep_the_first_files_and_say_how_many_raise_it():
+    """A message raised in more files of a release than COPIES_KEPT (FlashInfer's generated
+    kernels: one check in 2,230 files) keeps the sites of the first files by path, each
+    marked with the count; a message of a few files keeps every site, unmarked."""
+    from errkb.match.sites import COPIES_KEPT
+
+    many = [_row("grid too large", f"flashinfer/data/csrc/k{i:04d}/launch.cu", n=i + 1) for i in range(COPIES_KEPT + 25)]
+    few = [_row("message of two files", f"vllm/{name}.py") for name in ("a", "b")]
+    part = _part("0.7.4", many[::-1] + few)
+    part.keep_copies()
+    kept = [r for r in part.rows if r["p"] == "grid too large"]
+    assert sorted(r["f"] for r in kept) == [f"flashinfer/data/csrc/k{i:04d}/launch.cu" for i in range(COPIES_KEPT)]
+    assert {r["x"] for r in kept} == {COPIES_KEPT + 25}
+    assert [r for r in part.rows if r["p"] == "message of two files"] == few  # untouched, no "x"
+    assert part.copies == 25 and part.summary()["copies_left_out"] == 25
+    # the count is the newest release's, as the line is; the bytes the same whatever the order
+    index = SiteIndexData()
+    older = _part("0.7.3", [dict(r, x=30) for r in kept])
+    index.add(part)
+    index.add(older)
+    assert {row["x"] for key, row in index.rows.items() if key[1] == "grid too large"} == {COPIES_KEPT + 25}

@@ -78,7 +78,7 @@ def _known_sites(page: _Page, sites: list, heading: str, log: bool = False) -> N
             if url:
                 page.prose(url, 6, style="dim")
         if more:
-            page.prose(f"… and {more} more sites (errkb explain --json lists every one)", 4, 6, style="dim")
+            page.prose(m.more("errkb explain --json"), 4, 6, style="dim")
 
 
 def _template(pattern: str) -> str:

@@ -50,7 +50,7 @@ MIN_PROSE_ALNUM = 30
 # Prose this long is one message's own sentence wherever it appears: served on any line
 # (measured on the same foreign messages: see docs/mining.md).
 MIN_SENTENCE_ALNUM = 60
-_CACHE_FORMAT = "sites-cache-v5"  # in the cache files' names: bump when the layout or the trust rule changes
+_CACHE_FORMAT = "sites-cache-v6"  # in the cache files' names: bump when the layout or the trust rule changes
 # On one line, at most this many candidate patterns are verified (most specific first):
 # the bound that keeps a hostile line of anchor words linear.
 MAX_CANDIDATES_PER_LINE = 256
@@ -193,14 +193,21 @@ class _Plain:
 _COMMIT = re.compile(r"[0-9a-f]{7,40}")
 
 
+# How a site gives its message, as explain says it (a "response" is an HTTP error a server
+# returns: vLLM's OpenAI server's create_error_response).
+_VERBS = {"log": "logged", "warn": "warned", "assert": "asserted", "factory": "built",
+          "response": "returned as an HTTP error"}
+
+
 class Site(_Plain):
     """One place a message is raised, with the releases it was seen in: library, file,
     line, function, condition, kind (raise, assert, warn, log, factory, C++), error_class,
     releases ("0.2.7-0.4.0,0.5.1": runs of the scanned releases), release (the newest seen:
-    file, line and commit are its), commit, repo."""
+    file, line and commit are its), commit, repo, copies (None, or for a message raised in more
+    files of that release than the index keeps (generated copies, COPIES_KEPT): how many)."""
 
     __slots__ = ("library", "file", "line", "function", "condition", "kind", "error_class", "releases", "release",
-                 "commit", "repo")
+                 "commit", "repo", "copies")
 
     def source_url(self) -> str | None:
         """The line on GitHub at the release's commit, else at its tag (None without either)."""
@@ -216,20 +223,26 @@ class Site(_Plain):
     def describe(self) -> str:
         where = f"{self.file}:{self.line}" + (f" in {self.function}" if self.function and self.function != "<module>" else "")
         when = f" when {self.condition}" if self.condition else ""
-        verb = {"log": "logged", "warn": "warned", "assert": "asserted", "factory": "built"}.get(self.kind, "raised")
+        verb = _VERBS.get(self.kind, "raised")
         return f"{verb} at {where}{when}; seen in {self.library} {self.releases}"
 
     def as_dict(self) -> dict:
         return {"library": self.library, "file": self.file, "line": self.line, "function": self.function,
                 "condition": self.condition, "kind": self.kind, "errorClass": self.error_class,
                 "releases": self.releases, "release": self.release, "commit": self.commit,
-                "url": self.source_url()}
+                "url": self.source_url(), "copies": self.copies}
 
 
 # In text, a message raised in more places than this (FlashInfer's generated kernels: one check
 # in 435 files, 2,825 lines of explain) shows this many, newest first, and how many more; --json
 # lists every one.
 SITES_SHOWN = 5
+# A message raised in more files of one release than this is generated code copied across
+# kernels (FlashInfer 0.7's experimental backends: one host check in 2,230 generated files, two
+# thirds of the release's rows). The miner (errkb.mine.releases) keeps the sites of the first
+# COPIES_KEPT of those files (by path) and marks each kept row with how many files raise it
+# ("x"); explain and the site say so.
+COPIES_KEPT = 10
 
 
 class SiteMatch(_Plain):
@@ -254,8 +267,24 @@ class SiteMatch(_Plain):
                 "meaning": self.meaning, "sites": [s.as_dict() for s in self.sites]}
 
     def shown(self) -> tuple[tuple[Site, ...], int]:
-        """The sites a text answer lists (the first SITES_SHOWN, newest first) and how many it leaves out."""
-        return self.sites[:SITES_SHOWN], max(0, len(self.sites) - SITES_SHOWN)
+        """The sites a text answer lists (the first SITES_SHOWN, newest first) and how many it
+        leaves out: the other sites, or, for generated copies, the other files of the release
+        that raises it in the most (the index keeps only some of them)."""
+        shown = self.sites[:SITES_SHOWN]
+        places = max([len(self.sites), *(s.copies or 0 for s in self.sites)])
+        return shown, max(0, places - len(shown))
+
+    def more(self, json_hint: str) -> str:
+        """What a text answer says of the sites ``shown`` leaves out ("" when none)."""
+        _, more = self.shown()
+        if not more:
+            return ""
+        copied = max(self.sites, key=lambda s: s.copies or 0)
+        if not copied.copies:
+            return f"… and {more:,} more sites ({json_hint} lists every one)"
+        return (f"… and {more:,} more sites: generated copies, {copied.copies:,} files raise it in "
+                f"{copied.library} {copied.release} (the index keeps the first {COPIES_KEPT} of them; "
+                f"{json_hint} lists those)")
 
     def describe(self) -> list[str]:
         if self.meaning is not None:
@@ -268,7 +297,7 @@ class SiteMatch(_Plain):
             if url:
                 lines.append("    " + url)
         if more:
-            lines.append(f"  ... and {more} more sites (--json lists every one)")
+            lines.append("  " + self.more("--json").replace("…", "..."))
         return lines
 
 
@@ -707,7 +736,7 @@ def sites_of(rows: list[dict], libraries: dict, rank: dict | None = None,
         newest = _newest(row["r"], releases)
         commit = commits.get(row["l"], {}).get(newest)
         sites.append(Site(row["l"], row["f"], row["n"], row["fn"], row.get("c"), row["k"], row.get("e"),
-                          row["r"], newest, commit, info.get("repo")))
+                          row["r"], newest, commit, info.get("repo"), row.get("x")))
     sites.sort(key=lambda s: (-rank.get(s.library, {}).get(s.release, -1), s.library, s.file, s.line))
     return tuple(sites)
 

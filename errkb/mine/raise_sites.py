@@ -60,7 +60,7 @@ class RaiseSite:
     source_start: int
     source_end: int
     source_code: str
-    kind: str = "raise"  # "raise", or (only when asked for) "assert", "warn", "log", "factory"
+    kind: str = "raise"  # "raise", or (only when asked for) "assert", "warn", "log", "factory", "response"
     condition: str | None = None  # the test of the innermost enclosing `if` ("not (x)" in its else)
 
     @property
@@ -109,7 +109,9 @@ class Scan:
 
 # What a site can be. "raise" alone is what drafts and drift read; the known-site
 # index reads them all (a logged or asserted message is pasted as often as a raised one).
-ALL_KINDS = frozenset({"raise", "assert", "warn", "log", "factory"})
+# "response": an HTTP error a server builds from the message (vLLM's OpenAI server:
+# `return self.create_error_response("...", err_type="NotFoundError")`), what its client pastes.
+ALL_KINDS = frozenset({"raise", "assert", "warn", "log", "factory", "response"})
 
 
 def _reason_kind(reason: str) -> str:
@@ -391,6 +393,11 @@ class _SiteFinder:
             if isinstance(stmt, ast.Assert) and stmt.msg is not None and "assert" in self.kinds:
                 self._add_site(stmt, lambda stmt=stmt: ("AssertionError", stmt.msg), "assert",
                                condition=_negated(stmt.test))
+                continue
+            if ("response" in self.kinds and isinstance(stmt, (ast.Return, ast.Expr, ast.Assign, ast.AnnAssign))
+                    and isinstance(stmt.value, ast.Call) and _is_error_response_call(stmt.value)):
+                value = stmt.value
+                self._add_site(stmt, lambda value=value: _response_type_and_message(value), "response")
                 continue
             if (isinstance(stmt, ast.Return) and "factory" in self.kinds and isinstance(stmt.value, ast.Call)
                     and _names_exception_class(stmt.value.func)):
@@ -931,6 +938,31 @@ def _log_level_and_message(call: ast.Call) -> tuple[str, ast.expr]:
     # logging applies a lone mapping as named arguments, else the tuple of all arguments.
     right: ast.expr = rest[0] if len(rest) == 1 and isinstance(rest[0], ast.Dict) else ast.Tuple(elts=list(rest), ctx=ast.Load())
     return level, ast.copy_location(ast.BinOp(left=first, op=ast.Mod(), right=right), first)
+
+
+# The helpers a server builds its HTTP error responses with (vLLM's OpenAIServing and its
+# serving_* modules; the message is the first argument or ``message=``, the error type
+# ``err_type=``, "BadRequestError" when not given).
+_ERROR_RESPONSE_HELPERS = frozenset({"create_error_response", "create_streaming_error_response"})
+
+
+def _is_error_response_call(call: ast.Call) -> bool:
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    return name in _ERROR_RESPONSE_HELPERS
+
+
+def _response_type_and_message(call: ast.Call) -> tuple[str, ast.expr]:
+    """``create_error_response("msg", err_type="NotFoundError")``: the error type a client sees
+    (a constant; else the helper's default) and the message."""
+    keywords = {k.arg: k.value for k in call.keywords if k.arg}
+    message = call.args[0] if call.args else keywords.get("message")
+    if message is None or isinstance(message, ast.Starred):
+        raise NoTemplate("no message argument")
+    err_type = keywords.get("err_type", call.args[1] if len(call.args) > 1 else None)
+    if isinstance(err_type, ast.Constant) and isinstance(err_type.value, str):
+        return err_type.value, message
+    return "BadRequestError", message
 
 
 def _names_exception_class(func: ast.expr) -> bool:

@@ -20,12 +20,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from errkb.match.sites import COPIES_KEPT  # the rule for generated copies: one home, beside its reader
 from errkb.mine.cpp_sites import cpp_sites
 from errkb.mine.raise_sites import ALL_KINDS, sites_in_source
 from errkb.mine.sources import BadArchive, archive_members, archive_provenance, decode_source
 from errkb.mine.walk import excluded_reason
 
 _CPP_SUFFIXES = (".h", ".cuh", ".cu", ".cpp", ".hpp", ".cc")
+
 
 
 @dataclass(frozen=True)
@@ -223,11 +225,32 @@ class Part:
     files: int = 0
     skipped: Counter = field(default_factory=Counter)  # reason -> count
     untemplated: Counter = field(default_factory=Counter)
+    copies: int = 0  # sites of generated copies left out (errkb.match.sites.COPIES_KEPT)
 
     def summary(self) -> dict:
         return {"library": self.library, "version": self.version, "commit": self.commit, "files": self.files,
-                "sites": len(self.rows), "untemplated": sum(self.untemplated.values()),
+                "sites": len(self.rows), "untemplated": sum(self.untemplated.values()), "copies_left_out": self.copies,
                 "skipped": sum(self.skipped.values()), "skipped_reasons": dict(sorted(self.skipped.items()))}
+
+    def keep_copies(self, kept: int = COPIES_KEPT) -> None:
+        """Rows of a message raised in more than ``kept`` files: only those in the first ``kept``
+        files (by path), each marked with the number of files (``x``). Linear in the rows."""
+        files: dict[str, set[str]] = {}
+        for row in self.rows:
+            files.setdefault(row["p"], set()).add(row["f"])
+        keep = {p: set(sorted(fs)[:kept]) for p, fs in files.items() if len(fs) > kept}
+        if not keep:
+            return
+        out = []
+        for row in self.rows:
+            chosen = keep.get(row["p"])
+            if chosen is None:
+                out.append(row)
+            elif row["f"] in chosen:
+                out.append({**row, "x": len(files[row["p"]])})
+            else:
+                self.copies += 1
+        self.rows = out
 
 
 def _wanted(library: Library):
@@ -291,6 +314,7 @@ def read_release(archive: Path, library: Library, version: str, commit: str | No
             raise ReleaseError(f"{archive.name}: {reason}; the release is not added (raise MAX_ARCHIVE_BYTES "
                                f"in errkb/mine/sources.py if this archive is genuine)")
         part.skipped[reason.split(" (")[0]] += 1
+    part.keep_copies()
     part.rows.sort(key=_row_key)
     return part
 

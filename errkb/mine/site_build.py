@@ -88,6 +88,7 @@ def build(specs: list[str], index_path: Path, fresh: bool = False, releases_dir:
         summary["seconds"] = round(seconds, 1)
         report.parts.append(summary)
         say(f"{spec}: {summary['sites']} sites from {summary['files']} files in {summary['seconds']} s"
+                 + (f"; {summary['copies_left_out']} generated copies left out" if summary["copies_left_out"] else "")
                  + (f"; {summary['skipped']} skipped" if summary["skipped"] else ""))
 
     if jobs <= 1 or len(specs) <= 1:

@@ -12,6 +12,9 @@ time stamp):
   "c": condition or null, "k": kind, "e": error class, "r": "0.2.7-0.4.0,0.5.1"}``. ``r`` lists
   runs of consecutive scanned releases (by the header's order); ``n`` is the line in the
   newest release that has the site, and that release's commit (header) is the row's commit.
+  A row of a message raised in more than ``errkb.match.sites.COPIES_KEPT`` files of a release (generated
+  copies; only the first files' sites are kept) also has ``"x"``: how many files raise it in
+  that newest release.
 """
 
 from __future__ import annotations

@@ -1113,7 +1113,8 @@
     var commit = sitesHead.releaseMaps[row[0]].get(newest);
     var site = { library: lib[0], file: sitesHead.files[row[1]], line: row[2], "function": row[3], condition: row[4],
                  kind: sitesHead.kinds[row[5]], errorClass: row[6] === null ? null : sitesHead.errors[row[6]],
-                 releases: releases, release: newest, commit: commit === undefined ? null : commit, url: null };
+                 releases: releases, release: newest, commit: commit === undefined ? null : commit, url: null,
+                 copies: row.length > 8 ? row[8] : null };
     var repo = lib[1];
     if (repo && site.commit && /^[0-9a-f]{7,40}$/.test(site.commit)) {  // errkb.match.sites._COMMIT: a short hash links too
       site.url = "https://github.com/" + repo + "/blob/" + site.commit + "/" + site.file + "#L" + site.line;
@@ -1200,9 +1201,21 @@
   function siteTemplate(pattern) {  // as explain shows it: the text, "…" for each value
     return (siteChunks(pattern) || []).map(function (c) { return c === null ? "…" : c; }).join("");
   }
+  function siteMore(m) {  // errkb.match.sites.SiteMatch.more, for the folded sites ("" when none)
+    var copied = null;
+    m.sites.forEach(function (s) { if (s.copies && (copied === null || s.copies > copied.copies)) { copied = s; } });
+    var places = Math.max(m.sites.length, copied === null ? 0 : copied.copies);
+    var more = places - Math.min(m.sites.length, sitesHead.sites_shown);
+    if (more <= 0) { return ""; }
+    if (copied === null) { return "… and " + more.toLocaleString("en-US") + " more sites"; }
+    return "… and " + more.toLocaleString("en-US") + " more sites: generated copies, " +
+      copied.copies.toLocaleString("en-US") + " files raise it in " + copied.library + " " + copied.release +
+      " (the index keeps the first " + sitesHead.copies_kept + " of them)";
+  }
   function siteDescribe(s) {  // errkb.match.sites.Site.describe
     var where = s.file + ":" + s.line + (s["function"] && s["function"] !== "<module>" ? " in " + s["function"] : "");
-    var verb = { log: "logged", warn: "warned", assert: "asserted", factory: "built" }[s.kind] || "raised";
+    var verb = { log: "logged", warn: "warned", assert: "asserted", factory: "built",  // errkb.match.sites._VERBS
+                 response: "returned as an HTTP error" }[s.kind] || "raised";
     return verb + " at " + where + (s.condition ? " when " + s.condition : "") + "; seen in " + s.library + " " + s.releases;
   }
   // errkb.explain.explainer._explain_log's sites: in a text of several lines where records
@@ -1266,11 +1279,14 @@
           rest.appendChild(place);
         });
         li.appendChild(where);
+        var moreText = siteMore(m);
         if (rest !== null) {
           var more = element("details", "site-more");
-          more.appendChild(element("summary", null, "… and " + (m.sites.length - sitesHead.sites_shown) + " more sites"));
+          more.appendChild(element("summary", null, moreText));
           more.appendChild(rest);
           li.appendChild(more);
+        } else if (moreText) {  // generated copies beyond the few the index keeps: said, nothing to fold
+          li.appendChild(element("p", "site-more", moreText));
         }
       }
       list.appendChild(li);
