@@ -82,6 +82,13 @@ def test_a_python_fixs_before_is_derived_from_its_own_markers():
     assert prose.before.program == "import os\nx = os.getcwd(1)\n\nprint(x)\n"
 
 
+@pytest.mark.parametrize("after_line", ["if ok: w.plan(1, q=2)  # after", "w = make(); w.plan(1, q=2)  # after"])
+def test_a_marked_statement_that_shares_its_line_with_other_code_is_not_replaced(after_line):
+    # replacing the whole line would drop the guard or the assignment beside the marked call
+    fix = parse_fix(f"import os\n# before: w.plan(1)\n{after_line}\n")
+    assert str(fix) == "exampleFix not executable (line 3 marked '# after' is not a statement of its own line)"
+
+
 def test_a_python_fix_whose_before_line_is_prose_says_why_it_cannot_be_derived():
     # eda8b73d's shape until 2026-12-05: `# before: <prose>` over the statement marked `# after`
     fix = parse_fix("import os\n# before: kv_data_type=bfloat16 while the cache is stored in fp8\n"
@@ -186,17 +193,34 @@ GPU_PROGRAM = ("import torch\nw = make(torch.empty(8, device='cuda'))\n# before:
 def test_a_program_that_cannot_run_here_gives_the_keywords_of_its_call_as_flags():
     mapped = map_states(parse_fix(GPU_PROGRAM), PLAN)
     assert mapped.states["before"]["argv"] == ["--q-dtype", "bfloat16"]  # plan()'s own default: no flag
-    assert mapped.states["after"]["argv"] == ["--q-data-type", "bfloat16", "--q-dtype", "bfloat16"]
+    assert mapped.states["after"]["argv"] == ["--q-data-type=bfloat16", "--q-dtype", "bfloat16"]
     assert "the program's last plan() call read as flags (q_data_type= -> --q-data-type" in mapped.shown
     # a fix that does not change the call: both states give the same flags (the case's run then raises in both)
     same = parse_fix(GPU_PROGRAM.replace("q_data_type=torch.bfloat16", "kv_data_type='float16'"))
-    assert map_states(same, PLAN).states["after"]["argv"][:2] == ["--kv-data-type", "float16"]
+    assert map_states(same, PLAN).states["after"]["argv"][:1] == ["--kv-data-type=float16"]
+    # None is the callee's own default: no flag; a value that begins with a dash stays the flag's value
+    assert map_states(parse_fix(GPU_PROGRAM.replace("torch.bfloat16", "None")), PLAN).states["after"]["argv"] == [
+        "--q-dtype", "bfloat16"]
+    dash = parse_fix(GPU_PROGRAM.replace("torch.bfloat16", "'--kv-data-type'"))
+    assert map_states(dash, PLAN).states["after"]["argv"][0] == "--q-data-type=--kv-data-type"
 
 
 @pytest.mark.parametrize(("program", "reason"), [
     (GPU_PROGRAM.replace("w.plan(1, 2, q_data_type", "w.run(1, 2, q_data_type"), "the program never calls plan()"),
     (GPU_PROGRAM.replace("q_data_type=torch.bfloat16", "q_data_type=pick(torch)"),
      "the program's plan() computes q_data_type= (pick(torch)), which cannot be read without running it"),
+    # a variable or another object's attribute is not the dtype it names: dt = torch.float16 is not "dt"
+    (GPU_PROGRAM.replace("q_data_type=torch.bfloat16", "q_data_type=dt"),
+     "the program's plan() computes q_data_type= (dt), which cannot be read without running it"),
+    (GPU_PROGRAM.replace("q_data_type=torch.bfloat16", "q_data_type=args.dtype"),
+     "the program's plan() computes q_data_type= (args.dtype), which cannot be read without running it"),
+    (GPU_PROGRAM.replace("q_data_type=torch.bfloat16", "q_data_type=True"),
+     "the program's plan() computes q_data_type= (True), which cannot be read without running it"),
+    (GPU_PROGRAM.replace("q_data_type=torch.bfloat16", "**opts"),
+     "the program's plan() passes **kwargs or *args, which cannot be read without running it"),
+    # hostile text: a value nested a thousand deep is shown cut, never unparsed (a RecursionError)
+    (GPU_PROGRAM.replace("q_data_type=torch.bfloat16", "q_data_type=" + "-" * 1000 + "x"),
+     "the program's plan() computes q_data_type= (" + "-" * 60 + "), which cannot be read without running it"),
 ])
 def test_a_call_the_case_cannot_read_is_not_executable_with_the_reason(program, reason):
     assert str(map_states(parse_fix(program), PLAN)) == f"exampleFix not executable ({reason})"

@@ -214,18 +214,32 @@ def uncommented(lines: list[str]) -> str | None:
     return "\n".join(re.sub(r"^(\s*)#\s?", r"\1", line) for line in block)
 
 
-def statement_span(tree: ast.Module, line: int) -> tuple[int, int] | None:
+_COMPOUND = tuple(getattr(ast, name) for name in ("If", "For", "While", "With", "Try", "TryStar", "Match", "FunctionDef",
+                                                    "ClassDef", "AsyncFunctionDef", "AsyncFor", "AsyncWith")
+                  if hasattr(ast, name))
+
+
+def statement_span(tree: ast.Module, line: int, lines: list[str]) -> tuple[int, int] | None:
     """The first and last line (1-based) of the innermost simple statement holding ``line``: the
     statement a ``# after`` mark on any of its lines marks (the state parse and the non-fixing
-    mutant replace the same one)."""
+    mutant replace the same one, whole lines). None when no statement holds it, or when other
+    code shares those lines (``if ok: w.plan(...)  # after``, ``a = 1; b(2)  # after``):
+    replacing the lines would drop that code."""
     best = None
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno):
-            if not isinstance(node, (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.FunctionDef, ast.ClassDef,
-                                     ast.AsyncFunctionDef, ast.AsyncFor, ast.AsyncWith)) or node.lineno == line:
-                if best is None or node.lineno >= best[0]:
-                    best = (node.lineno, node.end_lineno or node.lineno)
-    return best
+            if not isinstance(node, _COMPOUND) or node.lineno == line:
+                if best is None or node.lineno >= best.lineno:
+                    best = node
+    if best is None:
+        return None
+    first, last = best.lineno, best.end_lineno or best.lineno
+    if lines[first - 1][: best.col_offset].strip():
+        return None
+    tail = lines[last - 1][best.end_col_offset or 0 :].strip() if isinstance(best.end_col_offset, int) else ""
+    if tail and not tail.startswith("#"):
+        return None
+    return first, last
 
 
 def _after_block(lines: list[str], header: int) -> tuple[int, int] | None:
@@ -269,9 +283,9 @@ def _python_before(code: str) -> str | NotExecutable:
             replacement = text.strip()
     if replacement is not None:
         if len(marked) == 1:  # `# before: <code>` in place of the statement marked `# after`
-            span = statement_span(tree, marked[0] + 1)
+            span = statement_span(tree, marked[0] + 1, lines)
             if span is None:
-                return NotExecutable(f"line {marked[0] + 1} marked '# after' is not a statement")
+                return NotExecutable(f"line {marked[0] + 1} marked '# after' is not a statement of its own line")
             start, end = span[0] - 1, span[1]
         elif not marked and len(headers_after) == 1 and (block := _after_block(lines, headers_after[0])):
             start, end = block  # `# before: <code>` in place of the code under the `# after` header
@@ -441,37 +455,46 @@ def describe(mapping: dict) -> str:
     return "; ".join(parts) or "run as written"
 
 
-def _keyword_value(node: ast.expr) -> str | None:
-    """A keyword argument's value as a flag's value: a constant as itself, a dotted name by its
-    last part (``torch.bfloat16`` -> ``bfloat16``, what ``getattr(torch, value)`` reads back);
-    anything computed is None (the case cannot read it without running the program)."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float, bool)):
-        return str(node.value)
-    if isinstance(node, ast.Attribute):
+_NOT_PASSED = object()
+
+
+def _keyword_value(node: ast.expr) -> str | object | None:
+    """A keyword argument's value as a flag's value: a string as itself, a dtype named on torch
+    by its name (``torch.bfloat16`` -> ``bfloat16``, what ``getattr(torch, value)`` reads back),
+    ``None`` as not passed (the callee's own default); anything else (a variable, another
+    object's attribute, a call) is None: the case cannot read it without running the program."""
+    if isinstance(node, ast.Constant):
+        if node.value is None:
+            return _NOT_PASSED
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
         return node.attr
-    if isinstance(node, ast.Name):
-        return node.id
     return None
 
 
 def _call_flags(program: str, spec: dict) -> list[str] | NotExecutable:
     """The keywords the program's last ``spec["call"]()`` call passes, as the flags
-    ``spec["keywords"]`` names for them (in that order): what a program that cannot run here
-    (it allocates on a GPU) says of the state, read without running it."""
+    ``spec["keywords"]`` names for them (in that order, ``--flag=value``): what a program that
+    cannot run here (it allocates on a GPU) says of the state, read without running it."""
     calls = [node for node in ast.walk(ast.parse(program)) if isinstance(node, ast.Call)
              and getattr(node.func, "attr", getattr(node.func, "id", None)) == spec["call"]]
     if not calls:
         return NotExecutable(f"the program never calls {spec['call']}()")
     call = max(calls, key=lambda node: (node.lineno, node.col_offset))
-    given = {k.arg: k.value for k in call.keywords if k.arg}
+    if any(k.arg is None for k in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
+        return NotExecutable(f"the program's {spec['call']}() passes **kwargs or *args, which cannot be read "
+                             "without running it")
+    given = {k.arg: k.value for k in call.keywords}
     flags: list[str] = []
     for keyword, flag in spec["keywords"].items():
         if keyword in given:
             value = _keyword_value(given[keyword])
             if value is None:
-                return NotExecutable(f"the program's {spec['call']}() computes {keyword}= "
-                                     f"({ast.unparse(given[keyword])[:60]}), which cannot be read without running it")
-            flags += [flag, value]
+                shown = (ast.get_source_segment(program, given[keyword]) or "?")[:60]
+                return NotExecutable(f"the program's {spec['call']}() computes {keyword}= ({shown}), "
+                                     "which cannot be read without running it")
+            if value is not _NOT_PASSED:
+                flags.append(f"{flag}={value}")
     return flags
 
 

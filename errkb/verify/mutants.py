@@ -145,9 +145,9 @@ def non_fixing_fix(fix: str | None) -> tuple[str | None, str]:
         if not _parses(fix):
             return None, "the exampleFix does not parse as Python"
         line = marked[0] + 1
-        span = statement_span(ast.parse(fix), line)  # the statement the state parse replaces, one rule for both
+        span = statement_span(ast.parse(fix), line, lines)  # the statement the state parse replaces, one rule for both
         if span is None:
-            return None, f"line {line} marked '# after' is not a statement"
+            return None, f"line {line} marked '# after' is not a statement of its own line"
         start, end = span
         indent = re.match(r"\s*", lines[start - 1]).group(0)
         out = "\n".join(lines[:start - 1] + [f"{indent}{code}  # after"] + lines[end:]) + "\n"
