@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from errkb.mine.cpp_sites import cpp_sites
 from errkb.mine.raise_sites import ALL_KINDS, sites_in_source
 
@@ -89,6 +91,20 @@ def test_an_http_error_a_server_returns_is_a_response_site_with_its_error_type()
     assert sites["Streaming is not supported for model (.+?) yet"].kind == "response"
     assert "message is a call result" in sites  # str(e): the message is the exception's, raised elsewhere
     assert not sites_in_source(SERVER, "a.py")  # drafts and drift read raises only
+
+
+@pytest.mark.parametrize(("call", "error_class", "pattern"), [
+    # another helper of the same name, (type, message) or (status, message): not read as (message, type)
+    ('create_error_response("invalid_request_error", "The model does not exist on this server at all")', None, None),
+    ('create_error_response(HTTPStatus.BAD_REQUEST, "The model does not exist on this server at all")', None, None),
+    # an error type computed at run time is unknown, not the helper's default
+    ('self.create_error_response(f"The model `{m}` does not exist.", err_type=kind)', None, "The model `(.+?)` does not exist\\."),
+    ('self.create_error_response(f"The model `{m}` does not exist.", "NotFoundError")', "NotFoundError", "The model `(.+?)` does not exist\\."),
+])
+def test_a_response_site_reads_only_the_message_and_error_type_of_create_error_response(call, error_class, pattern):
+    (site,) = sites_in_source(f"def f(self, m, kind):\n    return {call}\n", "a.py", kinds=ALL_KINDS)
+    assert site.kind == "response" and site.error_class == error_class
+    assert (site.template.pattern() if site.template else None) == pattern
 
 
 def test_default_kinds_are_unchanged():
@@ -209,3 +225,18 @@ def test_pytorch_cpp_forms():
     assert [s.reason for s in sites if s.template is None] == ["message is a variable not defined nearby"]
     assert re.search(nccl.template.pattern(), "NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error "
                      "(run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\nncclSystemError: System call")
+
+
+def test_a_tvm_ffi_stream_skips_its_comments_and_reads_a_message_variable_above_it():
+    src = '''void f(int x) {
+  TVM_FFI_ICHECK(x > 0) << "head dim must be positive"  // it's the why
+      << " got " << x;
+  std::string msg = "the workspace buffer is too small for this batch";
+  TVM_FFI_ICHECK(x < 9) << msg;
+  TVM_FFI_ICHECK(x != 3)  /* note; see */ << "three is not a supported page size here: " << x;
+}
+'''
+    got = [(c.line, c.condition, c.template.pattern() if c.template else c.reason) for c in cpp_sites(src, "a.cu")]
+    assert got == [(2, "not (x > 0)", "head dim must be positive got (.+?)"),
+                   (5, "not (x < 9)", "the workspace buffer is too small for this batch"),
+                   (6, "not (x != 3)", "three is not a supported page size here: (.+?)")]

@@ -104,24 +104,48 @@ def test_build_stamps_a_commit_the_tag_map_learned_later(tmp_path):
     assert releases == {"0.1.9": None, version: commit}
 
 
-def test_generated_copies_keep_the_first_files_and_say_how_many_raise_it():
-    """A message raised in more files of a release than COPIES_KEPT (FlashInfer's generated
-    kernels: one check in 2,230 files) keeps the sites of the first files by path, each
-    marked with the count; a message of a few files keeps every site, unmarked."""
-    from errkb.match.sites import COPIES_KEPT
+def test_generated_copies_are_one_row_of_the_first_file_with_how_many_files_raise_it():
+    """One message of one function and condition raised in more files of a release than
+    COPIES_MOST (FlashInfer's generated kernels: one check in 2,230 files) is one row, the first
+    file's, with the count; a message hand-written in many files (other functions, as
+    torch.optim's "Invalid learning rate" in 21) and one of a few files keep every site."""
+    from errkb.match.sites import COPIES_MOST
 
-    many = [_row("grid too large", f"flashinfer/data/csrc/k{i:04d}/launch.cu", n=i + 1) for i in range(COPIES_KEPT + 25)]
+    def copies(version, first, count):
+        return _part(version, [_row("grid too large", f"flashinfer/data/csrc/k{i:04d}/launch.cu", n=i + 7)
+                               for i in range(first, first + count)][::-1])
+
+    many = copies("0.7.4", 0, COPIES_MOST + 25)
+    hand = [dict(_row("Invalid learning rate: (.+?)", f"torch/optim/{name}.py"), fn=f"{name.upper()}.__init__")
+            for name in ("sgd", "adam", "adagrad", "adamw", "adamax", "asgd", "lbfgs", "nadam", "radam", "rmsprop",
+                         "rprop", "sparse_adam")]
     few = [_row("message of two files", f"vllm/{name}.py") for name in ("a", "b")]
-    part = _part("0.7.4", many[::-1] + few)
-    part.keep_copies()
-    kept = [r for r in part.rows if r["p"] == "grid too large"]
-    assert sorted(r["f"] for r in kept) == [f"flashinfer/data/csrc/k{i:04d}/launch.cu" for i in range(COPIES_KEPT)]
-    assert {r["x"] for r in kept} == {COPIES_KEPT + 25}
-    assert [r for r in part.rows if r["p"] == "message of two files"] == few  # untouched, no "x"
-    assert part.copies == 25 and part.summary()["copies_left_out"] == 25
-    # the count is the newest release's, as the line is; the bytes the same whatever the order
-    index = SiteIndexData()
-    older = _part("0.7.3", [dict(r, x=30) for r in kept])
-    index.add(part)
-    index.add(older)
-    assert {row["x"] for key, row in index.rows.items() if key[1] == "grid too large"} == {COPIES_KEPT + 25}
+    many.rows += hand + few
+    many.keep_copies()
+    (row,) = [r for r in many.rows if r["p"] == "grid too large"]
+    assert (row["f"], row["n"], row["x"]) == ("flashinfer/data/csrc/k0000/launch.cu", 7, COPIES_MOST + 25)
+    assert [r for r in many.rows if r["p"] != "grid too large"] == hand + few  # untouched, no "x"
+    assert many.copies == COPIES_MOST + 24 and many.summary()["copies_left_out"] == COPIES_MOST + 24
+    # the row spans every release whose copies it stands for, though their first file differs;
+    # its file, line and count are the newest's, whatever order the releases come in
+    older = copies("0.7.3", 5, COPIES_MOST + 3)
+    older.keep_copies()
+    built = []
+    for parts in ((older, many), (many, older)):
+        index = SiteIndexData()
+        for part in parts:
+            index.add(part)
+        (key,) = [k for k in index.rows if k[1] == "grid too large"]
+        assert index.seen[key] == {"0.7.3", "0.7.4"}
+        assert index.rows[key]["f"] == "flashinfer/data/csrc/k0000/launch.cu" and index.rows[key]["x"] == COPIES_MOST + 25
+        built.append(index.dumps())
+    assert built[0] == built[1]
+    assert SiteIndexData.load(_write(built[0])).dumps() == built[0]  # the key survives a round trip
+
+
+def _write(data: bytes) -> Path:
+    import tempfile
+
+    path = Path(tempfile.mkdtemp()) / "sites.jsonl.gz"
+    path.write_bytes(data)
+    return path

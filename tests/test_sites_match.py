@@ -5,6 +5,8 @@ broken index."""
 from __future__ import annotations
 
 import gzip
+import json
+import re
 import time
 
 import pytest
@@ -13,6 +15,7 @@ from errkb.match.sites import Site, SiteIndex, SiteIndexError, chunks_of, trust
 from errkb.mine.releases import Part
 from errkb.mine.site_index import SiteIndexData
 from errkb.mine.templates import Template
+from errkb.resources import data_dir
 
 MAX_TOKENS = r"max_tokens must be at least 1, got (.+?)\."
 
@@ -207,6 +210,47 @@ def test_torchrun_failure_table_tags_log_lines_in_the_batch_path(tmp_path):
     batch = index.match_lines(lines)
     tagged = {n + 1: m.pattern for n, m in enumerate(batch) if m is not None}
     assert tagged == {2: "ChildFailedError", 3: "ChildFailedError", 17: "Signal 9 (SIGKILL) received by PID"}
+
+
+# PyTorch's most pasted C++ errors, as users pasted them (the PyTorch table, data/sites/torch_errors.json)
+TORCH_CPP = {
+    "[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
+    "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600020 milliseconds before timing out.":
+        "Watchdog caught collective operation timeout",
+    "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!":
+        "Expected all tensors to be on the same device",
+    "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: "
+    "29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use":
+        "The server socket has failed to listen on any local network address",
+    "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`":
+        "CUDA error: CUBLAS_STATUS_",
+    "RuntimeError: The size of tensor a (4) must match the size of tensor b (3) at non-singleton dimension 1":
+        ") must match the size of tensor b (",
+    "IndexError: index out of range in self": "index out of range in self",
+}
+
+
+@pytest.mark.parametrize("paste", TORCH_CPP)
+def test_pytorch_errors_raised_in_its_cpp_get_what_they_mean_first(tmp_path, paste):
+    """No wheel ships PyTorch's .cpp, so these are not mined: the curated PyTorch table says what
+    each means and where it is raised, before any mined site of the same line (a copy of the
+    wording elsewhere, as torch's own Python shape functions' "The size of tensor a")."""
+    index = _index(tmp_path)
+    (first, *rest) = index.match(paste)
+    assert (first.trust, first.pattern) == ("torch", TORCH_CPP[paste])
+    assert re.search(r"\((raised|logged) (in|by) ", first.meaning)  # says where PyTorch raises it
+    assert first.describe()[0].startswith("PyTorch error (C++) (line 1)")
+    assert all(m.trust != "torch" for m in rest)
+    (batch,) = index.match_lines([paste])  # enrich's path tags the line with the same entry
+    assert (batch.trust, batch.pattern) == ("torch", TORCH_CPP[paste])
+
+
+def test_every_pytorch_table_entry_names_the_source_file_it_is_raised_in():
+    table = json.loads((data_dir() / "sites" / "torch_errors.json").read_text(encoding="utf-8"))["errors"]
+    assert len(table) >= 20
+    for entry in table:
+        assert re.search(r"\b(aten/src/ATen|torch/csrc|c10)/[\w/]+\.(cpp|h)\b", entry["meaning"]), entry["code"]
+        assert len(entry["message"]) >= 18, entry["code"]  # a constant piece long enough to be PyTorch's alone
 
 
 def test_linear_on_a_hostile_line(tmp_path):

@@ -201,10 +201,10 @@ _VERBS = {"log": "logged", "warn": "warned", "assert": "asserted", "factory": "b
 
 class Site(_Plain):
     """One place a message is raised, with the releases it was seen in: library, file,
-    line, function, condition, kind (raise, assert, warn, log, factory, C++), error_class,
+    line, function, condition, kind (raise, assert, warn, log, factory, response, C++), error_class,
     releases ("0.2.7-0.4.0,0.5.1": runs of the scanned releases), release (the newest seen:
     file, line and commit are its), commit, repo, copies (None, or for a message raised in more
-    files of that release than the index keeps (generated copies, COPIES_KEPT): how many)."""
+    files of that release (generated copies, COPIES_MOST), the number of files: the site is the first's)."""
 
     __slots__ = ("library", "file", "line", "function", "condition", "kind", "error_class", "releases", "release",
                  "commit", "repo", "copies")
@@ -237,19 +237,19 @@ class Site(_Plain):
 # in 435 files, 2,825 lines of explain) shows this many, newest first, and how many more; --json
 # lists every one.
 SITES_SHOWN = 5
-# A message raised in more files of one release than this is generated code copied across
-# kernels (FlashInfer 0.7's experimental backends: one host check in 2,230 generated files, two
-# thirds of the release's rows). The miner (errkb.mine.releases) keeps the sites of the first
-# COPIES_KEPT of those files (by path) and marks each kept row with how many files raise it
-# ("x"); explain and the site say so.
-COPIES_KEPT = 10
+# Generated copies: one message raised by the same function under the same condition in more
+# files of one release than this is code generated per kernel (FlashInfer 0.7's experimental
+# backends: one host check in up to 2,230 generated files, two thirds of the release's rows;
+# no message of PyTorch's or vLLM's). The miner (errkb.mine.releases) keeps one row for them,
+# the first file's, with how many files raise it ("x"); explain and the site say so.
+COPIES_MOST = 10
 
 
 class SiteMatch(_Plain):
     """A message of the text that known sites raise: pattern, line_number (1-based line of
     the text where it matched; the first line of a multi-line one), trust ("strong" or
-    "half", see the trust rule; "cuda", "nccl" or "elastic" for the curated tables of CUDA runtime,
-    NCCL and torchrun worker failures),
+    "half", see the trust rule; "cuda", "nccl", "elastic" or "torch" for the curated tables of CUDA
+    runtime, NCCL, torchrun worker failures and PyTorch's C++ errors),
     sites (every site that raises it), meaning (the table's explanation, else None). Never a fix."""
 
     __slots__ = ("pattern", "line_number", "trust", "sites", "meaning")
@@ -267,24 +267,21 @@ class SiteMatch(_Plain):
                 "meaning": self.meaning, "sites": [s.as_dict() for s in self.sites]}
 
     def shown(self) -> tuple[tuple[Site, ...], int]:
-        """The sites a text answer lists (the first SITES_SHOWN, newest first) and how many it
-        leaves out: the other sites, or, for generated copies, the other files of the release
-        that raises it in the most (the index keeps only some of them)."""
+        """The sites a text answer lists (the first SITES_SHOWN, newest first) and how many
+        places it leaves out: the other sites, a site of generated copies counting each file
+        that raises it (its ``copies``)."""
         shown = self.sites[:SITES_SHOWN]
-        places = max([len(self.sites), *(s.copies or 0 for s in self.sites)])
-        return shown, max(0, places - len(shown))
+        return shown, sum(s.copies or 1 for s in self.sites) - len(shown)
 
     def more(self, json_hint: str) -> str:
-        """What a text answer says of the sites ``shown`` leaves out ("" when none)."""
+        """What a text answer says of the places ``shown`` leaves out ("" when none)."""
         _, more = self.shown()
-        if not more:
-            return ""
-        copied = max(self.sites, key=lambda s: s.copies or 0)
-        if not copied.copies:
-            return f"… and {more:,} more sites ({json_hint} lists every one)"
-        return (f"… and {more:,} more sites: generated copies, {copied.copies:,} files raise it in "
-                f"{copied.library} {copied.release} (the index keeps the first {COPIES_KEPT} of them; "
-                f"{json_hint} lists those)")
+        copied = max(self.sites, key=lambda s: s.copies or 0) if self.sites else None
+        if copied is None or not copied.copies:
+            return f"… and {more:,} more sites ({json_hint} lists every one)" if more else ""
+        copies = (f"generated copies: {copied.copies:,} files of {copied.library} {copied.release} raise it, "
+                  f"the index keeps the first ({json_hint} lists the sites it keeps)")
+        return f"… and {more:,} more sites; {copies}" if more else f"… {copies}"
 
     def describe(self) -> list[str]:
         if self.meaning is not None:
@@ -466,8 +463,9 @@ class SiteIndex:
                 continue
             found.append((number, -entry["L"], i))
         found.sort()
-        out = [self._site_match(number, i) for number, _, i in found]
-        out.extend(self._cuda_matches(lines))
+        # a line's curated table entry first: it says what the error means, the sites only where
+        # it is raised (FlashInfer's check that embeds CUDA's "no kernel image" sentence)
+        out = self._cuda_matches(lines) + [self._site_match(number, i) for number, _, i in found]
         out.sort(key=lambda m: m.line_number)
         return out
 
@@ -520,8 +518,8 @@ class SiteIndex:
         """The best known site of each line of a batch (None where none): the batch path of
         :meth:`match` (enrich). Candidates come from one literal scan of the whole batch
         (each pattern's required literal, see :meth:`_prefilter`), then the same exact
-        confirm as :meth:`match`; a pattern spanning lines never matches one line. A mined
-        pattern outranks the CUDA table on the same line."""
+        confirm as :meth:`match`; a pattern spanning lines never matches one line. A curated
+        table's entry outranks a mined pattern on the same line, as :meth:`match` lists it first."""
         out: list[SiteMatch | None] = [None] * len(lines)
         if not lines:
             return out
@@ -542,6 +540,14 @@ class SiteIndex:
             cuda = self.cuda
             for n, ids in hits:
                 line = lines[n]
+                if any(i < 0 for i in ids):
+                    # the curated tables' messages are literals of the same scan (ids -1, -2, ...),
+                    # each served on a line that names its library, as _cuda_matches serves them
+                    entry = next((cuda[k] for k in sorted(-1 - i for i in ids if i < 0) if table_holds(cuda[k], line)),
+                                 None)
+                    if entry is not None:
+                        out[n] = SiteMatch(entry["message"], 1, entry["table"], (), entry["meaning"])
+                        continue
                 if len(ids) == 1 and ids[0] >= 0:  # the common case: one candidate, no sorting
                     i = ids[0]
                     entry = self._entries.get(i) or self._entry(i)
@@ -557,14 +563,6 @@ class SiteIndex:
                     if site is None:
                         site = self._batch_found[i] = self._site_match(1, i)
                     out[n] = site
-                elif any(i < 0 for i in ids):
-                    # the curated tables' messages are literals of the same scan (ids -1, -2, ...),
-                    # each served on a line that names its library, as _cuda_matches serves them
-                    for k in sorted(-1 - i for i in ids if i < 0):
-                        entry = cuda[k]
-                        if table_holds(entry, line):
-                            out[n] = SiteMatch(entry["message"], 1, entry["table"], (), entry["meaning"])
-                            break
         return out
 
     def _prefilter(self):
@@ -763,9 +761,11 @@ def _newest(ranges: str, releases: list[list]) -> str:
 # execution on the device", inside FlashInfer's "RMSNorm failed with error code ..."); their codes
 # (cudaErrorStreamCaptureUnsupported, ncclSystemError) are printed on lines of their own by PyTorch
 # ("Search for `cudaError...' in ...") and NCCL. torchrun's strings ("ChildFailedError", "Signal 9
-# (SIGKILL) received by PID") are torch's own and need no word.
+# (SIGKILL) received by PID") are torch's own and need no word, as are PyTorch's C++ errors ("Watchdog caught
+# collective operation timeout", "Expected all tensors to be on the same device"): no wheel ships their
+# .cpp, so the index cannot mine them (data/sites/torch_errors.json).
 ERROR_TABLES = {"cuda": ("CUDA", "CUDA runtime error", True), "nccl": ("NCCL", "NCCL error", True),
-                "elastic": ("", "torchrun worker failure", False)}
+                "elastic": ("", "torchrun worker failure", False), "torch": ("", "PyTorch error (C++)", False)}
 
 _WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 

@@ -92,7 +92,7 @@ def cpp_sites(text: str, file: str) -> Iterator[CppSite]:
             args, end = _arguments_end(text, m.end())
             if macro in _TVM_CHECKS + _TVM_THROWS:
                 error_class, condition, pieces = _tvm_site(macro, args, text, end)
-                template = _template(_expand(pieces, ""))
+                template = _template(_expand(pieces, text[max(0, m.start() - _LOOK_BACK) : m.start()]))
                 yield CppSite(file, line, function, error_class, template, condition, None)
                 continue
             if macro in _TYPED_CHECKS + _TYPED_ERRORS:
@@ -146,7 +146,7 @@ def _tvm_site(macro: str, args: list[str], text: str, end: int) -> tuple[str, st
         condition = _condition(f"{args[0]} {_TVM_OPS[binary]} {args[1]}" if binary else args[0])
     if kind == "InternalError":
         kind = "RuntimeError"
-    rest = text[end : end + _MAX_ARGS_CHARS]
+    rest = _without_comments(text[end : end + _MAX_ARGS_CHARS])  # `<< "a"  // why` then `<< x;`
     stream = rest.lstrip()
     if not stream.startswith("<<"):
         raise NoTemplate("tvm-ffi check without a streamed message")
@@ -235,6 +235,36 @@ def _end_of_literal(text: str, i: int, quote: str, end: int) -> int:
             raise NoTemplate("string literal runs past its line")
         j += 1
     raise NoTemplate("unterminated string literal")
+
+
+def _without_comments(text: str) -> str:
+    """``text`` with each ``//`` and ``/* */`` comment outside a literal made one blank (a line
+    comment keeps its newline). One pass: linear. A literal or comment that does not close
+    leaves the rest as it is (the caller's scan says why it cannot read it)."""
+    out, i, start = [], 0, 0
+    while i < len(text):
+        ch = text[i]
+        if ch in "\"'":
+            try:
+                i = _end_of_literal(text, i, ch, len(text))
+            except NoTemplate:
+                break
+            continue
+        if ch == "/" and text.startswith("//", i):
+            out.append(text[start:i] + " ")
+            nl = text.find("\n", i)
+            i = start = len(text) if nl < 0 else nl
+            continue
+        if ch == "/" and text.startswith("/*", i):
+            close = text.find("*/", i + 2)
+            if close < 0:
+                break
+            out.append(text[start:i] + " ")
+            i = start = close + 2
+            continue
+        i += 1
+    out.append(text[start:])
+    return "".join(out)
 
 
 def _split_top(expr: str, op: str) -> list[str]:

@@ -952,17 +952,32 @@ def _is_error_response_call(call: ast.Call) -> bool:
     return name in _ERROR_RESPONSE_HELPERS
 
 
-def _response_type_and_message(call: ast.Call) -> tuple[str, ast.expr]:
+_ERROR_TYPE = re.compile(r"[A-Z][A-Za-z0-9_]{0,80}Error")
+
+
+def _response_type_and_message(call: ast.Call) -> tuple[str | None, ast.expr]:
     """``create_error_response("msg", err_type="NotFoundError")``: the error type a client sees
-    (a constant; else the helper's default) and the message."""
+    and the message. The helper takes (message, err_type, status_code): a call whose second
+    argument is not an error type's name (``create_error_response(400, "msg")``) is another
+    helper's, and an error type computed at run time is unknown (None), never the default."""
     keywords = {k.arg: k.value for k in call.keywords if k.arg}
     message = call.args[0] if call.args else keywords.get("message")
     if message is None or isinstance(message, ast.Starred):
         raise NoTemplate("no message argument")
-    err_type = keywords.get("err_type", call.args[1] if len(call.args) > 1 else None)
+    if not isinstance(message, (ast.Constant, ast.JoinedStr, ast.BinOp, ast.Call, ast.Name, ast.Attribute)) or (
+            isinstance(message, ast.Constant) and not isinstance(message.value, str)):
+        raise NoTemplate("first argument is not a message")
+    if "err_type" in keywords:
+        err_type = keywords["err_type"]
+    elif len(call.args) > 1:
+        err_type = call.args[1]
+    else:
+        return "BadRequestError", message  # the helper's default
     if isinstance(err_type, ast.Constant) and isinstance(err_type.value, str):
+        if not _ERROR_TYPE.fullmatch(err_type.value):
+            raise NoTemplate("second argument is not an error type: not create_error_response(message, err_type)")
         return err_type.value, message
-    return "BadRequestError", message
+    return None, message
 
 
 def _names_exception_class(func: ast.expr) -> bool:

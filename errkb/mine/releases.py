@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from errkb.match.sites import COPIES_KEPT  # the rule for generated copies: one home, beside its reader
+from errkb.match.sites import COPIES_MOST  # the rule for generated copies: one home, beside its reader
 from errkb.mine.cpp_sites import cpp_sites
 from errkb.mine.raise_sites import ALL_KINDS, sites_in_source
 from errkb.mine.sources import BadArchive, archive_members, archive_provenance, decode_source
@@ -225,32 +225,37 @@ class Part:
     files: int = 0
     skipped: Counter = field(default_factory=Counter)  # reason -> count
     untemplated: Counter = field(default_factory=Counter)
-    copies: int = 0  # sites of generated copies left out (errkb.match.sites.COPIES_KEPT)
+    copies: int = 0  # sites of generated copies folded into their first (errkb.match.sites.COPIES_MOST)
 
     def summary(self) -> dict:
         return {"library": self.library, "version": self.version, "commit": self.commit, "files": self.files,
                 "sites": len(self.rows), "untemplated": sum(self.untemplated.values()), "copies_left_out": self.copies,
                 "skipped": sum(self.skipped.values()), "skipped_reasons": dict(sorted(self.skipped.items()))}
 
-    def keep_copies(self, kept: int = COPIES_KEPT) -> None:
-        """Rows of a message raised in more than ``kept`` files: only those in the first ``kept``
-        files (by path), each marked with the number of files (``x``). Linear in the rows."""
-        files: dict[str, set[str]] = {}
+    def keep_copies(self, most: int = COPIES_MOST) -> None:
+        """Generated copies, one row each: the rows of one message raised by the same function
+        under the same condition (kind and class too) in more than ``most`` files become the
+        row of the first of them (by file, then line), marked with the number of files
+        (``x``). A message hand-written in many files has other functions or conditions, so
+        it keeps every site. Linear in the rows (one pass, then a pass per group)."""
+        groups: dict[tuple, list[dict]] = {}
         for row in self.rows:
-            files.setdefault(row["p"], set()).add(row["f"])
-        keep = {p: set(sorted(fs)[:kept]) for p, fs in files.items() if len(fs) > kept}
-        if not keep:
-            return
+            groups.setdefault(_copy_key(row), []).append(row)
         out = []
-        for row in self.rows:
-            chosen = keep.get(row["p"])
-            if chosen is None:
-                out.append(row)
-            elif row["f"] in chosen:
-                out.append({**row, "x": len(files[row["p"]])})
-            else:
-                self.copies += 1
+        for rows in groups.values():
+            files = {row["f"] for row in rows}
+            if len(files) <= most:
+                out.extend(rows)
+                continue
+            first = min(rows, key=lambda row: (row["f"], row["n"]))
+            out.append({**first, "x": len(files)})
+            self.copies += len(rows) - 1
         self.rows = out
+
+
+def _copy_key(row: dict) -> tuple:
+    """What generated copies share: the whole site but its file and line."""
+    return (row["p"], row["fn"], row["k"], row["e"] or "", row["c"] or "")
 
 
 def _wanted(library: Library):

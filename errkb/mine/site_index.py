@@ -12,9 +12,10 @@ time stamp):
   "c": condition or null, "k": kind, "e": error class, "r": "0.2.7-0.4.0,0.5.1"}``. ``r`` lists
   runs of consecutive scanned releases (by the header's order); ``n`` is the line in the
   newest release that has the site, and that release's commit (header) is the row's commit.
-  A row of a message raised in more than ``errkb.match.sites.COPIES_KEPT`` files of a release (generated
-  copies; only the first files' sites are kept) also has ``"x"``: how many files raise it in
-  that newest release.
+  Generated copies (one message of one function and condition raised in more than
+  ``errkb.match.sites.COPIES_MOST`` files of a release) are one row, keyed without its file:
+  ``f`` and ``n`` are the first file's in the newest release that has them, ``"x"`` how many
+  files raise it there.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ from errkb.mine.releases import LIBRARIES, Part
 
 FORMAT = "errkb-sites/1"
 _KEY = ("p", "f", "fn", "k", "e", "c")
+
+
+def _row_key(library: str, row: dict) -> tuple:
+    """A row's identity: its site; generated copies (``"x"``) without their file, so that the
+    first file may differ between releases and the row still spans them all."""
+    return (library, *("" if k == "f" and "x" in row else row[k] or "" for k in _KEY))
 
 
 class SiteIndexFileError(ValueError):
@@ -62,7 +69,7 @@ class SiteIndexData:
         versions[part.version] = part.commit
         order = sorted(versions, key=version_key)
         for row in part.rows:
-            key = (lib, *(row[k] or "" for k in _KEY))
+            key = _row_key(lib, row)
             have = self.seen.setdefault(key, set())
             newest_before = max(have, key=version_key) if have else None
             have.add(part.version)
@@ -122,7 +129,7 @@ class SiteIndexData:
         for row in rows:
             lib = row["l"]
             order = [v for v, _ in header["libraries"][lib]["releases"]]
-            key = (lib, *(row[k] or "" for k in _KEY))
+            key = _row_key(lib, row)
             index.seen[key] = _expand(order, row.pop("r"))
             index.rows[key] = row
         return index

@@ -1183,17 +1183,18 @@
       found.push([number, e]);
     });
     found.sort(function (p, q) { return p[0] - q[0] || q[1][3] - p[1][3] || p[1][0] - q[1][0]; });
-    var out = found.map(function (f) {
-      return { pattern: f[1][1], line: f[0], trust: f[1][2] ? "strong" : "half", meaning: null, sites: f[1][4].map(siteOf) };
-    });
-    lines.forEach(function (line, n) {  // the curated tables (CUDA, NCCL, torchrun), on a line holding the table's word
+    var out = [];
+    lines.forEach(function (line, n) {  // the curated tables (CUDA, NCCL, torchrun, PyTorch's C++), on a line holding the table's word
       sitesHead.cuda.forEach(function (c) {
         if (tableHolds(c, line)) {
           out.push({ pattern: c.message, line: n + 1, trust: c.table, meaning: c.meaning, name: c.name, sites: [] });
         }
       });
     });
-    out.sort(function (p, q) { return p.line - q.line; });  // stable: a line's sites before its table entries
+    out = out.concat(found.map(function (f) {
+      return { pattern: f[1][1], line: f[0], trust: f[1][2] ? "strong" : "half", meaning: null, sites: f[1][4].map(siteOf) };
+    }));
+    out.sort(function (p, q) { return p.line - q.line; });  // stable: a line's table entries before its sites
     var seen = new Set();  // one per pattern; a table's entry one per table and message (explainer._sites)
     return out.filter(function (m) { var k = siteKey(m); if (seen.has(k)) { return false; } seen.add(k); return true; });
   }
@@ -1202,15 +1203,16 @@
     return (siteChunks(pattern) || []).map(function (c) { return c === null ? "…" : c; }).join("");
   }
   function siteMore(m) {  // errkb.match.sites.SiteMatch.more, for the folded sites ("" when none)
-    var copied = null;
-    m.sites.forEach(function (s) { if (s.copies && (copied === null || s.copies > copied.copies)) { copied = s; } });
-    var places = Math.max(m.sites.length, copied === null ? 0 : copied.copies);
+    var copied = null, places = 0;
+    m.sites.forEach(function (s) {
+      places += s.copies || 1;
+      if (s.copies && (copied === null || s.copies > copied.copies)) { copied = s; }
+    });
     var more = places - Math.min(m.sites.length, sitesHead.sites_shown);
-    if (more <= 0) { return ""; }
-    if (copied === null) { return "… and " + more.toLocaleString("en-US") + " more sites"; }
-    return "… and " + more.toLocaleString("en-US") + " more sites: generated copies, " +
-      copied.copies.toLocaleString("en-US") + " files raise it in " + copied.library + " " + copied.release +
-      " (the index keeps the first " + sitesHead.copies_kept + " of them)";
+    if (copied === null) { return more ? "… and " + more.toLocaleString("en-US") + " more sites" : ""; }
+    var copies = "generated copies: " + copied.copies.toLocaleString("en-US") + " files of " + copied.library + " " +
+      copied.release + " raise it, the index keeps the first";
+    return more ? "… and " + more.toLocaleString("en-US") + " more sites; " + copies : "… " + copies;
   }
   function siteDescribe(s) {  // errkb.match.sites.Site.describe
     var where = s.file + ":" + s.line + (s["function"] && s["function"] !== "<module>" ? " in " + s["function"] : "");
