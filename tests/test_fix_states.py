@@ -323,3 +323,18 @@ def test_the_rendezvous_case_runs_the_records_own_program_and_gives_the_validati
     assert mapped.states["after"]["argv"] == ["tcp://127.0.0.1:29500"]
     assert 'init_method="localhost:{port}"' in mapped.states["before"]["program"]  # the port: a free one when run
     assert mapped.changes == ["line 4"]
+
+
+@pytest.mark.parametrize("line", [" " * 200_000, "# before: x" + " " * 200_000 + "y", "x = 1" + " " * 200_000 + "# afte",
+                                  "x" + "#" + " " * 200_000 + "after_all"])
+def test_a_hostile_line_is_read_in_linear_time(line):
+    # the old line patterns ran a lazy group before a trailing \s*: 20,000 spaces took 3 s, 200,000 minutes
+    import time
+
+    from errkb.verify.mutants import non_fixing_fix
+
+    fix = "import os\n" + line + "\nos.getcwd()  # after\n"
+    started = time.perf_counter()
+    parse_fix(fix)
+    non_fixing_fix(fix)
+    assert time.perf_counter() - started < 2.0

@@ -189,10 +189,32 @@ def _shell_state(name: str, section: str) -> ShellState | NotExecutable:
 
 # -- python --------------------------------------------------------------------------
 
-_BEFORE_LINE = re.compile(r"^(\s*)#\s*before\s*:\s*(.+?)\s*$", re.I)
+# Line patterns anchored at a fixed start and without a lazy run before a trailing \s*: a line
+# of 20,000 spaces is read in linear time (exampleFix text is untrusted).
+_BEFORE_LINE = re.compile(r"\s*#\s*before\s*:", re.I)
 _BEFORE_HEADER = re.compile(r"^\s*#\s*before\b[^:]*$", re.I)
 _AFTER_HEADER = re.compile(r"^\s*#\s*after\b", re.I)
-_AFTER_MARK = re.compile(r"\s*\S.*#\s*after\b", re.I)  # code with a trailing "# after"
+_AFTER_WORD = re.compile(r"#\s*after\b", re.I)
+_SPACE_HASH = re.compile(r"\s#")
+
+
+def before_text(line: str) -> str | None:
+    """The text of a ``# before: <text>`` line, stripped (None: not such a line, or nothing after the colon)."""
+    m = _BEFORE_LINE.match(line)
+    return (line[m.end():].strip() or None) if m else None
+
+
+def marked_after(line: str) -> bool:
+    """Code with a trailing ``# after`` mark (a comment line is no code)."""
+    if line.lstrip().startswith("#"):
+        return False
+    return any(line[: m.start()].strip() for m in _AFTER_WORD.finditer(line))
+
+
+def without_comment(code: str) -> str:
+    """``code`` without a trailing ``  # comment`` (from the first '#' after whitespace)."""
+    m = _SPACE_HASH.search(code)
+    return code if m is None else code[: m.start()].rstrip()
 
 
 def parse_error(code: str) -> str | None:
@@ -270,15 +292,14 @@ def _statement_ends(tree: ast.Module, first: int, end: int) -> list[int]:
 def _python_before(code: str) -> str | NotExecutable:
     lines = code.splitlines()
     tree = ast.parse(code)
-    marked = [i for i, line in enumerate(lines) if _AFTER_MARK.match(line) and not line.lstrip().startswith("#")]
-    befores = [(i, m) for i, line in enumerate(lines) if (m := _BEFORE_LINE.match(line))]
+    marked = [i for i, line in enumerate(lines) if marked_after(line)]
+    befores = [(i, text) for i, line in enumerate(lines) if (text := before_text(line)) is not None]
     headers_after = [i for i, line in enumerate(lines) if _AFTER_HEADER.match(line)]
     if len(befores) > 1:
         return NotExecutable(f"{len(befores)} '# before:' lines: not one replacement")
     replacement = None
     if befores:
-        text = befores[0][1].group(2)
-        text = re.sub(r"\s+#.*$", "", text)
+        text = without_comment(befores[0][1])
         if parse_error(text.strip()) is None:
             replacement = text.strip()
     if replacement is not None:
@@ -296,13 +317,13 @@ def _python_before(code: str) -> str | NotExecutable:
         return "\n".join(lines[:start] + [indent + replacement] + lines[end:]) + "\n"
     # A `# before` header (or a `# before: <prose>` one) over commented-out code, in place of the
     # code under the `# after` header.
-    headers_before = [i for i, line in enumerate(lines) if _BEFORE_HEADER.match(line) or _BEFORE_LINE.match(line)]
+    headers_before = [i for i, line in enumerate(lines) if _BEFORE_HEADER.match(line) or before_text(line) is not None]
     if len(headers_before) == 1 and len(headers_after) == 1 and headers_before[0] < headers_after[0]:
         b, a = headers_before[0], headers_after[0]
         block = [line for line in lines[b + 1:a] if line.strip()]
         if not block and befores:
             return NotExecutable(f"the '# before:' line is not code and no commented-out code follows it: "
-                                 f"{befores[0][1].group(2)[:80]!r}")
+                                 f"{befores[0][1][:80]!r}")
         code_before = uncommented(block)
         if code_before is None:
             return NotExecutable("the '# before' block is not commented-out code")
@@ -320,7 +341,7 @@ def _python_before(code: str) -> str | NotExecutable:
         return "\n".join(lines[:b] + before_code + [""] + lines[end:]) + "\n"
     if befores:
         return NotExecutable(f"the '# before:' line is not code and no commented-out code follows it: "
-                             f"{befores[0][1].group(2)[:80]!r}")
+                             f"{befores[0][1][:80]!r}")
     return NotExecutable("no '# before' marker from which the broken program can be derived")
 
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from errkb.records.proofs import WRAPPERS
-from errkb.verify.fixstates import parse_error, statement_span, uncommented
+from errkb.verify.fixstates import before_text, marked_after, parse_error, statement_span, uncommented, without_comment
 from errkb.verify.judge import CheckResult, message_matches
 from errkb.verify.shell import SECTION_HEADER
 
@@ -86,8 +86,6 @@ def _with(record: dict, **fields) -> dict:
 
 # -- (a) a non-fixing exampleFix ------------------------------------------------------
 
-_BEFORE_CODE = re.compile(r"^\s*#\s*before\s*:\s*(.+?)\s*$", re.I)
-_AFTER_MARKED = re.compile(r"^(\s*)(\S.*?)\s*#\s*after\b.*$", re.I)
 
 
 def _parses(code: str) -> bool:
@@ -123,8 +121,8 @@ def non_fixing_fix(fix: str | None) -> tuple[str | None, str]:
                   for i, m in enumerate(marks)]
         before = "\n".join(b for m, b in zip(marks, bodies) if m.group(1).lower() == "before").strip("\n")
         if not _has_code(before):  # a `# before: <code>` header is the before's code
-            heads = [_BEFORE_CODE.match(m.group(0)) for m in marks if m.group(1).lower() == "before"]
-            code = [re.sub(r"\s+#.*$", "", h.group(1)).strip() for h in heads if h]
+            heads = [before_text(m.group(0)) for m in marks if m.group(1).lower() == "before"]
+            code = [without_comment(h).strip() for h in heads if h is not None]
             if len(code) == 1 and _parses(code[0]):
                 before = code[0]
         if not _has_code(before):  # a commented-out before block (what errkb.verify.fixstates runs)
@@ -136,10 +134,10 @@ def non_fixing_fix(fix: str | None) -> tuple[str | None, str]:
             out += m.group(0) + "\n" + (body if m.group(1).lower() == "before" else before) + "\n\n"
         return out.rstrip("\n") + "\n", "the 'after' section's body replaced by the 'before' section's"
     lines = fix.splitlines()
-    befores = [m for line in lines if (m := _BEFORE_CODE.match(line))]
-    marked = [i for i, line in enumerate(lines) if _AFTER_MARKED.match(line) and not line.lstrip().startswith("#")]
+    befores = [text for line in lines if (text := before_text(line)) is not None]
+    marked = [i for i, line in enumerate(lines) if marked_after(line)]
     if len(befores) == 1 and len(marked) == 1:
-        code = re.sub(r"\s+#.*$", "", befores[0].group(1)).strip()
+        code = without_comment(befores[0]).strip()
         if not _parses(code):
             return None, f"the '# before:' line is prose, not code: {code[:80]!r}"
         if not _parses(fix):
