@@ -1113,7 +1113,8 @@
     var commit = sitesHead.releaseMaps[row[0]].get(newest);
     var site = { library: lib[0], file: sitesHead.files[row[1]], line: row[2], "function": row[3], condition: row[4],
                  kind: sitesHead.kinds[row[5]], errorClass: row[6] === null ? null : sitesHead.errors[row[6]],
-                 releases: releases, release: newest, commit: commit === undefined ? null : commit, url: null };
+                 releases: releases, release: newest, commit: commit === undefined ? null : commit, url: null,
+                 copies: row.length > 8 ? row[8] : null };
     var repo = lib[1];
     if (repo && site.commit && /^[0-9a-f]{7,40}$/.test(site.commit)) {  // errkb.match.sites._COMMIT: a short hash links too
       site.url = "https://github.com/" + repo + "/blob/" + site.commit + "/" + site.file + "#L" + site.line;
@@ -1182,17 +1183,18 @@
       found.push([number, e]);
     });
     found.sort(function (p, q) { return p[0] - q[0] || q[1][3] - p[1][3] || p[1][0] - q[1][0]; });
-    var out = found.map(function (f) {
-      return { pattern: f[1][1], line: f[0], trust: f[1][2] ? "strong" : "half", meaning: null, sites: f[1][4].map(siteOf) };
-    });
-    lines.forEach(function (line, n) {  // the curated tables (CUDA, NCCL, torchrun), on a line holding the table's word
+    var out = [];
+    lines.forEach(function (line, n) {  // the curated tables (CUDA, NCCL, torchrun, PyTorch's C++), on a line holding the table's word
       sitesHead.cuda.forEach(function (c) {
         if (tableHolds(c, line)) {
           out.push({ pattern: c.message, line: n + 1, trust: c.table, meaning: c.meaning, name: c.name, sites: [] });
         }
       });
     });
-    out.sort(function (p, q) { return p.line - q.line; });  // stable: a line's sites before its table entries
+    out = out.concat(found.map(function (f) {
+      return { pattern: f[1][1], line: f[0], trust: f[1][2] ? "strong" : "half", meaning: null, sites: f[1][4].map(siteOf) };
+    }));
+    out.sort(function (p, q) { return p.line - q.line; });  // stable: a line's table entries before its sites
     var seen = new Set();  // one per pattern; a table's entry one per table and message (explainer._sites)
     return out.filter(function (m) { var k = siteKey(m); if (seen.has(k)) { return false; } seen.add(k); return true; });
   }
@@ -1200,9 +1202,22 @@
   function siteTemplate(pattern) {  // as explain shows it: the text, "…" for each value
     return (siteChunks(pattern) || []).map(function (c) { return c === null ? "…" : c; }).join("");
   }
+  function siteMore(m) {  // errkb.match.sites.SiteMatch.more, for the folded sites ("" when none)
+    var copied = null, places = 0;
+    m.sites.forEach(function (s) {
+      places += s.copies || 1;
+      if (s.copies && (copied === null || s.copies > copied.copies)) { copied = s; }
+    });
+    var more = places - Math.min(m.sites.length, sitesHead.sites_shown);
+    if (copied === null) { return more ? "… and " + more.toLocaleString("en-US") + " more sites" : ""; }
+    var copies = "generated copies: " + copied.copies.toLocaleString("en-US") + " files of " + copied.library + " " +
+      copied.release + " raise it, the index keeps the first";
+    return more ? "… and " + more.toLocaleString("en-US") + " more sites; " + copies : "… " + copies;
+  }
   function siteDescribe(s) {  // errkb.match.sites.Site.describe
     var where = s.file + ":" + s.line + (s["function"] && s["function"] !== "<module>" ? " in " + s["function"] : "");
-    var verb = { log: "logged", warn: "warned", assert: "asserted", factory: "built" }[s.kind] || "raised";
+    var verb = { log: "logged", warn: "warned", assert: "asserted", factory: "built",  // errkb.match.sites._VERBS
+                 response: "returned as an HTTP error" }[s.kind] || "raised";
     return verb + " at " + where + (s.condition ? " when " + s.condition : "") + "; seen in " + s.library + " " + s.releases;
   }
   // errkb.explain.explainer._explain_log's sites: in a text of several lines where records
@@ -1266,11 +1281,14 @@
           rest.appendChild(place);
         });
         li.appendChild(where);
+        var moreText = siteMore(m);
         if (rest !== null) {
           var more = element("details", "site-more");
-          more.appendChild(element("summary", null, "… and " + (m.sites.length - sitesHead.sites_shown) + " more sites"));
+          more.appendChild(element("summary", null, moreText));
           more.appendChild(rest);
           li.appendChild(more);
+        } else if (moreText) {  // generated copies beyond the few the index keeps: said, nothing to fold
+          li.appendChild(element("p", "site-more", moreText));
         }
       }
       list.appendChild(li);
