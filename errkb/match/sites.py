@@ -233,9 +233,10 @@ class Site(_Plain):
                 "url": self.source_url(), "copies": self.copies}
 
 
-# In text, a message raised in more places than this (FlashInfer's generated kernels: one check
-# in 435 files, 2,825 lines of explain) shows this many, newest first, and how many more; --json
-# lists every one.
+# In text, a message raised in more places than this shows this many, newest first, and how many
+# more (a vLLM message moved between files over the releases; FlashInfer's generated kernels, one
+# check in 435 files, printed 2,825 lines of explain before they were folded: COPIES_MOST); --json
+# lists every site the index holds.
 SITES_SHOWN = 5
 # Generated copies: one message raised by the same function under the same condition in more
 # files of one release than this is code generated per kernel (FlashInfer 0.7's experimental

@@ -29,7 +29,6 @@ from errkb.mine.walk import excluded_reason
 _CPP_SUFFIXES = (".h", ".cuh", ".cu", ".cpp", ".hpp", ".cc")
 
 
-
 @dataclass(frozen=True)
 class Library:
     name: str  # the library's name in the index ("vllm")

@@ -48,7 +48,6 @@ def site_files(index_path: Path | None = None, shards: int = SITE_SHARDS) -> tup
 @functools.lru_cache(maxsize=2)
 def _site_files(index_path: Path, _size: int, _mtime: int, shards: int) -> tuple[str, list[tuple[str, bytes]]]:
     from errkb.match.sites import (
-        COPIES_MOST,
         ERROR_TABLES,
         MAX_CANDIDATES_PER_LINE,
         SITES_SHOWN,
@@ -88,9 +87,10 @@ def _site_files(index_path: Path, _size: int, _mtime: int, shards: int) -> tuple
         path = f"sites/{k}-{hashlib.sha256(content).hexdigest()[:10]}.js"
         names.append(path)
         out.append((path, content))
-    # the curated tables (CUDA runtime, NCCL, torchrun): each served on a line holding its word
-    cuda = [{"message": e["message"], "meaning": e["meaning"], "table": e["table"], "words": e["words"], "unless": e["unless"], "code": e["code"],
-             "name": ERROR_TABLES[e["table"]][1]} for e in load_error_tables(index_path.parent)]
+    # the curated tables (CUDA runtime, NCCL, torchrun, PyTorch's C++): each served on a line holding its word
+    cuda = [{"message": e["message"], "meaning": e["meaning"], "table": e["table"], "words": e["words"],
+             "unless": e["unless"], "code": e["code"], "name": ERROR_TABLES[e["table"]][1]}
+            for e in load_error_tables(index_path.parent)]
     head = {"shards": names, "libraries": [[name, libraries[name].get("repo"), libraries[name].get("releases", [])]
                                            for name in lib_names],
             "files": files, "errors": errors, "kinds": kinds, "cuda": cuda, "patterns": len(served),
