@@ -1136,8 +1136,12 @@ def _run_site_build(specs: list[str], index_path: Path | None, fresh: bool, as_j
     else:
         echo(f"{path}: {report.rows} sites, {report.index_bytes} bytes; "
              f"{len(report.parts)} release(s) read, {len(report.failed)} skipped")
+        if report.read_again:
+            echo(f"  read again for the lines of sites a replaced part lacks: {', '.join(report.read_again)}")
         for spec, reason in report.failed:
             echo(f"  skipped {spec}: {reason}")
+        if report.stale:
+            echo(f"  {report.stale} sites keep a replaced part's line; `errkb sites build --from-lock` rebuilds them")
     sys.exit(0 if not report.failed else 1)
 
 

@@ -149,3 +149,60 @@ def _write(data: bytes) -> Path:
     path = Path(tempfile.mkdtemp()) / "sites.jsonl.gz"
     path.write_bytes(data)
     return path
+
+
+def _sdist(folder: Path, version: str, source: str) -> None:
+    """A vLLM sdist of one module, as pip would leave it in the releases folder."""
+    import io
+    import tarfile
+
+    data = source.encode()
+    with tarfile.open(folder / f"vllm-{version}.tar.gz", "w:gz") as tar:
+        info = tarfile.TarInfo(f"vllm-{version}/vllm/checks.py")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+
+def test_replacing_a_release_never_leaves_a_row_with_the_replaced_parts_line(tmp_path):
+    """`errkb sites add` of a release already in the index replaces its part. A site the new part
+    lacks but older releases have must get the line of the newest of those (read again), not
+    keep the replaced part's line: the source link would point at the wrong line."""
+    from errkb.mine.site_build import build
+
+    releases = tmp_path / "releases"
+    releases.mkdir()
+    old_message = "def f(x):\n    if x:\n        raise ValueError('the tokenizer mode is not supported here')\n"
+    other = "def g(y):\n    if y:\n        raise RuntimeError('a message every release of this package raises')\n"
+    _sdist(releases, "0.1.0", other + old_message)  # the message at line 6
+    _sdist(releases, "0.2.0", other + "\n" * 10 + old_message)  # moved to line 16
+    index_path = tmp_path / "sites.jsonl.gz"
+    build(["vllm==0.1.0", "vllm==0.2.0"], index_path, releases_dir=releases)
+    rows = {r["p"]: r for r in read_lines(index_path)[1]}
+    assert rows["the tokenizer mode is not supported here"]["n"] == 16
+
+    (releases / "vllm-0.2.0.tar.gz").unlink()
+    _sdist(releases, "0.2.0", other)  # 0.2.0 read again without the message (a miner change, say)
+    said: list[str] = []
+    report = build(["vllm==0.2.0"], index_path, releases_dir=releases, say=said.append)
+    rows = {r["p"]: r for r in read_lines(index_path)[1]}
+    gone = rows["the tokenizer mode is not supported here"]
+    assert (gone["r"], gone["n"]) == ("0.1.0", 6)  # 0.1.0's own line, read again
+    assert report.read_again == ["vllm==0.1.0"] and report.stale == 0
+    assert any("reading vllm==0.1.0 again: 1 sites had their line from a replaced part" in s for s in said)
+    # the same bytes as a build from nothing
+    fresh = tmp_path / "fresh" / "sites.jsonl.gz"
+    build(["vllm==0.1.0", "vllm==0.2.0"], fresh, fresh=True, releases_dir=releases)
+    assert fresh.read_bytes() == index_path.read_bytes()
+
+    # when the older release cannot be read, the build says so and how to fix it
+    (releases / "vllm-0.1.0.tar.gz").write_bytes(b"not a tar")
+    _sdist_bytes = (releases / "vllm-0.2.0.tar.gz").read_bytes()
+    build(["vllm==0.2.0"], index_path, releases_dir=releases)  # nothing stale: no message lost
+    (releases / "vllm-0.2.0.tar.gz").unlink()
+    _sdist(releases, "0.2.0", other + old_message)
+    build(["vllm==0.2.0"], index_path, releases_dir=releases)
+    (releases / "vllm-0.2.0.tar.gz").write_bytes(_sdist_bytes)
+    said.clear()
+    report = build(["vllm==0.2.0"], index_path, releases_dir=releases, say=said.append)
+    assert report.stale == 1 and [s for s, _ in report.failed] == ["vllm==0.1.0"]
+    assert any("1 sites keep the line of a replaced part" in s and "--from-lock" in s for s in said)

@@ -33,10 +33,13 @@ class BuildReport:
     failed: list[tuple[str, str]] = field(default_factory=list)  # (spec, reason)
     index_bytes: int = 0
     rows: int = 0
+    read_again: list[str] = field(default_factory=list)  # releases read again for rows a replaced part left
+    stale: int = 0  # rows that still keep a replaced part's line (a release to read again failed)
 
     def as_dict(self) -> dict:
         return {"releases": self.parts, "failed": [{"release": s, "reason": r} for s, r in self.failed],
-                "index_bytes": self.index_bytes, "sites": self.rows}
+                "index_bytes": self.index_bytes, "sites": self.rows, "read_again": self.read_again,
+                "stale_lines": self.stale}
 
 
 def read_lock(path: Path) -> list[str]:
@@ -91,17 +94,32 @@ def build(specs: list[str], index_path: Path, fresh: bool = False, releases_dir:
                  + (f"; {summary['copies_left_out']} generated copies left out" if summary["copies_left_out"] else "")
                  + (f"; {summary['skipped']} skipped" if summary["skipped"] else ""))
 
-    if jobs <= 1 or len(specs) <= 1:
-        for spec in specs:
-            finished(*_read_spec(spec, folder, keep_archives, say))
-    else:
+    def read_all(todo: list[str]) -> None:
+        if jobs <= 1 or len(todo) <= 1:
+            for spec in todo:
+                finished(*_read_spec(spec, folder, keep_archives, say))
+            return
         from concurrent.futures import ProcessPoolExecutor
 
-        say(f"reading {len(specs)} releases, {jobs} at a time")
+        say(f"reading {len(todo)} releases, {jobs} at a time")
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_read_spec, spec, folder, keep_archives) for spec in specs]
+            futures = [pool.submit(_read_spec, spec, folder, keep_archives) for spec in todo]
             for future in futures:  # in the lock's order: the same report whatever finishes first
                 finished(*future.result())
+
+    read_all(specs)
+    # A replaced part that lacks a site the older releases still have leaves that row with the
+    # replaced part's line; the line of the release that is now its newest is read from that
+    # release (each at most once: reading it resolves every row it is the newest of).
+    while todo := [f"{lib}=={version}" for lib, version in index.stale_releases()
+                   if f"{lib}=={version}" not in report.read_again]:
+        say(f"reading {', '.join(todo)} again: {len(index.stale)} sites had their line from a replaced part")
+        report.read_again.extend(todo)
+        read_all(todo)
+    report.stale = len(index.stale)
+    if report.stale:
+        say(f"{report.stale} sites keep the line of a replaced part (a release above could not be read); "
+            "`errkb sites build --from-lock` rebuilds every line")
     _stamp_commits(index)
     report.index_bytes = index.write(index_path)
     report.rows = len(index.rows)

@@ -59,6 +59,10 @@ class SiteIndexData:
     releases: dict[str, dict[str, str | None]] = field(default_factory=dict)  # library -> version -> commit
     rows: dict[tuple, dict] = field(default_factory=dict)  # (library, *key) -> row without "r"
     seen: dict[tuple, set[str]] = field(default_factory=dict)  # same key -> versions
+    # Keys whose line (and copy count) came from a release part since replaced, and which
+    # that release's new part lacks: their newest release now is an older one, whose line the
+    # index does not hold. ``stale_releases`` names what to read again.
+    stale: set[tuple] = field(default_factory=set)
 
     def add(self, part: Part) -> None:
         """Put one release's part in (replacing that release's earlier part, if any)."""
@@ -76,13 +80,25 @@ class SiteIndexData:
             # The line (and so the commit) of the newest release that has the site.
             if newest_before is None or order.index(part.version) > order.index(newest_before):
                 self.rows[key] = {"l": lib, **row}
+                self.stale.discard(key)
 
     def remove(self, library: str, version: str) -> None:
         for key in [k for k, v in self.seen.items() if k[0] == library and version in v]:
-            self.seen[key].discard(version)
-            if not self.seen[key]:
+            have = self.seen[key]
+            newest = max(have, key=version_key)
+            have.discard(version)
+            if not have:
                 del self.seen[key], self.rows[key]
+                self.stale.discard(key)
+            elif newest == version:
+                self.stale.add(key)
         self.releases.get(library, {}).pop(version, None)
+
+    def stale_releases(self) -> list[tuple[str, str]]:
+        """(library, version) of each stale row's newest release, oldest first: reading them
+        again gives those rows the line of a release that has them."""
+        found = {(key[0], max(self.seen[key], key=version_key)) for key in self.stale}
+        return sorted(found, key=lambda lv: (lv[0], version_key(lv[1])))
 
     def release_rows(self, library: str, version: str) -> list[dict]:
         """The rows (without "l" and "r") that hold for one release: what its part had,
