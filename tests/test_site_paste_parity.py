@@ -217,6 +217,10 @@ SITE_PASTES = [
     "[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
     "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600020 milliseconds before timing out.",
     "RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)",
+    # a wrapper's fields after the message (vLLM's VLLMValidationError, pydantic's): still the message
+    "vllm.exceptions.VLLMValidationError: top_p must be in (0, 1], got 0. (parameter=top_p, value=0)",
+    "  Value error, max_tokens must be at least 1, got 0. [type=value_error, input_value=ArgsKwargs((), {}), "
+    "input_type=ArgsKwargs]",
     # torchrun's summary: the curated torchrun table (no library word needed on its lines)
     (TORCHRUN_PASTE := "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n====\n"
                        "train.py FAILED\n  exitcode  : -6 (pid: 56213)\n"
@@ -237,6 +241,9 @@ FOREIGN = [
     "ValueError: The checkpoint you are trying to load has model type `foo` but Transformers does not recognize "
     "this architecture.",
     "ValueError: operands could not be broadcast together with shapes (2,3) (4,5)",
+    # a longer message that begins with one a library raises (errkb.match.chunks.message_span)
+    "AssertionError: group_size must be greater than 0 or equal to -1",
+    "ValueError: embed_dim must be divisible by num_heads (got `embed_dim`: 3 and `attention_heads`: 3).",
 ]
 
 

@@ -76,9 +76,9 @@ def test_trust_rule():
 
 def test_half_rule_needs_half_the_line(tmp_path):
     index = _index(tmp_path)
-    line = "WARNING The model configuration is not supported by this particular backend of the engine"
+    line = "WARNING The model configuration is not supported by this particular backend"
     assert [m.trust for m in index.match(line)] == ["half"]
-    long_line = line + " " + "and some unrelated text follows here " * 4
+    long_line = "some unrelated text comes first here " * 4 + line
     assert index.match(long_line) == []
     # a log line's header is not text the message could be lost in: half of the message
     for header in ("(EngineCore_DP0 pid=1511501) ERROR 12-15 18:57:10 [core.py:918] ",
@@ -407,3 +407,34 @@ def test_the_batch_scan_without_hyperscan_finds_the_same_sites(tmp_path, monkeyp
     without = [m.pattern if m else None for m in SiteIndex.load(cache=tmp_path / "ac").match_lines(lines)]
     assert without == with_hyperscan and without[1] and without[3] and without[2] is None
     assert without[4:] == ["invalid argument", "invalid argument"]
+
+
+def test_a_site_matches_its_whole_message_not_the_start_of_a_longer_one(tmp_path):
+    """A site raises its message whole: the text must not go on past the pattern's last literal
+    with more words (another library's longer message begins the same), while a wrapper's
+    trailer, a quote or the line's end may follow it (errkb.match.chunks.message_span)."""
+    from errkb.match.chunks import message_span
+
+    chunks = chunks_of("group_size must be greater than 0")
+    for text in ("AssertionError: group_size must be greater than 0", "group_size must be greater than 0.",
+                 "ValueError('group_size must be greater than 0')", '{"message": "group_size must be greater than 0"}',
+                 "group_size must be greater than 0 [type=value_error, input_value=0]",
+                 "group_size must be greater than 0 (parameter=group_size, value=0)",
+                 "UserWarning: group_size must be greater than 0 (Triggered internally at ../c10/x.cpp:12.)",
+                 "group_size must be greater than 0 or x; group_size must be greater than 0"):
+        assert message_span(chunks, text) is not None, text
+    for text in ("group_size must be greater than 0 or equal to -1", "group_size must be greater than 00",
+                 "group_size must be greater than 0. Got -2", "group_size must be greater than 0 (got -2)",
+                 "group_size must be greater than 0: -2"):
+        assert message_span(chunks, text) is None, text
+    assert message_span(chunks_of("got (.+?)"), "got 0 and more") == (0, 4)  # a trailing wildcard takes the rest
+    # through the index, on a line and in the batch path
+    index = _index(tmp_path)
+    assert [m.pattern for m in index.match("ValueError: max_tokens must be at least 1, got 0.")] == [MAX_TOKENS]
+    longer = "ValueError: max_tokens must be at least 1, got 0. Use max_new_tokens instead"
+    assert index.match(longer) == [] and index.prepare_batch().match_lines([longer]) == [None]
+    # linear: a line of near-misses (the last literal found again and again, each going on)
+    hostile = "max_tokens must be at least 1, got 0.x" * 20_000
+    started = time.perf_counter()
+    assert index.match(hostile) == []
+    assert time.perf_counter() - started < 5

@@ -72,6 +72,50 @@ def chunks_match(chunks: list[str | None], text: str) -> bool:
     return chunks_span(chunks, text) is not None
 
 
+# What continues a message past a pattern's last literal on its line: a word character right
+# after a word character or a dot (the text's word or dotted name is longer: "num_embedding" in
+# "num_embeddings", "torch." in "torch.cuda", "0." in "0.5"), or
+# after optional sentence punctuation and a space, a word, a negative number, an opening
+# parenthesis or quote ("... than 0 or equal to -1", "... num_heads (got 3)", "... num_embeddings.
+# Got 3", "...: -2"). Not a continuation: the line's end, a quote, bracket or backslash closing
+# the text the message sits in (repr, JSON, an HTTP error body), and the trailers a wrapper appends to any message: PyTorch's "(Triggered
+# internally at ...)" and "(function ...)" after a C++ warning, and fields in parentheses or
+# brackets (pydantic's "[type=value_error, ...]", its v1 "(type=value_error)", vLLM's
+# VLLMValidationError "(parameter=top_p, value=0)").
+# ASCII classes, as the site's copy (templates/site/static/site.js, messageSpan) has them.
+_GOES_ON = re.compile(r"""[.,;:!?]? (?!\((?:Triggered internally at|function |[A-Za-z0-9_]+=))(?:[A-Za-z0-9_('"`]|-[0-9])""")
+_WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
+
+
+def message_goes_on(text: str, end: int) -> bool:
+    """Whether the message in ``text`` goes on past ``end``, where a literal of it ends (above)."""
+    if end >= len(text):
+        return False
+    if _WORD_CHAR.match(text, end) and end and (text[end - 1] == "." or _WORD_CHAR.match(text, end - 1)):
+        return True
+    return _GOES_ON.match(text, end) is not None
+
+
+def message_span(chunks: list[str | None], text: str) -> tuple[int, int] | None:
+    """:func:`chunks_span` of a whole message: a pattern ending in a literal must end where the
+    message ends (:func:`message_goes_on` is false there; the leftmost such placement of the
+    last literal, each earlier one placed leftmost, as :func:`chunks_span`). A message is what
+    its site raises, whole: "group_size must be greater than 0" is not the message "group_size
+    must be greater than 0 or equal to -1", which another library raises. A pattern ending in a
+    wildcard ends wherever the text does. Linear in the text for one pattern."""
+    span = chunks_span(chunks, text)
+    if span is None or not chunks or chunks[-1] is None or not message_goes_on(text, span[1]):
+        return span
+    last = chunks[-1]
+    at = span[1] - len(last)
+    while True:
+        at = text.find(last, at + 1)
+        if at < 0:
+            return None
+        if not message_goes_on(text, at + len(last)):
+            return (span[0] if sum(c is not None for c in chunks) > 1 else at, at + len(last))
+
+
 # ASCII whitespace only: the browser's copy (templates/site/static/site.js) folds the same set.
 # Only runs that are not already one space are replaced: most lines have none, and re.sub
 # then returns the line itself (replacing every single space cost the batch scan 20%).

@@ -41,8 +41,12 @@ from typing import Any
 from errkb.match.chunks import chunks_match as _chunks_match
 from errkb.match.chunks import chunks_of, fold_space, folded_chunks, unfolded_span
 from errkb.match.chunks import chunks_span as _chunks_span
+from errkb.match.chunks import message_span as _message_span
 
 MIN_LITERAL_ALNUM = 20
+# A pattern naming a rare token (an identifier: ``top_p``, ``max_num_seqs``) is specific with
+# less text ("top_p must be in (0, 1], got 0."): measured on the same foreign messages.
+MIN_RARE_ALNUM = 15
 # Without a rare token a pattern is prose ("(.+?) must be a positive integer" is scipy's
 # message as much as vLLM's): it needs more literal text, and a literal subject (not a
 # leading wildcard), besides covering half the line. Measured on numpy/scipy/transformers.
@@ -50,7 +54,7 @@ MIN_PROSE_ALNUM = 30
 # Prose this long is one message's own sentence wherever it appears: served on any line
 # (measured on the same foreign messages: see docs/mining.md).
 MIN_SENTENCE_ALNUM = 60
-_CACHE_FORMAT = "sites-cache-v6"  # in the cache files' names: bump when the layout or the trust rule changes
+_CACHE_FORMAT = "sites-cache-v7"  # in the cache files' names: bump when the layout or the trust rule changes
 # On one line, at most this many candidate patterns are verified (most specific first):
 # the bound that keeps a hostile line of anchor words linear.
 MAX_CANDIDATES_PER_LINE = 256
@@ -150,12 +154,15 @@ def trust(pattern: str, chunks: list[str | None] | None = None) -> tuple[str | N
         return None, None, 0
     literals = [c for c in chunks if c is not None]
     literal = "".join(literals)
-    if sum(ch.isalnum() for ch in literal) < MIN_LITERAL_ALNUM:
+    alnum = sum(ch.isalnum() for ch in literal)
+    if alnum < MIN_RARE_ALNUM:
         return None, None, len(literal)
     words = _words_of(chunks)
     if not words:
         return None, None, len(literal)
     rare = [w for w in words if is_rare_token(w)]
+    if alnum < MIN_LITERAL_ALNUM and not rare:
+        return None, None, len(literal)
     anchor = max(rare or words, key=len)
     if rare or sum(ch.isalnum() for ch in literal) >= MIN_SENTENCE_ALNUM:
         return "strong", anchor, len(literal)
@@ -511,7 +518,7 @@ class SiteIndex:
                 if multiline is not None:
                     multiline.add(i)
                 continue
-            if _chunks_match(entry["fchunks"], folded) and _trusted_on(entry, folded):
+            if _message_span(entry["fchunks"], folded) is not None and _trusted_on(entry, folded):
                 out.append((-entry["L"], i))
         return out
 
@@ -553,7 +560,8 @@ class SiteIndex:
                     i = ids[0]
                     entry = self._entries.get(i) or self._entry(i)
                     folded = fold_space(line)  # as _confirm matches it
-                    if entry["multiline"] or not _chunks_match(entry["fchunks"], folded) or not _trusted_on(entry, folded):
+                    if entry["multiline"] or _message_span(entry["fchunks"], folded) is None \
+                            or not _trusted_on(entry, folded):
                         continue
                     confirmed = [(-entry["L"], i)]
                 else:

@@ -1036,7 +1036,28 @@
     if (advance(text, started ? pos : 0, gap) < 0) { return null; }
     return started ? [start, pos] : [0, 0];
   }
-  function chunksMatch(chunks, text) { return chunksSpan(chunks, text) !== null; }
+  // errkb.match.chunks.message_goes_on / message_span: a pattern ending in a literal must end
+  // where the message does ("group_size must be greater than 0" is not "... than 0 or equal to -1").
+  var SITE_GOES_ON = /[.,;:!?]? (?!\((?:Triggered internally at|function |[A-Za-z0-9_]+=))(?:[A-Za-z0-9_('"`]|-[0-9])/y;
+  var SITE_WORD_CHAR = /[A-Za-z0-9_]/;
+  function messageGoesOn(text, end) {
+    if (end >= text.length) { return false; }
+    if (end > 0 && SITE_WORD_CHAR.test(text.charAt(end)) &&
+        (text.charAt(end - 1) === "." || SITE_WORD_CHAR.test(text.charAt(end - 1)))) { return true; }
+    SITE_GOES_ON.lastIndex = end;
+    return SITE_GOES_ON.test(text);
+  }
+  function messageSpan(chunks, text) {
+    var span = chunksSpan(chunks, text);
+    if (span === null || !chunks.length || chunks[chunks.length - 1] === null || !messageGoesOn(text, span[1])) { return span; }
+    var last = chunks[chunks.length - 1], at = span[1] - last.length;
+    var literals = chunks.filter(function (c) { return c !== null; }).length;
+    for (;;) {
+      at = text.indexOf(last, at + 1);
+      if (at < 0) { return null; }
+      if (!messageGoesOn(text, at + last.length)) { return [literals > 1 ? span[0] : at, at + last.length]; }
+    }
+  }
   // errkb.match.chunks.unfolded_span: the span of text that foldSpace(text).slice(start, end)
   // came from, with the whitespace its edges hold.
   var SITE_NONSPACE = /[^ \t\n\r\f\v]+/g;
@@ -1164,7 +1185,7 @@
         var chunks = siteChunks(e[1]);
         if (!chunks) { return; }
         if (chunks.some(function (c) { return c !== null && c.indexOf("\n") >= 0; })) { multiline.set(e[0], e); return; }
-        if (!chunksMatch(siteFoldedChunks(e[1]), folded)) { return; }
+        if (messageSpan(siteFoldedChunks(e[1]), folded) === null) { return; }
         if (!e[2] && e[3] * 2 < stripped) { return; }  // "half": its literal text covers half the line
         found.push([n + 1, e]);
       });
