@@ -1141,7 +1141,8 @@ def _run_site_build(specs: list[str], index_path: Path | None, fresh: bool, as_j
         for spec, reason in report.failed:
             echo(f"  skipped {spec}: {reason}")
         if report.stale:
-            echo(f"  {report.stale} sites keep a replaced part's line; `errkb sites build --from-lock` rebuilds them")
+            echo(f"  {report.stale} sites keep a replaced part's line; `errkb sites add "
+                 f"{' '.join(report.stale_releases)}` gives them their line")
     sys.exit(0 if not report.failed else 1)
 
 

@@ -74,52 +74,95 @@ def chunks_match(chunks: list[str | None], text: str) -> bool:
 
 # What continues a message past a pattern's last literal on its line: a word character right
 # after a word character or a dot (the text's word or dotted name is longer: "num_embedding" in
-# "num_embeddings", "torch." in "torch.cuda", "0." in "0.5"), or
-# after optional sentence punctuation and a space, a word, a negative number, an opening
-# parenthesis or quote ("... than 0 or equal to -1", "... num_heads (got 3)", "... num_embeddings.
-# Got 3", "...: -2"). Not a continuation: the line's end, a quote, bracket or backslash closing
-# the text the message sits in (repr, JSON, an HTTP error body), and the trailers a wrapper appends to any message: PyTorch's "(Triggered
-# internally at ...)" and "(function ...)" after a C++ warning, and fields in parentheses or
-# brackets (pydantic's "[type=value_error, ...]", its v1 "(type=value_error)", vLLM's
-# VLLMValidationError "(parameter=top_p, value=0)").
+# "num_embeddings", "torch." in "torch.cuda", "0." in "0.5"), or after optional sentence
+# punctuation and one space, a word, a negative number, an opening parenthesis or quote ("...
+# than 0 or equal to -1", "... num_heads (got 3)", "... num_embeddings. Got 3", "...: -2").
+# Not a continuation: the line's end; a line break, a tab or a wider gap (a multi-line cell's
+# next line, a TSV column, a right-aligned file:line); a quote, bracket or backslash closing the
+# text the message sits in (repr, JSON, an HTTP error body); and what a wrapper or a log format
+# appends to any message: PyTorch's "(Triggered internally at ...)" and "(function ...)" after a
+# C++ warning, fields (pydantic's "[type=value_error, ...]" and "(type=value_error)", vLLM's
+# VLLMValidationError "(parameter=top_p, value=0)", a logfmt " request_id=7"), a "(file.py:12)"
+# location, and vLLM's worker wrapper's ", Traceback (most recent call last):".
 # ASCII classes, as the site's copy (templates/site/static/site.js, messageSpan) has them.
-_GOES_ON = re.compile(r"""[.,;:!?]? (?!\((?:Triggered internally at|function |[A-Za-z0-9_]+=))(?:[A-Za-z0-9_('"`]|-[0-9])""")
+_GOES_ON = re.compile(r"""[.,;:!?]? (?!\((?:Triggered internally at|function |[A-Za-z0-9_]+=|[A-Za-z0-9_./-]+:[0-9]+\))"""
+                      r"""|[A-Za-z0-9_.]+=|Traceback \(most recent call last\))(?:[A-Za-z0-9_('"`]|-[0-9])""")
 _WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
+# At most this many placements of a pattern's last literal are tried on one text: the bound that
+# keeps a hostile line (the literal again and again, each going on) linear for 256 candidates.
+MAX_PLACEMENTS = 32
 
 
-def message_goes_on(text: str, end: int) -> bool:
-    """Whether the message in ``text`` goes on past ``end``, where a literal of it ends (above)."""
+def message_goes_on(text: str, end: int, wide: frozenset[int] | WideSpaces = frozenset()) -> bool:
+    """Whether the message in ``text`` goes on past ``end``, where a literal of it ends (above).
+    ``wide``: the positions of ``text``'s spaces that stand for more than one space
+    (:func:`wide_spaces`; ``text`` is then folded): a line break, a tab or a gap ends the message."""
     if end >= len(text):
+        return False
+    if wide and (end in wide or (end + 1 in wide and text[end] in ".,;:!?")):
         return False
     if _WORD_CHAR.match(text, end) and end and (text[end - 1] == "." or _WORD_CHAR.match(text, end - 1)):
         return True
     return _GOES_ON.match(text, end) is not None
 
 
-def message_span(chunks: list[str | None], text: str) -> tuple[int, int] | None:
+def message_span(chunks: list[str | None], text: str,
+                 wide: frozenset[int] | WideSpaces = frozenset()) -> tuple[int, int] | None:
     """:func:`chunks_span` of a whole message: a pattern ending in a literal must end where the
     message ends (:func:`message_goes_on` is false there; the leftmost such placement of the
-    last literal, each earlier one placed leftmost, as :func:`chunks_span`). A message is what
-    its site raises, whole: "group_size must be greater than 0" is not the message "group_size
-    must be greater than 0 or equal to -1", which another library raises. A pattern ending in a
-    wildcard ends wherever the text does. Linear in the text for one pattern."""
+    last literal, each earlier one placed leftmost, as :func:`chunks_span`, at most
+    MAX_PLACEMENTS tried). A message is what its site raises, whole: "group_size must be greater
+    than 0" is not the message "group_size must be greater than 0 or equal to -1", which another
+    library raises. A pattern ending in a wildcard ends wherever the text does. Linear in the
+    text for one pattern."""
     span = chunks_span(chunks, text)
-    if span is None or not chunks or chunks[-1] is None or not message_goes_on(text, span[1]):
+    if span is None or not chunks or chunks[-1] is None:
         return span
     last = chunks[-1]
     at = span[1] - len(last)
-    while True:
+    for _ in range(MAX_PLACEMENTS):
+        if not message_goes_on(text, at + len(last), wide):
+            return (span[0] if sum(c is not None for c in chunks) > 1 else at, at + len(last))
         at = text.find(last, at + 1)
         if at < 0:
             return None
-        if not message_goes_on(text, at + len(last)):
-            return (span[0] if sum(c is not None for c in chunks) > 1 else at, at + len(last))
+    return None
 
 
 # ASCII whitespace only: the browser's copy (templates/site/static/site.js) folds the same set.
 # Only runs that are not already one space are replaced: most lines have none, and re.sub
 # then returns the line itself (replacing every single space cost the batch scan 20%).
 _SPACE = re.compile(r" [ \t\n\r\f\v]+|[\t\n\r\f\v][ \t\n\r\f\v]*")
+
+
+def wide_spaces(text: str) -> frozenset[int]:
+    """The positions in :func:`fold_space` of ``text`` of the spaces that stand for more than
+    one space (a line break, a tab, a run): where a message on that line ends."""
+    out = []
+    removed = 0
+    for m in _SPACE.finditer(text):
+        out.append(m.start() - removed)
+        removed += m.end() - m.start() - 1
+    return frozenset(out)
+
+
+class WideSpaces:
+    """:func:`wide_spaces` of a text, computed on first use (most matches never ask), for
+    every pattern tried on that text; empty when the text folds to itself."""
+
+    __slots__ = ("_text", "_positions")
+
+    def __init__(self, text: str, folded: str):
+        self._text = text
+        self._positions: frozenset[int] | None = frozenset() if folded is text else None
+
+    def __contains__(self, pos: int) -> bool:
+        if self._positions is None:
+            self._positions = wide_spaces(self._text)
+        return pos in self._positions
+
+    def __bool__(self) -> bool:
+        return self._positions is None or bool(self._positions)
 
 
 def fold_space(text: str) -> str:

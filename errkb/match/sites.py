@@ -38,15 +38,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from errkb.match.chunks import WideSpaces, chunks_of, fold_space, folded_chunks, unfolded_span
 from errkb.match.chunks import chunks_match as _chunks_match
-from errkb.match.chunks import chunks_of, fold_space, folded_chunks, unfolded_span
 from errkb.match.chunks import chunks_span as _chunks_span
 from errkb.match.chunks import message_span as _message_span
 
 MIN_LITERAL_ALNUM = 20
 # A pattern naming a rare token (an identifier: ``top_p``, ``max_num_seqs``) is specific with
-# less text ("top_p must be in (0, 1], got 0."): measured on the same foreign messages.
+# less text ("top_p must be in (0, 1], got 0."): measured on the same foreign messages. Not a
+# dtype or a dimension: "alpha must be float32" or "seq_lens must be 1D" any kernel library says.
 MIN_RARE_ALNUM = 15
+_GENERIC_TOKEN = re.compile(r"(?:b?float\d*\w*|u?int\d+|fp\d+\w*|bf\d+|tf32|complex\d+|\d+d)", re.I)
 # Without a rare token a pattern is prose ("(.+?) must be a positive integer" is scipy's
 # message as much as vLLM's): it needs more literal text, and a literal subject (not a
 # leading wildcard), besides covering half the line. Measured on numpy/scipy/transformers.
@@ -161,12 +163,12 @@ def trust(pattern: str, chunks: list[str | None] | None = None) -> tuple[str | N
     if not words:
         return None, None, len(literal)
     rare = [w for w in words if is_rare_token(w)]
-    if alnum < MIN_LITERAL_ALNUM and not rare:
+    if alnum < MIN_LITERAL_ALNUM and not any(_GENERIC_TOKEN.fullmatch(w) is None for w in rare):
         return None, None, len(literal)
     anchor = max(rare or words, key=len)
-    if rare or sum(ch.isalnum() for ch in literal) >= MIN_SENTENCE_ALNUM:
+    if rare or alnum >= MIN_SENTENCE_ALNUM:
         return "strong", anchor, len(literal)
-    if sum(ch.isalnum() for ch in literal) < MIN_PROSE_ALNUM or chunks[0] is None:
+    if alnum < MIN_PROSE_ALNUM or chunks[0] is None:
         return None, None, len(literal)
     return "half", anchor, len(literal)
 
@@ -432,8 +434,10 @@ class SiteIndex:
 
     # -- matching
 
-    def match(self, text: str) -> list[SiteMatch]:
-        """Every trusted site pattern (and CUDA runtime error) found in ``text``, by line."""
+    def match(self, text: str, whole_message: bool = True) -> list[SiteMatch]:
+        """Every trusted site pattern (and CUDA runtime error) found in ``text``, by line: each
+        where its whole message is (errkb.match.chunks.message_span), or with
+        ``whole_message=False`` also the start of a longer text (a search query, an issue's title)."""
         found: list[tuple[int, int, int]] = []  # (line number, -literal length, pattern id)
         lines = text.split("\n")
         multiline: set[int] = set()
@@ -450,15 +454,16 @@ class SiteIndex:
                     if ids is None:
                         ids = looked[piece] = self._anchors.get(piece)
                     candidates.update(ids)
-            found.extend((number, neg, i) for neg, i in self._confirm(line, candidates, multiline))
+            found.extend((number, neg, i) for neg, i in self._confirm(line, candidates, multiline, whole_message))
         folded = fold_space(text) if multiline else ""
+        wide = WideSpaces(text, folded) if whole_message else frozenset()
         for i in sorted(multiline):
             entry = self._entry(i)
             # Its lines are matched with their whitespace folded: a paste re-indents,
             # re-wraps or joins them. A message spanning lines has no one line to cover
             # half of; a prose one is trusted on its (30+ letters/digits, literal-start)
             # text alone. Joined onto one line, it is trusted as any pattern on that line.
-            span = _chunks_span(entry["fchunks"], folded)
+            span = _message_span(entry["fchunks"], folded, wide) if whole_message else _chunks_span(entry["fchunks"], folded)
             if span is None:
                 continue
             start, end = unfolded_span(text, folded, *span)
@@ -484,7 +489,7 @@ class SiteIndex:
         ``limit``, message matches first, then the most specific."""
         from errkb.match.search import tokens
 
-        out = [m for m in self.match(query) if m.meaning is None][:limit]
+        out = [m for m in self.match(query, whole_message=False) if m.meaning is None][:limit]
         if self._anchors is None or len(out) >= limit:
             return out
         wanted = set(tokens(query))
@@ -504,7 +509,8 @@ class SiteIndex:
                 break
         return out
 
-    def _confirm(self, line: str, candidates, multiline: set[int] | None = None) -> list[tuple[int, int]]:
+    def _confirm(self, line: str, candidates, multiline: set[int] | None = None,
+                 whole_message: bool = True) -> list[tuple[int, int]]:
         """The confirm, the one for both paths: (-literal length, pattern id) of each
         candidate pattern that matches ``line`` (whitespace folded on both sides:
         errkb.match.chunks.fold_space) and is trusted there, most specific first
@@ -513,12 +519,14 @@ class SiteIndex:
         out = []
         entries = sorted(((self._entry(i), i) for i in candidates), key=lambda e: (-e[0]["L"], e[1]))
         folded = fold_space(line) if entries else line
+        wide = WideSpaces(line, folded)
         for entry, i in entries[:MAX_CANDIDATES_PER_LINE]:
             if entry["multiline"]:
                 if multiline is not None:
                     multiline.add(i)
                 continue
-            if _message_span(entry["fchunks"], folded) is not None and _trusted_on(entry, folded):
+            span = _message_span(entry["fchunks"], folded, wide) if whole_message else _chunks_span(entry["fchunks"], folded)
+            if span is not None and _trusted_on(entry, folded):
                 out.append((-entry["L"], i))
         return out
 
@@ -534,6 +542,10 @@ class SiteIndex:
         from errkb.match import prefilter
 
         lines, buf = prefilter.clean_lines(lines)
+        if buf.count(b"\n") != len(lines) - 1:
+            # a cell holding line breaks (an archive's message, a long one cut): one line of the
+            # scan each, which maps a hit to its line by the newlines before it
+            buf = "\n".join(line.replace("\n", " ") for line in lines).encode("utf-8")
         scan, members = self._prefilter()
         if scan is not None:
             if isinstance(scan, tuple):  # pyahocorasick (no Hyperscan here)
@@ -560,7 +572,7 @@ class SiteIndex:
                     i = ids[0]
                     entry = self._entries.get(i) or self._entry(i)
                     folded = fold_space(line)  # as _confirm matches it
-                    if entry["multiline"] or _message_span(entry["fchunks"], folded) is None \
+                    if entry["multiline"] or _message_span(entry["fchunks"], folded, WideSpaces(line, folded)) is None \
                             or not _trusted_on(entry, folded):
                         continue
                     confirmed = [(-entry["L"], i)]

@@ -13,7 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from errkb.mine.releases import Part, ReleaseError, cache_dir, fetch, parse_spec, read_release, tag_commits
+from errkb.mine.releases import (
+    Part,
+    ReleaseError,
+    cache_dir,
+    fetch,
+    fetch_cpp_source,
+    parse_spec,
+    read_release,
+    tag_commits,
+)
 from errkb.mine.site_index import SiteIndexData, version_key
 
 
@@ -35,11 +44,12 @@ class BuildReport:
     rows: int = 0
     read_again: list[str] = field(default_factory=list)  # releases read again for rows a replaced part left
     stale: int = 0  # rows that still keep a replaced part's line (a release to read again failed)
+    stale_releases: list[str] = field(default_factory=list)  # the releases that would give them their line
 
     def as_dict(self) -> dict:
         return {"releases": self.parts, "failed": [{"release": s, "reason": r} for s, r in self.failed],
                 "index_bytes": self.index_bytes, "sites": self.rows, "read_again": self.read_again,
-                "stale_lines": self.stale}
+                "stale_lines": self.stale, "stale_releases": self.stale_releases}
 
 
 def read_lock(path: Path) -> list[str]:
@@ -107,25 +117,56 @@ def build(specs: list[str], index_path: Path, fresh: bool = False, releases_dir:
             for future in futures:  # in the lock's order: the same report whatever finishes first
                 finished(*future.result())
 
+    # A replaced part that lacks a site older releases still have leaves that row with the
+    # replaced part's line. Adding a library's releases newest first gives such a row the line of
+    # an older release this call reads (it is added after); one it does not read is read again
+    # after (each at most once: reading it resolves every row it is the newest of).
+    if not fresh:
+        specs = sorted(specs, key=lambda spec: _newest_first(spec))
     read_all(specs)
-    # A replaced part that lacks a site the older releases still have leaves that row with the
-    # replaced part's line; the line of the release that is now its newest is read from that
-    # release (each at most once: reading it resolves every row it is the newest of).
+    tried = set(specs)
     while todo := [f"{lib}=={version}" for lib, version in index.stale_releases()
-                   if f"{lib}=={version}" not in report.read_again]:
+                   if f"{lib}=={version}" not in tried]:
         say(f"reading {', '.join(todo)} again: {len(index.stale)} sites had their line from a replaced part")
+        tried.update(todo)
         report.read_again.extend(todo)
         read_all(todo)
     report.stale = len(index.stale)
     if report.stale:
-        say(f"{report.stale} sites keep the line of a replaced part (a release above could not be read); "
-            "`errkb sites build --from-lock` rebuilds every line")
+        unread = [f"{lib}=={version}" for lib, version in index.stale_releases()]
+        report.stale_releases = unread
+        say(f"{report.stale} sites keep the line of a replaced part: {', '.join(unread)} could not be read; "
+            f"`errkb sites add {' '.join(unread)}` gives them their line")
     _stamp_commits(index)
     report.index_bytes = index.write(index_path)
     report.rows = len(index.rows)
     lock = lock_path(index_path)
     write_lock(lock, ([] if fresh else read_lock(lock)) + done)
     return report
+
+
+def _newest_first(spec: str) -> tuple:
+    try:
+        library, version = parse_spec(spec)
+    except ReleaseError:
+        return ("", (), spec)  # reported when it is read
+    order = version_key(version)
+    return (library.name, (-order[0], _Descending(order[1])), spec)
+
+
+class _Descending:
+    """A version that sorts backwards."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+    def __lt__(self, other: _Descending) -> bool:
+        return other.v < self.v
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Descending) and other.v == self.v
 
 
 def _read_spec(spec: str, folder: Path, keep_archives: bool,
@@ -137,12 +178,15 @@ def _read_spec(spec: str, folder: Path, keep_archives: bool,
         say(f"{spec}: fetching")
         had = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
         archive = fetch(library, version, folder)
-        say(f"{spec}: reading {archive.name}")
+        source = fetch_cpp_source(library, version, folder)  # PyTorch's .cpp, where listed
+        say(f"{spec}: reading {archive.name}" + (f" and {source.name}" if source else ""))
         try:
-            part: Part = read_release(archive, library, version)
+            part: Part = read_release(archive, library, version, cpp_source=source)
         finally:
-            if not keep_archives and archive.name not in had:
-                archive.unlink(missing_ok=True)
+            if not keep_archives:
+                for path in (archive, source):
+                    if path is not None and path.name not in had:
+                        path.unlink(missing_ok=True)
     except (ReleaseError, OSError) as e:
         return spec, str(e), time.monotonic() - started
     return spec, part, time.monotonic() - started
