@@ -7,6 +7,8 @@ import gzip
 import json
 from pathlib import Path
 
+import pytest
+
 from errkb.mine.releases import LIBRARIES, Part, read_release
 from errkb.mine.site_index import SiteIndexData, _expand, _ranges, read_lines, version_key
 from errkb.resources import data_dir
@@ -204,5 +206,80 @@ def test_replacing_a_release_never_leaves_a_row_with_the_replaced_parts_line(tmp
     (releases / "vllm-0.2.0.tar.gz").write_bytes(_sdist_bytes)
     said.clear()
     report = build(["vllm==0.2.0"], index_path, releases_dir=releases, say=said.append)
-    assert report.stale == 1 and [s for s, _ in report.failed] == ["vllm==0.1.0"]
-    assert any("1 sites keep the line of a replaced part" in s and "--from-lock" in s for s in said)
+    assert report.stale == 1 and [s for s, _ in report.failed] == ["vllm==0.1.0"]  # tried once
+    assert any("1 sites keep the line of a replaced part: vllm==0.1.0 could not be read; "
+               "`errkb sites add vllm==0.1.0` gives them their line" in s for s in said)
+
+
+def test_replacing_releases_read_in_one_call_needs_no_second_read(tmp_path):
+    """Both releases added again in one call, the newer one without a message the older has: the
+    older is added after the newer (newest first), so its line is there without reading it twice."""
+    from errkb.mine.site_build import build
+
+    releases = tmp_path / "releases"
+    releases.mkdir()
+    message = "def f(x):\n    if x:\n        raise ValueError('the tokenizer mode is not supported here')\n"
+    _sdist(releases, "0.1.0", message)
+    _sdist(releases, "0.2.0", "\n" * 10 + message)
+    index_path = tmp_path / "sites.jsonl.gz"
+    build(["vllm==0.1.0", "vllm==0.2.0"], index_path, releases_dir=releases)
+    (releases / "vllm-0.2.0.tar.gz").unlink()
+    _sdist(releases, "0.2.0", "def g():\n    raise RuntimeError('a message every release of this package raises')\n")
+    report = build(["vllm==0.1.0", "vllm==0.2.0"], index_path, releases_dir=releases, jobs=2)
+    assert report.read_again == [] and report.stale == 0
+    assert [p["version"] for p in report.parts] == ["0.2.0", "0.1.0"]
+    rows = {r["p"]: r for r in read_lines(index_path)[1]}
+    assert (rows["the tokenizer mode is not supported here"]["r"], rows["the tokenizer mode is not supported here"]["n"]) == ("0.1.0", 3)
+
+
+def test_pytorch_cpp_source_is_read_beside_its_wheel(tmp_path, monkeypatch):
+    """A release listed in data/sites/cpp_sources.json gets its C++ source read into its part
+    (PyTorch's .cpp, which no wheel ships): at repository paths, without tests or vendored
+    kernels, only from an archive whose sha256 is the listed one."""
+    import hashlib
+    import io
+    import tarfile
+    import zipfile
+
+    from errkb.mine import releases
+    from errkb.mine.releases import ReleaseError, fetch_cpp_source
+
+    folder = tmp_path / "releases"
+    folder.mkdir()
+    with zipfile.ZipFile(folder / "torch-9.9.9-cp312-none-macosx_11_0_arm64.whl", "w") as whl:
+        whl.writestr("torch/cuda/__init__.py", "def f():\n    raise RuntimeError('a message of the wheel itself here')\n")
+    members = {
+        "aten/src/ATen/TensorIterator.cpp": 'void f(int a, int b) {\n  TORCH_CHECK(a == b, "Expected all tensors to '
+                                            'be on the same device, but found at least two devices, ", a, " and ", b, "!");\n}\n',
+        "aten/src/ATen/native/transformers/cuda/flash_attn/flash_api.cpp":
+            'void g(bool ok) {\n  TORCH_CHECK(ok, "FlashAttention only supports Ampere GPUs or newer.");\n}\n',
+        "aten/src/ATen/test/basic.cpp": 'void h(bool ok) {\n  TORCH_CHECK(ok, "a check of the test suite only here");\n}\n',
+        "tools/x.cpp": 'void k(bool ok) {\n  TORCH_CHECK(ok, "a check outside the library folders here");\n}\n',
+    }
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:xz") as tar:
+        for name, text in members.items():
+            info = tarfile.TarInfo("pytorch-v9.9.9/" + name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    source = folder / "pytorch_9.9.9+dfsg.orig.tar.xz"
+    source.write_bytes(buf.getvalue())
+    listed = {"9.9.9": {"url": "http://deb.example/pool/pytorch_9.9.9+dfsg.orig.tar.xz", "size": source.stat().st_size,
+                        "sha256": hashlib.sha256(buf.getvalue()).hexdigest()}}
+    monkeypatch.setattr(releases, "cpp_sources", lambda library: listed if library == "torch" else {})
+    from errkb.mine.site_build import build
+
+    index_path = tmp_path / "sites.jsonl.gz"
+    report = build(["torch==9.9.9"], index_path, releases_dir=folder)
+    assert report.failed == []
+    rows = {r["p"]: r for r in read_lines(index_path)[1]}
+    same = rows["Expected all tensors to be on the same device, but found at least two devices, (.+?) and (.+?)!"]
+    assert (same["f"], same["n"], same["k"], same["r"]) == ("aten/src/ATen/TensorIterator.cpp", 2, "C++", "9.9.9")
+    assert "a message of the wheel itself here" in rows
+    assert not [p for p in rows if "Ampere" in p or "test suite" in p or "outside the library" in p]
+    # an archive that is not the listed one is refused, named, and removed
+    listed["9.9.9"]["sha256"] = "0" * 64
+    with pytest.raises(ReleaseError, match=r"pytorch_9\.9\.9\+dfsg\.orig\.tar\.xz is not the listed one"):
+        fetch_cpp_source(releases.LIBRARIES["torch"], "9.9.9", folder)
+    assert not source.exists()
+    assert fetch_cpp_source(releases.LIBRARIES["vllm"], "0.6.3", folder) is None  # none listed

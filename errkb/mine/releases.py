@@ -41,6 +41,10 @@ class Library:
     # (c10, ATen, torch/csrc: TORCH_CHECK, C10_THROW_ERROR, c10d's NCCL checks) are there.
     headers: tuple[tuple[str, str], ...] = ()
     skip_headers: tuple[str, ...] = ()  # prefixes in the wheel left out (generated code)
+    # Folders of the library's C++ source read from a release's source archive where one is
+    # listed (data/sites/cpp_sources.json): PyTorch's .cpp, which no wheel ships.
+    cpp_source_roots: tuple[str, ...] = ()
+    cpp_source_vendored: tuple[str, ...] = ()  # folders under those roots that are another project's code
     # Python versions whose wheel to ask for, in turn (old releases stop before new Pythons,
     # new ones drop old Pythons).
     pythons: tuple[str, ...] = ("3.11", "3.10", "3.12", "3.13", "3.9")
@@ -61,7 +65,14 @@ LIBRARIES = {
                      headers=(("torch/include/c10/", "c10/"), ("torch/include/ATen/", "aten/src/ATen/"),
                               ("torch/include/torch/csrc/", "torch/csrc/"),
                               ("torch/include/torch/headeronly/", "torch/headeronly/")),
-                     skip_headers=("torch/include/ATen/ops/",)),
+                     skip_headers=("torch/include/ATen/ops/",),
+                     cpp_source_roots=("aten/src/ATen/", "c10/", "torch/csrc/"),
+                     # FlashAttention's and xformers' kernels, QNNPACK: vendored ("FlashAttention only
+                     # supports Ampere GPUs" pasted from the flash-attn package is not PyTorch's error)
+                     cpp_source_vendored=("aten/src/ATen/native/transformers/cuda/flash_attn/",
+                                          "aten/src/ATen/native/transformers/hip/flash_attn/",
+                                          "aten/src/ATen/native/transformers/cuda/mem_eff_attention/",
+                                          "aten/src/ATen/native/quantized/cpu/qnnpack/")),
     "flashinfer": Library("flashinfer", "flashinfer-python", "flashinfer-ai/flashinfer", ("--only-binary=:all:",),
                           cpp=True),
 }
@@ -105,6 +116,57 @@ def tag_commits(library: str) -> dict[str, str]:
     except (OSError, ValueError, FileNotFoundError):
         return {}
     return data.get(library, {})
+
+
+_SOURCE_SUFFIXES = (".cpp", ".cu", ".cc")  # the headers come from the wheel (Library.headers)
+
+
+def cpp_sources(library: str) -> dict[str, dict]:
+    """version -> {url, sha256, size, from}: the releases whose C++ source errkb reads besides
+    their wheel (data/sites/cpp_sources.json)."""
+    from errkb.resources import data_dir
+
+    try:
+        data = json.loads((data_dir() / "sites" / "cpp_sources.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data.get(library, {})
+
+
+def fetch_cpp_source(library: Library, version: str, into: Path | None = None) -> Path | None:
+    """The release's C++ source archive (None when none is listed), from the releases folder
+    or downloaded from its listed address; its sha256 must be the listed one."""
+    import hashlib
+    import urllib.request
+
+    entry = cpp_sources(library.name).get(version)
+    if entry is None:
+        return None
+    into = into or cache_dir()
+    into.mkdir(parents=True, exist_ok=True)
+    path = into / entry["url"].rsplit("/", 1)[-1]
+    if not path.is_file():
+        tmp = path.with_name(path.name + ".part")
+        try:
+            with urllib.request.urlopen(entry["url"], timeout=300) as response, tmp.open("wb") as out:
+                while chunk := response.read(1 << 20):
+                    out.write(chunk)
+                    if out.tell() > entry["size"]:
+                        break
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise ReleaseError(f"{library.name}=={version}: its C++ source {entry['url']} could not be "
+                               f"downloaded ({e})") from None
+        tmp.replace(path)
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    if digest.hexdigest() != entry["sha256"]:
+        path.unlink(missing_ok=True)
+        raise ReleaseError(f"{library.name}=={version}: its C++ source {path.name} is not the listed one "
+                           f"(sha256 {digest.hexdigest()[:16]}..., listed {entry['sha256'][:16]}...)")
+    return path
 
 
 def fetch(library: Library, version: str, into: Path | None = None) -> Path:
@@ -280,15 +342,31 @@ def _repo_path(library: Library, name: str) -> str | None:
     return None
 
 
-def read_release(archive: Path, library: Library, version: str, commit: str | None = None) -> Part:
+def read_release(archive: Path, library: Library, version: str, commit: str | None = None,
+                 cpp_source: Path | None = None) -> Part:
     """The sites of one release archive (a wheel, an sdist, or a tarball of its members as
-    the reproducibility fixture is), read member by member."""
+    the reproducibility fixture is), read member by member; with ``cpp_source`` (the
+    release's source tarball, :func:`fetch_cpp_source`), also its C++ files under the
+    library's ``cpp_source_roots``, at their repository paths."""
     if commit is None:
         commit = commit_of(archive, library.name, version)
     part = Part(library.name, version, commit)
+    seen: set[tuple] = set()
+    _read_members(part, archive, library, _wanted(library), seen)
+    if cpp_source is not None:
+        roots, vendored = library.cpp_source_roots, library.cpp_source_vendored
+        _read_members(part, cpp_source, library, lambda name: name.endswith(_SOURCE_SUFFIXES)
+                      and name.startswith(roots) and not name.startswith(vendored), seen, source=True)
+    part.keep_copies()
+    part.rows.sort(key=_row_key)
+    return part
+
+
+def _read_members(part: Part, archive: Path, library: Library, wanted, seen: set[tuple], source: bool = False) -> None:
+    """Read the ``wanted`` members of one archive into ``part`` (a source tarball's members are
+    at their repository paths already)."""
     skipped: list[tuple[str, str]] = []
-    wanted = _wanted(library)
-    if archive.name.endswith((".tar.gz", ".tgz", ".tar")):
+    if archive.name.endswith((".tar.gz", ".tgz", ".tar")) and not source:
         # An sdist also holds setup.py, examples/, benchmarks/, tools/: only what the wheel
         # would install (the package) and, for a C++ library, its include/ and csrc/.
         package = library.distribution.split("-")[0].replace("-", "_")
@@ -298,7 +376,6 @@ def read_release(archive: Path, library: Library, version: str, commit: str | No
         def wanted(name: str) -> bool:
             return name.split("/", 1)[0] in roots and sdist_wanted(name)
     members = archive_members(archive, wanted, skipped)
-    seen: set[tuple] = set()
     try:
         for name, data in members:
             why = excluded_reason(name)
@@ -306,7 +383,7 @@ def read_release(archive: Path, library: Library, version: str, commit: str | No
                 part.skipped[why.split(" (")[0]] += 1
                 continue
             part.files += 1
-            if library.headers and not name.endswith(".py"):
+            if library.headers and not name.endswith(".py") and not source:
                 name = _repo_path(library, name) or name
             _read_member(part, name, decode_source(data), seen)
     except BadArchive as e:
@@ -318,9 +395,6 @@ def read_release(archive: Path, library: Library, version: str, commit: str | No
             raise ReleaseError(f"{archive.name}: {reason}; the release is not added (raise MAX_ARCHIVE_BYTES "
                                f"in errkb/mine/sources.py if this archive is genuine)")
         part.skipped[reason.split(" (")[0]] += 1
-    part.keep_copies()
-    part.rows.sort(key=_row_key)
-    return part
 
 
 def _read_member(part: Part, name: str, text: str, seen: set[tuple]) -> None:

@@ -1038,25 +1038,41 @@
   }
   // errkb.match.chunks.message_goes_on / message_span: a pattern ending in a literal must end
   // where the message does ("group_size must be greater than 0" is not "... than 0 or equal to -1").
-  var SITE_GOES_ON = /[.,;:!?]? (?!\((?:Triggered internally at|function |[A-Za-z0-9_]+=))(?:[A-Za-z0-9_('"`]|-[0-9])/y;
+  // wide: the folded text's spaces that stand for more than one (wideSpaces): a line break, a tab
+  // or a gap ends the message.
+  var SITE_GOES_ON = /[.,;:!?]? (?!\((?:Triggered internally at|function |[A-Za-z0-9_]+=|[A-Za-z0-9_.\/-]+:[0-9]+\))|[A-Za-z0-9_.]+=|Traceback \(most recent call last\))(?:[A-Za-z0-9_('"`]|-[0-9])/y;
   var SITE_WORD_CHAR = /[A-Za-z0-9_]/;
-  function messageGoesOn(text, end) {
+  var MAX_PLACEMENTS = 32;  // errkb.match.chunks.MAX_PLACEMENTS
+  function messageGoesOn(text, end, wide) {
     if (end >= text.length) { return false; }
+    if (wide.has(end) || (wide.has(end + 1) && ".,;:!?".indexOf(text.charAt(end)) >= 0)) { return false; }
     if (end > 0 && SITE_WORD_CHAR.test(text.charAt(end)) &&
         (text.charAt(end - 1) === "." || SITE_WORD_CHAR.test(text.charAt(end - 1)))) { return true; }
     SITE_GOES_ON.lastIndex = end;
     return SITE_GOES_ON.test(text);
   }
-  function messageSpan(chunks, text) {
+  function messageSpan(chunks, text, wide) {
     var span = chunksSpan(chunks, text);
-    if (span === null || !chunks.length || chunks[chunks.length - 1] === null || !messageGoesOn(text, span[1])) { return span; }
+    if (span === null || !chunks.length || chunks[chunks.length - 1] === null) { return span; }
     var last = chunks[chunks.length - 1], at = span[1] - last.length;
     var literals = chunks.filter(function (c) { return c !== null; }).length;
-    for (;;) {
+    for (var k = 0; k < MAX_PLACEMENTS; k++) {
+      if (!messageGoesOn(text, at + last.length, wide)) { return [literals > 1 ? span[0] : at, at + last.length]; }
       at = text.indexOf(last, at + 1);
       if (at < 0) { return null; }
-      if (!messageGoesOn(text, at + last.length)) { return [literals > 1 ? span[0] : at, at + last.length]; }
     }
+    return null;
+  }
+  // errkb.match.chunks.wide_spaces: positions in foldSpace(text) of the spaces that stand for
+  // more than one space (the Python's _SPACE runs: not a single space).
+  function wideSpaces(text) {
+    var out = new Set(), removed = 0, m;
+    SITE_SPACE.lastIndex = 0;
+    while ((m = SITE_SPACE.exec(text)) !== null) {
+      if (m[0] !== " ") { out.add(m.index - removed); }
+      removed += m[0].length - 1;
+    }
+    return out;
   }
   // errkb.match.chunks.unfolded_span: the span of text that foldSpace(text).slice(start, end)
   // came from, with the whitespace its edges hold.
@@ -1180,19 +1196,21 @@
       });
       var entries = Array.from(candidates.values()).sort(function (p, q) { return q[3] - p[3] || p[0] - q[0]; });
       var folded = foldSpace(line);
+      var wide = wideSpaces(line);
       var stripped = messageLength(folded);
       entries.slice(0, sitesHead.max_candidates).forEach(function (e) {
         var chunks = siteChunks(e[1]);
         if (!chunks) { return; }
         if (chunks.some(function (c) { return c !== null && c.indexOf("\n") >= 0; })) { multiline.set(e[0], e); return; }
-        if (messageSpan(siteFoldedChunks(e[1]), folded) === null) { return; }
+        if (messageSpan(siteFoldedChunks(e[1]), folded, wide) === null) { return; }
         if (!e[2] && e[3] * 2 < stripped) { return; }  // "half": its literal text covers half the line
         found.push([n + 1, e]);
       });
     });
     var foldedText = multiline.size ? foldSpace(text) : "";
+    var wideText = multiline.size ? wideSpaces(text) : new Set();
     Array.from(multiline.values()).sort(function (p, q) { return p[0] - q[0]; }).forEach(function (e) {
-      var span = chunksSpan(siteFoldedChunks(e[1]), foldedText);
+      var span = messageSpan(siteFoldedChunks(e[1]), foldedText, wideText);
       if (!span) { return; }
       var edges = unfoldedSpan(text, foldedText, span[0], span[1]);
       var held = text.slice(edges[0], edges[1]);
