@@ -240,3 +240,26 @@ def test_a_tvm_ffi_stream_skips_its_comments_and_reads_a_message_variable_above_
     assert got == [(2, "not (x > 0)", "head dim must be positive got (.+?)"),
                    (5, "not (x < 9)", "the workspace buffer is too small for this batch"),
                    (6, "not (x != 3)", "three is not a supported page size here: (.+?)")]
+
+
+def test_atens_structured_kernels_name_their_function():
+    """ATen's TORCH_META_FUNC(name) / TORCH_IMPL_FUNC(name) bodies have no return type before the
+    name: their checks are theirs, not the previous function's (clamp's check was named after the
+    isin helper above it)."""
+    source = '''static inline void check_for_unsupported_isin_dtype(const ScalarType type) {
+  TORCH_CHECK(type != ScalarType::Bool, "Unsupported input type encountered for isin(): ", type);
+}
+
+TORCH_META_FUNC(clamp) (
+const Tensor& self) {
+  TORCH_CHECK(!isComplexType(self.scalar_type()), "clamp is not supported for complex types");
+}
+
+TORCH_META_FUNC2(clamp, Tensor) (const Tensor& self) {
+  TORCH_CHECK(false, "torch.clamp: At least one of 'min' or 'max' must not be None");
+}
+'''
+    names = {s.template.pattern(): s.function for s in cpp_sites(source, "aten/src/ATen/native/TensorCompare.cpp")}
+    assert names == {r"Unsupported input type encountered for isin\(\): (.+?)": "check_for_unsupported_isin_dtype",
+                     "clamp is not supported for complex types": "TORCH_META_FUNC(clamp)",
+                     r"torch\.clamp: At least one of 'min' or 'max' must not be None": "TORCH_META_FUNC2(clamp, Tensor)"}

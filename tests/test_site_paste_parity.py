@@ -217,7 +217,9 @@ SITE_PASTES = [
     "[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
     "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600020 milliseconds before timing out.",
     "RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)",
-    # a wrapper's fields after the message (vLLM's VLLMValidationError, pydantic's): still the message
+    # a wrapper's fields after the message (vLLM's VLLMValidationError, pydantic's), a TSV column after
+    # a tab: still the message
+    "ValueError: max_tokens must be at least 1, got 0.\tnext column",
     "vllm.exceptions.VLLMValidationError: top_p must be in (0, 1], got 0. (parameter=top_p, value=0)",
     "  Value error, max_tokens must be at least 1, got 0. [type=value_error, input_value=ArgsKwargs((), {}), "
     "input_type=ArgsKwargs]",
@@ -243,6 +245,7 @@ FOREIGN = [
     "ValueError: operands could not be broadcast together with shapes (2,3) (4,5)",
     # a longer message that begins with one a library raises (errkb.match.chunks.message_span)
     "AssertionError: group_size must be greater than 0 or equal to -1",
+    "ValueError: max_tokens must be at least 1, got 0.  Use max_new_tokens instead",
     "ValueError: embed_dim must be divisible by num_heads (got `embed_dim`: 3 and `attention_heads`: 3).",
 ]
 

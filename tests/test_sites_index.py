@@ -277,9 +277,16 @@ def test_pytorch_cpp_source_is_read_beside_its_wheel(tmp_path, monkeypatch):
     assert (same["f"], same["n"], same["k"], same["r"]) == ("aten/src/ATen/TensorIterator.cpp", 2, "C++", "9.9.9")
     assert "a message of the wheel itself here" in rows
     assert not [p for p in rows if "Ampere" in p or "test suite" in p or "outside the library" in p]
-    # an archive that is not the listed one is refused, named, and removed
-    listed["9.9.9"]["sha256"] = "0" * 64
-    with pytest.raises(ReleaseError, match=r"pytorch_9\.9\.9\+dfsg\.orig\.tar\.xz is not the listed one"):
+    # not in the releases folder: downloaded from its listed address (a file:// mirror here) and
+    # checked; an archive there that is not the listed one is refused, named, and nothing is left
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    source.rename(mirror / source.name)
+    listed["9.9.9"]["url"] = (mirror / source.name).as_uri()
+    assert fetch_cpp_source(releases.LIBRARIES["torch"], "9.9.9", folder) == source and source.exists()
+    source.unlink()
+    (mirror / source.name).write_bytes(buf.getvalue()[:-1] + b"x")
+    with pytest.raises(ReleaseError, match=r"torch==9\.9\.9: its C\+\+ source file://.*orig\.tar\.xz is not the listed one"):
         fetch_cpp_source(releases.LIBRARIES["torch"], "9.9.9", folder)
-    assert not source.exists()
+    assert sorted(p.name for p in folder.iterdir()) == ["torch-9.9.9-cp312-none-macosx_11_0_arm64.whl"]
     assert fetch_cpp_source(releases.LIBRARIES["vllm"], "0.6.3", folder) is None  # none listed

@@ -9,6 +9,7 @@ tier); it imports only re, so the site tier's cold start does not pay for the mi
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _CONTROL = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v"}
 
@@ -77,56 +78,51 @@ def chunks_match(chunks: list[str | None], text: str) -> bool:
 # "num_embeddings", "torch." in "torch.cuda", "0." in "0.5"), or after optional sentence
 # punctuation and one space, a word, a negative number, an opening parenthesis or quote ("...
 # than 0 or equal to -1", "... num_heads (got 3)", "... num_embeddings. Got 3", "...: -2").
-# Not a continuation: the line's end; a line break, a tab or a wider gap (a multi-line cell's
-# next line, a TSV column, a right-aligned file:line); a quote, bracket or backslash closing the
-# text the message sits in (repr, JSON, an HTTP error body); and what a wrapper or a log format
-# appends to any message: PyTorch's "(Triggered internally at ...)" and "(function ...)" after a
-# C++ warning, fields (pydantic's "[type=value_error, ...]" and "(type=value_error)", vLLM's
-# VLLMValidationError "(parameter=top_p, value=0)", a logfmt " request_id=7"), a "(file.py:12)"
-# location, and vLLM's worker wrapper's ", Traceback (most recent call last):".
-# ASCII classes, as the site's copy (templates/site/static/site.js, messageSpan) has them.
-_GOES_ON = re.compile(r"""[.,;:!?]? (?!\((?:Triggered internally at|function |[A-Za-z0-9_]+=|[A-Za-z0-9_./-]+:[0-9]+\))"""
-                      r"""|[A-Za-z0-9_.]+=|Traceback \(most recent call last\))(?:[A-Za-z0-9_('"`]|-[0-9])""")
-_WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
-# At most this many placements of a pattern's last literal are tried on one text: the bound that
-# keeps a hostile line (the literal again and again, each going on) linear for 256 candidates.
-MAX_PLACEMENTS = 32
+# Not a continuation: the line's end; a line break or a tab (a multi-line cell's next line, a
+# TSV column; a run of plain spaces is not: PyTorch puts two between sentences); a quote,
+# bracket or backslash closing the text the message sits in (repr, JSON, an HTTP error body);
+# and what a wrapper or a log format appends to any message: PyTorch's "(Triggered internally
+# at ...)" and "(function ...)" after a C++ warning, fields in parentheses (pydantic's
+# "(type=value_error)", vLLM's VLLMValidationError "(parameter=top_p, value=0)"; pydantic v2's
+# "[type=...]" is a bracket), a "(file.py:12)" location, vLLM's worker wrapper's ", Traceback
+# (most recent call last):", and after a bare space, logfmt fields (" request_id=7 status=500";
+# after punctuation, "; pipeline_parallel_size=1 is required", "key=value" is the message's own).
+# ASCII classes, as the site's copy (templates/site/static/site.js, END_LOOKAHEAD) has them.
+_TRAILER = (r"\((?:Triggered internally at|function |[A-Za-z0-9_]+=|[A-Za-z0-9_./-]+\.(?:py|pyx|c|cc|cpp|cu|cuh|h|hpp):[0-9]+\))"
+            r"|Traceback \(most recent call last\)")
+_NEXT_WORD = r"""(?:[A-Za-z0-9_('"`]|-[0-9])"""
+_LOGFMT = r"[A-Za-z0-9_.]+="  # a field, after a bare space only (every lookahead has a bounded length)
+END_LOOKAHEAD = (rf"(?![.,;:!?] (?!{_TRAILER}){_NEXT_WORD}| (?!{_TRAILER}|{_LOGFMT}){_NEXT_WORD})")
+# after a literal ending in a word character or a dot, a word character also goes on
+_WORD_END_LOOKAHEAD = END_LOOKAHEAD[:-1] + "|[A-Za-z0-9_])"
 
 
-def message_goes_on(text: str, end: int, wide: frozenset[int] | WideSpaces = frozenset()) -> bool:
-    """Whether the message in ``text`` goes on past ``end``, where a literal of it ends (above).
-    ``wide``: the positions of ``text``'s spaces that stand for more than one space
-    (:func:`wide_spaces`; ``text`` is then folded): a line break, a tab or a gap ends the message."""
-    if end >= len(text):
-        return False
-    if wide and (end in wide or (end + 1 in wide and text[end] in ".,;:!?")):
-        return False
-    if _WORD_CHAR.match(text, end) and end and (text[end - 1] == "." or _WORD_CHAR.match(text, end - 1)):
-        return True
-    return _GOES_ON.match(text, end) is not None
+@lru_cache(maxsize=8192)
+def _end_of(literal: str) -> re.Pattern:
+    """The pattern's last literal where the message ends after it (on :func:`fold_marked` text:
+    each space of the literal may be a line break there)."""
+    body = "".join("[ \n]" if c == " " else re.escape(c) for c in literal)
+    word_end = bool(literal) and (literal[-1] == "." or literal[-1].isascii() and (literal[-1].isalnum() or literal[-1] == "_"))
+    return re.compile(body + (_WORD_END_LOOKAHEAD if word_end else END_LOOKAHEAD))
 
 
-def message_span(chunks: list[str | None], text: str,
-                 wide: frozenset[int] | WideSpaces = frozenset()) -> tuple[int, int] | None:
+def message_span(chunks: list[str | None], text: str, marked: str | None = None) -> tuple[int, int] | None:
     """:func:`chunks_span` of a whole message: a pattern ending in a literal must end where the
-    message ends (:func:`message_goes_on` is false there; the leftmost such placement of the
-    last literal, each earlier one placed leftmost, as :func:`chunks_span`, at most
-    MAX_PLACEMENTS tried). A message is what its site raises, whole: "group_size must be greater
-    than 0" is not the message "group_size must be greater than 0 or equal to -1", which another
-    library raises. A pattern ending in a wildcard ends wherever the text does. Linear in the
-    text for one pattern."""
+    message ends (above): the first placement of its last literal, from the leftmost one on,
+    after which the message does not go on, each earlier literal placed leftmost. ``text`` is
+    :func:`fold_space` of a line, ``marked`` its :func:`fold_marked` (where a line break or tab
+    ends the message). A message is what its site raises, whole: "group_size must be greater
+    than 0" is not "group_size must be greater than 0 or equal to -1", which another library
+    raises. A pattern ending in a wildcard ends wherever the text does. One regular-expression
+    search of a literal and a fixed lookahead: linear in the text."""
     span = chunks_span(chunks, text)
     if span is None or not chunks or chunks[-1] is None:
         return span
     last = chunks[-1]
-    at = span[1] - len(last)
-    for _ in range(MAX_PLACEMENTS):
-        if not message_goes_on(text, at + len(last), wide):
-            return (span[0] if sum(c is not None for c in chunks) > 1 else at, at + len(last))
-        at = text.find(last, at + 1)
-        if at < 0:
-            return None
-    return None
+    m = _end_of(last).search(marked if marked is not None else text, span[1] - len(last))
+    if m is None:
+        return None
+    return (span[0] if sum(c is not None for c in chunks) > 1 else m.start(), m.end())
 
 
 # ASCII whitespace only: the browser's copy (templates/site/static/site.js) folds the same set.
@@ -135,34 +131,17 @@ def message_span(chunks: list[str | None], text: str,
 _SPACE = re.compile(r" [ \t\n\r\f\v]+|[\t\n\r\f\v][ \t\n\r\f\v]*")
 
 
-def wide_spaces(text: str) -> frozenset[int]:
-    """The positions in :func:`fold_space` of ``text`` of the spaces that stand for more than
-    one space (a line break, a tab, a run): where a message on that line ends."""
-    out = []
-    removed = 0
-    for m in _SPACE.finditer(text):
-        out.append(m.start() - removed)
-        removed += m.end() - m.start() - 1
-    return frozenset(out)
+def _mark(m: re.Match) -> str:
+    return " " if m.group().strip(" ") == "" else "\n"
 
 
-class WideSpaces:
-    """:func:`wide_spaces` of a text, computed on first use (most matches never ask), for
-    every pattern tried on that text; empty when the text folds to itself."""
-
-    __slots__ = ("_text", "_positions")
-
-    def __init__(self, text: str, folded: str):
-        self._text = text
-        self._positions: frozenset[int] | None = frozenset() if folded is text else None
-
-    def __contains__(self, pos: int) -> bool:
-        if self._positions is None:
-            self._positions = wide_spaces(self._text)
-        return pos in self._positions
-
-    def __bool__(self) -> bool:
-        return self._positions is None or bool(self._positions)
+def fold_marked(text: str, folded: str) -> str:
+    """:func:`fold_space` of ``text`` (given: ``folded``) with each folded run that held a line
+    break or a tab as a line break instead of a space: the same positions, and where a message
+    ends (errkb.match.chunks.message_span)."""
+    if folded is text:
+        return text
+    return _SPACE.sub(_mark, text)
 
 
 def fold_space(text: str) -> str:

@@ -38,15 +38,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from errkb.match.chunks import WideSpaces, chunks_of, fold_space, folded_chunks, unfolded_span
 from errkb.match.chunks import chunks_match as _chunks_match
+from errkb.match.chunks import chunks_of, fold_marked, fold_space, folded_chunks, unfolded_span
 from errkb.match.chunks import chunks_span as _chunks_span
 from errkb.match.chunks import message_span as _message_span
 
 MIN_LITERAL_ALNUM = 20
 # A pattern naming a rare token (an identifier: ``top_p``, ``max_num_seqs``) is specific with
 # less text ("top_p must be in (0, 1], got 0."): measured on the same foreign messages. Not a
-# dtype or a dimension: "alpha must be float32" or "seq_lens must be 1D" any kernel library says.
+# dtype or a dimension: "alpha must be float32" or "x must be 2D" any kernel library says.
 MIN_RARE_ALNUM = 15
 _GENERIC_TOKEN = re.compile(r"(?:b?float\d*\w*|u?int\d+|fp\d+\w*|bf\d+|tf32|complex\d+|\d+d)", re.I)
 # Without a rare token a pattern is prose ("(.+?) must be a positive integer" is scipy's
@@ -456,14 +456,14 @@ class SiteIndex:
                     candidates.update(ids)
             found.extend((number, neg, i) for neg, i in self._confirm(line, candidates, multiline, whole_message))
         folded = fold_space(text) if multiline else ""
-        wide = WideSpaces(text, folded) if whole_message else frozenset()
+        marked = fold_marked(text, folded) if multiline and whole_message else folded
         for i in sorted(multiline):
             entry = self._entry(i)
             # Its lines are matched with their whitespace folded: a paste re-indents,
             # re-wraps or joins them. A message spanning lines has no one line to cover
             # half of; a prose one is trusted on its (30+ letters/digits, literal-start)
             # text alone. Joined onto one line, it is trusted as any pattern on that line.
-            span = _message_span(entry["fchunks"], folded, wide) if whole_message else _chunks_span(entry["fchunks"], folded)
+            span = _message_span(entry["fchunks"], folded, marked) if whole_message else _chunks_span(entry["fchunks"], folded)
             if span is None:
                 continue
             start, end = unfolded_span(text, folded, *span)
@@ -519,13 +519,13 @@ class SiteIndex:
         out = []
         entries = sorted(((self._entry(i), i) for i in candidates), key=lambda e: (-e[0]["L"], e[1]))
         folded = fold_space(line) if entries else line
-        wide = WideSpaces(line, folded)
+        marked = fold_marked(line, folded) if whole_message else folded
         for entry, i in entries[:MAX_CANDIDATES_PER_LINE]:
             if entry["multiline"]:
                 if multiline is not None:
                     multiline.add(i)
                 continue
-            span = _message_span(entry["fchunks"], folded, wide) if whole_message else _chunks_span(entry["fchunks"], folded)
+            span = _message_span(entry["fchunks"], folded, marked) if whole_message else _chunks_span(entry["fchunks"], folded)
             if span is not None and _trusted_on(entry, folded):
                 out.append((-entry["L"], i))
         return out
@@ -572,7 +572,7 @@ class SiteIndex:
                     i = ids[0]
                     entry = self._entries.get(i) or self._entry(i)
                     folded = fold_space(line)  # as _confirm matches it
-                    if entry["multiline"] or _message_span(entry["fchunks"], folded, WideSpaces(line, folded)) is None \
+                    if entry["multiline"] or _message_span(entry["fchunks"], folded, fold_marked(line, folded)) is None \
                             or not _trusted_on(entry, folded):
                         continue
                     confirmed = [(-entry["L"], i)]
@@ -784,7 +784,8 @@ def _newest(ranges: str, releases: list[list]) -> str:
 # ("Search for `cudaError...' in ...") and NCCL. torchrun's strings ("ChildFailedError", "Signal 9
 # (SIGKILL) received by PID") are torch's own and need no word, as are PyTorch's C++ errors ("Watchdog caught
 # collective operation timeout", "Expected all tensors to be on the same device"): no wheel ships their
-# .cpp, so the index cannot mine them (data/sites/torch_errors.json).
+# .cpp, which the index reads only for the releases Debian serves the source of (1.13.1, 2.6.0), so
+# the table says what they mean for every release (data/sites/torch_errors.json).
 ERROR_TABLES = {"cuda": ("CUDA", "CUDA runtime error", True), "nccl": ("NCCL", "NCCL error", True),
                 "elastic": ("", "torchrun worker failure", False), "torch": ("", "PyTorch error (C++)", False)}
 

@@ -53,6 +53,9 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "0"
             "f": "\f", "v": "\v", "?": "?"}
 _DEFINITION = re.compile(r"^(?!(?:if|for|while|switch|return|else|do|case|template|namespace|class|struct)\b)"
                          r"[A-Za-z_][\w:<>,\*&\s]*?\b([A-Za-z_]\w*(?:::~?[A-Za-z_]\w*)*)\s*\(")
+# ATen's structured kernels: "TORCH_META_FUNC(clamp) (" opens clamp's meta function (no return
+# type before the name, so _DEFINITION does not see it), "TORCH_IMPL_FUNC(clamp_out) (" its kernel.
+_STRUCTURED = re.compile(r"^(TORCH_(?:PRECOMPUTE_)?(?:META|IMPL)_FUNC2?)\s*\(\s*(\w+)\s*(?:,\s*(\w+)\s*)?\)")
 _STREAM = re.compile(r"^\s*([A-Za-z_]\w*)\.str\(\)\s*$")
 _NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*$")
 _STR_CALL = re.compile(r"^\s*(?:c10::)?str\s*\(")
@@ -171,6 +174,11 @@ def _definitions(text: str, line_starts: list[int]) -> list[tuple[int, str]]:
         end = text.find("\n", start)
         head = text[start : end if end >= 0 else len(text)]
         if head.rstrip().endswith(";") or len(head) > 300:
+            continue
+        structured = _STRUCTURED.match(head)
+        if structured:
+            macro, name, overload = structured.groups()
+            out.append((i + 1, f"{macro}({name}{', ' + overload if overload else ''})"))
             continue
         m = _DEFINITION.match(head)
         if m:

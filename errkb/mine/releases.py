@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -135,8 +136,13 @@ def cpp_sources(library: str) -> dict[str, dict]:
 
 def fetch_cpp_source(library: Library, version: str, into: Path | None = None) -> Path | None:
     """The release's C++ source archive (None when none is listed), from the releases folder
-    or downloaded from its listed address; its sha256 must be the listed one."""
+    or downloaded from its listed address into a temporary file of its own (two workers may
+    fetch the same release), hashed while it is written and put in place only when its size and
+    sha256 are the listed ones."""
     import hashlib
+    import http.client
+    import tempfile
+    import urllib.parse
     import urllib.request
 
     entry = cpp_sources(library.name).get(version)
@@ -144,29 +150,47 @@ def fetch_cpp_source(library: Library, version: str, into: Path | None = None) -
         return None
     into = into or cache_dir()
     into.mkdir(parents=True, exist_ok=True)
-    path = into / entry["url"].rsplit("/", 1)[-1]
-    if not path.is_file():
-        tmp = path.with_name(path.name + ".part")
-        try:
-            with urllib.request.urlopen(entry["url"], timeout=300) as response, tmp.open("wb") as out:
-                while chunk := response.read(1 << 20):
-                    out.write(chunk)
-                    if out.tell() > entry["size"]:
-                        break
-        except OSError as e:
-            tmp.unlink(missing_ok=True)
-            raise ReleaseError(f"{library.name}=={version}: its C++ source {entry['url']} could not be "
-                               f"downloaded ({e})") from None
+    path = into / urllib.parse.unquote(entry["url"].rsplit("/", 1)[-1])
+    if path.is_file():
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        if digest.hexdigest() == entry["sha256"]:
+            return path
+        path.unlink(missing_ok=True)  # not the listed archive: fetched again below
+    fd, tmp_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".part", dir=into)
+    tmp = Path(tmp_name)
+    digest, size = hashlib.sha256(), 0
+    deadline = time.monotonic() + _SOURCE_FETCH_S
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(entry["url"], timeout=120) as response:
+            while chunk := response.read(1 << 20):
+                size += len(chunk)
+                if size > entry["size"]:
+                    raise ReleaseError(f"{library.name}=={version}: its C++ source {entry['url']} is larger than "
+                                       f"the listed {entry['size']} bytes")
+                if time.monotonic() > deadline:
+                    raise ReleaseError(f"{library.name}=={version}: its C++ source {entry['url']} took over "
+                                       f"{_SOURCE_FETCH_S} s to download")
+                digest.update(chunk)
+                out.write(chunk)
+        if size != entry["size"] or digest.hexdigest() != entry["sha256"]:
+            raise ReleaseError(f"{library.name}=={version}: its C++ source {entry['url']} is not the listed one "
+                               f"({size} bytes, sha256 {digest.hexdigest()[:16]}...; listed {entry['size']} bytes, "
+                               f"{entry['sha256'][:16]}...)")
         tmp.replace(path)
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    if digest.hexdigest() != entry["sha256"]:
-        path.unlink(missing_ok=True)
-        raise ReleaseError(f"{library.name}=={version}: its C++ source {path.name} is not the listed one "
-                           f"(sha256 {digest.hexdigest()[:16]}..., listed {entry['sha256'][:16]}...)")
+    except ReleaseError:
+        raise
+    except (OSError, ValueError, http.client.HTTPException) as e:
+        raise ReleaseError(f"{library.name}=={version}: its C++ source {entry['url']} could not be "
+                           f"downloaded ({type(e).__name__}: {e})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
+
+
+_SOURCE_FETCH_S = 900
 
 
 def fetch(library: Library, version: str, into: Path | None = None) -> Path:

@@ -121,14 +121,14 @@ def build(specs: list[str], index_path: Path, fresh: bool = False, releases_dir:
     # replaced part's line. Adding a library's releases newest first gives such a row the line of
     # an older release this call reads (it is added after); one it does not read is read again
     # after (each at most once: reading it resolves every row it is the newest of).
+    specs = list({_release_of(spec): spec for spec in reversed(specs)}.values())[::-1]  # each release once
     if not fresh:
         specs = sorted(specs, key=lambda spec: _newest_first(spec))
     read_all(specs)
-    tried = set(specs)
-    while todo := [f"{lib}=={version}" for lib, version in index.stale_releases()
-                   if f"{lib}=={version}" not in tried]:
+    tried = {_release_of(spec) for spec in specs}
+    while todo := [f"{lib}=={version}" for lib, version in index.stale_releases() if (lib, version) not in tried]:
         say(f"reading {', '.join(todo)} again: {len(index.stale)} sites had their line from a replaced part")
-        tried.update(todo)
+        tried.update(_release_of(spec) for spec in todo)
         report.read_again.extend(todo)
         read_all(todo)
     report.stale = len(index.stale)
@@ -143,6 +143,15 @@ def build(specs: list[str], index_path: Path, fresh: bool = False, releases_dir:
     lock = lock_path(index_path)
     write_lock(lock, ([] if fresh else read_lock(lock)) + done)
     return report
+
+
+def _release_of(spec: str) -> tuple[str, str]:
+    """(library, version) of a spec, whatever its spelling (flashinfer-python==X is flashinfer==X)."""
+    try:
+        library, version = parse_spec(spec)
+    except ReleaseError:
+        return ("", spec)
+    return (library.name, version)
 
 
 def _newest_first(spec: str) -> tuple:
@@ -171,24 +180,28 @@ class _Descending:
 
 def _read_spec(spec: str, folder: Path, keep_archives: bool,
                say: Callable[[str], None] = lambda _: None) -> tuple[str, Part | str, float]:
-    """(spec, its part or why it could not be read, seconds): one release, fetched and read."""
+    """(spec, its part or why it could not be read, seconds): one release, fetched and read;
+    with ``keep_archives`` false, what this call downloaded is deleted, also when it fails."""
     started = time.monotonic()
+    fetched: list[Path] = []
+    had = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
     try:
         library, version = parse_spec(spec)
         say(f"{spec}: fetching")
-        had = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
         archive = fetch(library, version, folder)
+        fetched.append(archive)
         source = fetch_cpp_source(library, version, folder)  # PyTorch's .cpp, where listed
+        if source is not None:
+            fetched.append(source)
         say(f"{spec}: reading {archive.name}" + (f" and {source.name}" if source else ""))
-        try:
-            part: Part = read_release(archive, library, version, cpp_source=source)
-        finally:
-            if not keep_archives:
-                for path in (archive, source):
-                    if path is not None and path.name not in had:
-                        path.unlink(missing_ok=True)
+        part: Part = read_release(archive, library, version, cpp_source=source)
     except (ReleaseError, OSError) as e:
         return spec, str(e), time.monotonic() - started
+    finally:
+        if not keep_archives:
+            for path in fetched:
+                if path.name not in had:
+                    path.unlink(missing_ok=True)
     return spec, part, time.monotonic() - started
 
 

@@ -1036,43 +1036,38 @@
     if (advance(text, started ? pos : 0, gap) < 0) { return null; }
     return started ? [start, pos] : [0, 0];
   }
-  // errkb.match.chunks.message_goes_on / message_span: a pattern ending in a literal must end
-  // where the message does ("group_size must be greater than 0" is not "... than 0 or equal to -1").
-  // wide: the folded text's spaces that stand for more than one (wideSpaces): a line break, a tab
-  // or a gap ends the message.
-  var SITE_GOES_ON = /[.,;:!?]? (?!\((?:Triggered internally at|function |[A-Za-z0-9_]+=|[A-Za-z0-9_.\/-]+:[0-9]+\))|[A-Za-z0-9_.]+=|Traceback \(most recent call last\))(?:[A-Za-z0-9_('"`]|-[0-9])/y;
-  var SITE_WORD_CHAR = /[A-Za-z0-9_]/;
-  var MAX_PLACEMENTS = 32;  // errkb.match.chunks.MAX_PLACEMENTS
-  function messageGoesOn(text, end, wide) {
-    if (end >= text.length) { return false; }
-    if (wide.has(end) || (wide.has(end + 1) && ".,;:!?".indexOf(text.charAt(end)) >= 0)) { return false; }
-    if (end > 0 && SITE_WORD_CHAR.test(text.charAt(end)) &&
-        (text.charAt(end - 1) === "." || SITE_WORD_CHAR.test(text.charAt(end - 1)))) { return true; }
-    SITE_GOES_ON.lastIndex = end;
-    return SITE_GOES_ON.test(text);
+  // errkb.match.chunks.message_span: a pattern ending in a literal must end where the message
+  // does ("group_size must be greater than 0" is not "... than 0 or equal to -1"): the first
+  // placement of its last literal, from the leftmost on, that END_LOOKAHEAD accepts, searched in
+  // the marked fold (foldMarked: a folded line break or tab is "\n" there, and ends the message).
+  var SITE_TRAILER = "\\((?:Triggered internally at|function |[A-Za-z0-9_]+=|[A-Za-z0-9_./-]+\\.(?:py|pyx|c|cc|cpp|cu|cuh|h|hpp):[0-9]+\\))" +
+                     "|Traceback \\(most recent call last\\)";
+  var SITE_NEXT_WORD = "(?:[A-Za-z0-9_('\"`]|-[0-9])";
+  var SITE_END = "(?![.,;:!?] (?!" + SITE_TRAILER + ")" + SITE_NEXT_WORD + "| (?!" + SITE_TRAILER + "|[A-Za-z0-9_.]+=)" + SITE_NEXT_WORD;
+  var END_LOOKAHEAD = SITE_END + ")", WORD_END_LOOKAHEAD = SITE_END + "|[A-Za-z0-9_])";
+  var siteEndCache = new Map();
+  function siteEndOf(literal) {
+    var re = siteEndCache.get(literal);
+    if (re) { return re; }
+    var body = "";
+    for (var ch of literal) { body += ch === " " ? "[ \\n]" : ch.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); }
+    re = new RegExp(body + (/[A-Za-z0-9_.]/.test(literal.charAt(literal.length - 1)) ? WORD_END_LOOKAHEAD : END_LOOKAHEAD), "g");
+    siteEndCache.set(literal, re);
+    return re;
   }
-  function messageSpan(chunks, text, wide) {
+  function messageSpan(chunks, text, marked) {
     var span = chunksSpan(chunks, text);
     if (span === null || !chunks.length || chunks[chunks.length - 1] === null) { return span; }
-    var last = chunks[chunks.length - 1], at = span[1] - last.length;
+    var last = chunks[chunks.length - 1], re = siteEndOf(last);
+    re.lastIndex = span[1] - last.length;
+    var m = re.exec(marked);
+    if (m === null) { return null; }
     var literals = chunks.filter(function (c) { return c !== null; }).length;
-    for (var k = 0; k < MAX_PLACEMENTS; k++) {
-      if (!messageGoesOn(text, at + last.length, wide)) { return [literals > 1 ? span[0] : at, at + last.length]; }
-      at = text.indexOf(last, at + 1);
-      if (at < 0) { return null; }
-    }
-    return null;
+    return [literals > 1 ? span[0] : m.index, m.index + m[0].length];
   }
-  // errkb.match.chunks.wide_spaces: positions in foldSpace(text) of the spaces that stand for
-  // more than one space (the Python's _SPACE runs: not a single space).
-  function wideSpaces(text) {
-    var out = new Set(), removed = 0, m;
-    SITE_SPACE.lastIndex = 0;
-    while ((m = SITE_SPACE.exec(text)) !== null) {
-      if (m[0] !== " ") { out.add(m.index - removed); }
-      removed += m[0].length - 1;
-    }
-    return out;
+  // errkb.match.chunks.fold_marked: foldSpace, but a run holding a line break or tab becomes "\n"
+  function foldMarked(text) {
+    return text.replace(SITE_SPACE, function (run) { return /[^ ]/.test(run) ? "\n" : " "; });
   }
   // errkb.match.chunks.unfolded_span: the span of text that foldSpace(text).slice(start, end)
   // came from, with the whitespace its edges hold.
@@ -1196,21 +1191,21 @@
       });
       var entries = Array.from(candidates.values()).sort(function (p, q) { return q[3] - p[3] || p[0] - q[0]; });
       var folded = foldSpace(line);
-      var wide = wideSpaces(line);
+      var marked = foldMarked(line);
       var stripped = messageLength(folded);
       entries.slice(0, sitesHead.max_candidates).forEach(function (e) {
         var chunks = siteChunks(e[1]);
         if (!chunks) { return; }
         if (chunks.some(function (c) { return c !== null && c.indexOf("\n") >= 0; })) { multiline.set(e[0], e); return; }
-        if (messageSpan(siteFoldedChunks(e[1]), folded, wide) === null) { return; }
+        if (messageSpan(siteFoldedChunks(e[1]), folded, marked) === null) { return; }
         if (!e[2] && e[3] * 2 < stripped) { return; }  // "half": its literal text covers half the line
         found.push([n + 1, e]);
       });
     });
     var foldedText = multiline.size ? foldSpace(text) : "";
-    var wideText = multiline.size ? wideSpaces(text) : new Set();
+    var markedText = multiline.size ? foldMarked(text) : "";
     Array.from(multiline.values()).sort(function (p, q) { return p[0] - q[0]; }).forEach(function (e) {
-      var span = messageSpan(siteFoldedChunks(e[1]), foldedText, wideText);
+      var span = messageSpan(siteFoldedChunks(e[1]), foldedText, markedText);
       if (!span) { return; }
       var edges = unfoldedSpan(text, foldedText, span[0], span[1]);
       var held = text.slice(edges[0], edges[1]);
