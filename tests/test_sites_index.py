@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -228,6 +229,10 @@ def test_replacing_releases_read_in_one_call_needs_no_second_read(tmp_path):
     report = build(["vllm==0.1.0", "vllm==0.2.0"], index_path, releases_dir=releases, jobs=2)
     assert report.read_again == [] and report.stale == 0
     assert [p["version"] for p in report.parts] == ["0.2.0", "0.1.0"]
+    # a release named twice, in two spellings, is read once
+    again = build(["vllm==0.1.0", "VLLM==0.1.0", "vllm==0.1.0"], tmp_path / "x" / "sites.jsonl.gz", fresh=True,
+                  releases_dir=releases)
+    assert [p["version"] for p in again.parts] == ["0.1.0"]
     rows = {r["p"]: r for r in read_lines(index_path)[1]}
     assert (rows["the tokenizer mode is not supported here"]["r"], rows["the tokenizer mode is not supported here"]["n"]) == ("0.1.0", 3)
 
@@ -284,6 +289,9 @@ def test_pytorch_cpp_source_is_read_beside_its_wheel(tmp_path, monkeypatch):
     source.rename(mirror / source.name)
     listed["9.9.9"]["url"] = (mirror / source.name).as_uri()
     assert fetch_cpp_source(releases.LIBRARIES["torch"], "9.9.9", folder) == source and source.exists()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert source.stat().st_mode & 0o777 == 0o666 & ~umask  # as any download there, not private
     source.unlink()
     (mirror / source.name).write_bytes(buf.getvalue()[:-1] + b"x")
     with pytest.raises(ReleaseError, match=r"torch==9\.9\.9: its C\+\+ source file://.*orig\.tar\.xz is not the listed one"):

@@ -78,8 +78,9 @@ def chunks_match(chunks: list[str | None], text: str) -> bool:
 # "num_embeddings", "torch." in "torch.cuda", "0." in "0.5"), or after optional sentence
 # punctuation and one space, a word, a negative number, an opening parenthesis or quote ("...
 # than 0 or equal to -1", "... num_heads (got 3)", "... num_embeddings. Got 3", "...: -2").
-# Not a continuation: the line's end; a line break or a tab (a multi-line cell's next line, a
-# TSV column; a run of plain spaces is not: PyTorch puts two between sentences); a quote,
+# Not a continuation: the line's end; a line break, a tab or other control whitespace (a
+# multi-line cell's next line, a TSV column; a run of plain spaces is not: PyTorch puts two
+# between sentences); a quote,
 # bracket or backslash closing the text the message sits in (repr, JSON, an HTTP error body);
 # and what a wrapper or a log format appends to any message: PyTorch's "(Triggered internally
 # at ...)" and "(function ...)" after a C++ warning, fields in parentheses (pydantic's
@@ -91,7 +92,7 @@ def chunks_match(chunks: list[str | None], text: str) -> bool:
 _TRAILER = (r"\((?:Triggered internally at|function |[A-Za-z0-9_]+=|[A-Za-z0-9_./-]+\.(?:py|pyx|c|cc|cpp|cu|cuh|h|hpp):[0-9]+\))"
             r"|Traceback \(most recent call last\)")
 _NEXT_WORD = r"""(?:[A-Za-z0-9_('"`]|-[0-9])"""
-_LOGFMT = r"[A-Za-z0-9_.]+="  # a field, after a bare space only (every lookahead has a bounded length)
+_LOGFMT = r"[A-Za-z0-9_.]+="  # a field, after a bare space only (each run stops at the next space or dot)
 END_LOOKAHEAD = (rf"(?![.,;:!?] (?!{_TRAILER}){_NEXT_WORD}| (?!{_TRAILER}|{_LOGFMT}){_NEXT_WORD})")
 # after a literal ending in a word character or a dot, a word character also goes on
 _WORD_END_LOOKAHEAD = END_LOOKAHEAD[:-1] + "|[A-Za-z0-9_])"

@@ -161,11 +161,16 @@ def fetch_cpp_source(library: Library, version: str, into: Path | None = None) -
         path.unlink(missing_ok=True)  # not the listed archive: fetched again below
     fd, tmp_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".part", dir=into)
     tmp = Path(tmp_name)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)  # as any download in the folder (mkstemp's is private)
     digest, size = hashlib.sha256(), 0
     deadline = time.monotonic() + _SOURCE_FETCH_S
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(entry["url"], timeout=120) as response:
-            while chunk := response.read(1 << 20):
+            # read1: what has arrived, so the deadline is checked as bytes come, however slowly
+            read = getattr(response, "read1", response.read)
+            while chunk := read(1 << 16):
                 size += len(chunk)
                 if size > entry["size"]:
                     raise ReleaseError(f"{library.name}=={version}: its C++ source {entry['url']} is larger than "

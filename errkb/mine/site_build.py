@@ -121,7 +121,10 @@ def build(specs: list[str], index_path: Path, fresh: bool = False, releases_dir:
     # replaced part's line. Adding a library's releases newest first gives such a row the line of
     # an older release this call reads (it is added after); one it does not read is read again
     # after (each at most once: reading it resolves every row it is the newest of).
-    specs = list({_release_of(spec): spec for spec in reversed(specs)}.values())[::-1]  # each release once
+    once: dict[tuple[str, str], str] = {}
+    for spec in specs:  # each release once, in the order first named
+        once.setdefault(_release_of(spec), spec)
+    specs = list(once.values())
     if not fresh:
         specs = sorted(specs, key=lambda spec: _newest_first(spec))
     read_all(specs)
@@ -184,8 +187,9 @@ def _read_spec(spec: str, folder: Path, keep_archives: bool,
     with ``keep_archives`` false, what this call downloaded is deleted, also when it fails."""
     started = time.monotonic()
     fetched: list[Path] = []
-    had = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+    had: set[str] = set()
     try:
+        had = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
         library, version = parse_spec(spec)
         say(f"{spec}: fetching")
         archive = fetch(library, version, folder)
