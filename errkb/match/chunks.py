@@ -93,18 +93,28 @@ _TRAILER = (r"\((?:Triggered internally at|function |[A-Za-z0-9_]+=|[A-Za-z0-9_.
             r"|Traceback \(most recent call last\)")
 _NEXT_WORD = r"""(?:[A-Za-z0-9_('"`]|-[0-9])"""
 _LOGFMT = r"[A-Za-z0-9_.]+="  # a field, after a bare space only (each run stops at the next space or dot)
-END_LOOKAHEAD = (rf"(?![.,;:!?] (?!{_TRAILER}){_NEXT_WORD}| (?!{_TRAILER}|{_LOGFMT}){_NEXT_WORD})")
+_GOES_ON = rf"[.,;:!?] (?!{_TRAILER}){_NEXT_WORD}| (?!{_TRAILER}|{_LOGFMT}){_NEXT_WORD}"
+END_LOOKAHEAD = f"(?!{_GOES_ON})"
 # after a literal ending in a word character or a dot, a word character also goes on
 _WORD_END_LOOKAHEAD = END_LOOKAHEAD[:-1] + "|[A-Za-z0-9_])"
+_GOES_ON_AT = re.compile(_GOES_ON)
+_WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
+# Placements tried one by one (a find and a match each, no compile) before the literal's own
+# regular expression (compiled once per literal, then one linear search) takes over: nearly every
+# message ends at its first or second placement; a hostile line's thousands go to the search.
+_PLACEMENTS_BY_HAND = 8
 
 
-@lru_cache(maxsize=8192)
+def _word_end(literal: str) -> bool:
+    return bool(literal) and (literal[-1] == "." or literal[-1].isascii() and (literal[-1].isalnum() or literal[-1] == "_"))
+
+
+@lru_cache(maxsize=1024)
 def _end_of(literal: str) -> re.Pattern:
     """The pattern's last literal where the message ends after it (on :func:`fold_marked` text:
     each space of the literal may be a line break there)."""
     body = "".join("[ \n]" if c == " " else re.escape(c) for c in literal)
-    word_end = bool(literal) and (literal[-1] == "." or literal[-1].isascii() and (literal[-1].isalnum() or literal[-1] == "_"))
-    return re.compile(body + (_WORD_END_LOOKAHEAD if word_end else END_LOOKAHEAD))
+    return re.compile(body + (_WORD_END_LOOKAHEAD if _word_end(literal) else END_LOOKAHEAD))
 
 
 def message_span(chunks: list[str | None], text: str, marked: str | None = None) -> tuple[int, int] | None:
@@ -120,7 +130,17 @@ def message_span(chunks: list[str | None], text: str, marked: str | None = None)
     if span is None or not chunks or chunks[-1] is None:
         return span
     last = chunks[-1]
-    m = _end_of(last).search(marked if marked is not None else text, span[1] - len(last))
+    marked = text if marked is None else marked
+    word_end = _word_end(last)
+    at = span[1] - len(last)
+    for _ in range(_PLACEMENTS_BY_HAND):  # the text's own occurrences: the same in ``marked``
+        end = at + len(last)
+        if not ((word_end and _WORD_CHAR.match(marked, end)) or _GOES_ON_AT.match(marked, end)):
+            return (span[0] if sum(c is not None for c in chunks) > 1 else at, end)
+        at = text.find(last, at + 1)
+        if at < 0:
+            return None
+    m = _end_of(last).search(marked, at)
     if m is None:
         return None
     return (span[0] if sum(c is not None for c in chunks) > 1 else m.start(), m.end())
