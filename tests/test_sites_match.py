@@ -456,3 +456,14 @@ def test_a_site_matches_its_whole_message_not_the_start_of_a_longer_one(tmp_path
     # a cell holding a line break before its message (an archive's cell): its site, no crash
     cells = ["x\nValueError: max_tokens must be at least 1, got 0.", "y", "ValueError: max_tokens must be at least 1, got 0."]
     assert [m and m.pattern for m in index.prepare_batch().match_lines(cells)] == [MAX_TOKENS, None, MAX_TOKENS]
+
+
+def test_a_pytorch_cpp_site_says_its_releases_are_those_whose_source_was_read():
+    """PyTorch's .cpp is read only where Debian serves its source (1.13.1, 2.6.0): "seen in torch
+    1.13.1,2.6.0" would read as absent from 2.0-2.5, so such a site says what its list is."""
+    cpp = Site("torch", "aten/src/ATen/TensorIterator.cpp", 501, "TensorIteratorBase::compute_types", None, "C++",
+               "RuntimeError", "1.13.1,2.6.0", "2.6.0", None, "pytorch/pytorch", None)
+    assert cpp.describe().endswith("seen in torch 1.13.1,2.6.0 (the releases whose C++ source errkb read)")
+    header = Site("torch", "c10/util/Exception.h", 9, "f", None, "C++", "RuntimeError", "1.13.0-2.14.1", "2.14.1",
+                  None, "pytorch/pytorch", None)
+    assert header.describe().endswith("seen in torch 1.13.0-2.14.1")  # headers: every release's wheel

@@ -202,6 +202,10 @@ class _Plain:
 _COMMIT = re.compile(r"[0-9a-f]{7,40}")
 
 
+# Files a library's wheels do not ship, read from its source for some releases only
+# (data/sites/cpp_sources.json: PyTorch's .cpp): "seen in" lists those it was read for, not all.
+_SOURCE_READ_PARTLY = {"torch": (".cpp", ".cu", ".cc")}
+
 # How a site gives its message, as explain says it (a "response" is an HTTP error a server
 # returns: vLLM's OpenAI server's create_error_response).
 _VERBS = {"log": "logged", "warn": "warned", "assert": "asserted", "factory": "built",
@@ -233,7 +237,9 @@ class Site(_Plain):
         where = f"{self.file}:{self.line}" + (f" in {self.function}" if self.function and self.function != "<module>" else "")
         when = f" when {self.condition}" if self.condition else ""
         verb = _VERBS.get(self.kind, "raised")
-        return f"{verb} at {where}{when}; seen in {self.library} {self.releases}"
+        partly = " (the releases whose C++ source errkb read)" if self.file.endswith(_SOURCE_READ_PARTLY.get(
+            self.library, ())) else ""
+        return f"{verb} at {where}{when}; seen in {self.library} {self.releases}{partly}"
 
     def as_dict(self) -> dict:
         return {"library": self.library, "file": self.file, "line": self.line, "function": self.function,

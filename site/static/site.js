@@ -1252,7 +1252,9 @@
     var where = s.file + ":" + s.line + (s["function"] && s["function"] !== "<module>" ? " in " + s["function"] : "");
     var verb = { log: "logged", warn: "warned", assert: "asserted", factory: "built",  // errkb.match.sites._VERBS
                  response: "returned as an HTTP error" }[s.kind] || "raised";
-    return verb + " at " + where + (s.condition ? " when " + s.condition : "") + "; seen in " + s.library + " " + s.releases;
+    var partly = s.library === "torch" && /\.(?:cpp|cu|cc)$/.test(s.file) ?  // errkb.match.sites._SOURCE_READ_PARTLY
+      " (the releases whose C++ source errkb read)" : "";
+    return verb + " at " + where + (s.condition ? " when " + s.condition : "") + "; seen in " + s.library + " " + s.releases + partly;
   }
   // errkb.explain.explainer._explain_log's sites: in a text of several lines where records
   // matched, the lines no record matches that name an error class (explain keeps at most 20
