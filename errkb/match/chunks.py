@@ -124,26 +124,28 @@ def message_span(chunks: list[str | None], text: str, marked: str | None = None)
     :func:`fold_space` of a line, ``marked`` its :func:`fold_marked` (where a line break or tab
     ends the message). A message is what its site raises, whole: "group_size must be greater
     than 0" is not "group_size must be greater than 0 or equal to -1", which another library
-    raises. A pattern ending in a wildcard ends wherever the text does. One regular-expression
-    search of a literal and a fixed lookahead: linear in the text."""
+    raises. A pattern ending in a wildcard ends wherever the text does. The first placements are
+    judged one by one; past _PLACEMENTS_BY_HAND, one search of the literal and a fixed lookahead
+    (linear in the text) finds the rest."""
     span = chunks_span(chunks, text)
     if span is None or not chunks or chunks[-1] is None:
         return span
     last = chunks[-1]
     marked = text if marked is None else marked
     word_end = _word_end(last)
+    one_literal = sum(c is not None for c in chunks) == 1  # then the span starts where it is placed
     at = span[1] - len(last)
     for _ in range(_PLACEMENTS_BY_HAND):  # the text's own occurrences: the same in ``marked``
         end = at + len(last)
         if not ((word_end and _WORD_CHAR.match(marked, end)) or _GOES_ON_AT.match(marked, end)):
-            return (span[0] if sum(c is not None for c in chunks) > 1 else at, end)
+            return (at if one_literal else span[0], end)
         at = text.find(last, at + 1)
         if at < 0:
             return None
     m = _end_of(last).search(marked, at)
     if m is None:
         return None
-    return (span[0] if sum(c is not None for c in chunks) > 1 else m.start(), m.end())
+    return (m.start() if one_literal else span[0], m.end())
 
 
 # ASCII whitespace only: the browser's copy (templates/site/static/site.js) folds the same set.

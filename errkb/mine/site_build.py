@@ -125,8 +125,9 @@ def build(specs: list[str], index_path: Path, fresh: bool = False, releases_dir:
     for spec in specs:  # each release once, in the order first named
         once.setdefault(_release_of(spec), spec)
     specs = list(once.values())
-    if not fresh:
-        specs = sorted(specs, key=lambda spec: _newest_first(spec))
+    if not fresh:  # newest first (the order of libraries does not matter: each keeps its own rows)
+        specs = sorted(specs, key=lambda spec: (_release_of(spec)[0], version_key(_release_of(spec)[1])),
+                       reverse=True)
     read_all(specs)
     tried = {_release_of(spec) for spec in specs}
     while todo := [f"{lib}=={version}" for lib, version in index.stale_releases() if (lib, version) not in tried]:
@@ -155,30 +156,6 @@ def _release_of(spec: str) -> tuple[str, str]:
     except ReleaseError:
         return ("", spec)
     return (library.name, version)
-
-
-def _newest_first(spec: str) -> tuple:
-    try:
-        library, version = parse_spec(spec)
-    except ReleaseError:
-        return ("", (), spec)  # reported when it is read
-    order = version_key(version)
-    return (library.name, (-order[0], _Descending(order[1])), spec)
-
-
-class _Descending:
-    """A version that sorts backwards."""
-
-    __slots__ = ("v",)
-
-    def __init__(self, v):
-        self.v = v
-
-    def __lt__(self, other: _Descending) -> bool:
-        return other.v < self.v
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Descending) and other.v == self.v
 
 
 def _read_spec(spec: str, folder: Path, keep_archives: bool,
