@@ -214,9 +214,12 @@ def _fake_install(site, name: str, version_module: tuple[str, str]) -> None:
 
 
 @pytest.mark.parametrize("module", [
-    # vLLM wheels (setuptools-scm / vcs-versioning) and PyTorch's torch/version.py
+    # vLLM sdists (setuptools-scm / vcs-versioning) and PyTorch's torch/version.py
     ("_version.py", f"__version__ = version = '1.2.3'\n__commit_id__ = commit_id = 'g{SHA}'\n"),
     ("version.py", f"__version__ = '1.2.3'\ngit_version = '{SHA}'\n"),
+    # FlashInfer's wheels: flashinfer/_build_meta.py
+    ("_build_meta.py", f'__version__ = "1.2.3"\n__git_commit__ = "{SHA}"\n'),
+    ("_build_meta.py", f'__version__ = "1.2.3"\n__git_version__ = "{SHA}"\n'),
 ])
 def test_package_without_sha_takes_the_commit_its_version_module_records(tmp_path, monkeypatch, module):
     _fake_install(tmp_path / "site", "enginepkg", module)

@@ -309,8 +309,12 @@ def repo_from_urls(urls: list[str]) -> str | None:
 
 # Where distributions record the commit they were built from, without importing them:
 # (module, names). vLLM: _version.py's __commit_id__ (setuptools-scm / vcs-versioning)
-# and the older commit_id.py's __commit__; PyTorch: torch/version.py's git_version.
+# and the older commit_id.py's __commit__; PyTorch: torch/version.py's git_version;
+# FlashInfer: _build_meta.py's __git_commit__ (its wheels from 0.2.x; __git_version__ before
+# the rename), the only record of the newest releases' commits, whose tags postdate the
+# repository snapshot data/sites/tags.json was made from.
 _COMMIT_MODULES = (
+    ("_build_meta.py", ("__git_commit__", "__git_version__")),
     ("_version.py", ("__commit_id__", "commit_id")),
     ("commit_id.py", ("__commit__", "commit_id")),
     ("version.py", ("git_version", "__commit__", "__commit_id__", "commit_id")),
