@@ -34,6 +34,8 @@ def make(kind):
     warnings.warn("deprecated thing here", DeprecationWarning)
     logger.info("info lines are not errors")
     logger.error("bad %(what)s happened", {"what": kind})
+    logger.info("Cannot use FlashAttention-2 backend for head size %d.", kind)
+    logger.info_once("Using XFormers backend.")
 '''
 
 
@@ -55,6 +57,9 @@ def test_every_kind_with_function_and_condition():
     assert sites[("warn", "deprecated thing here")].error_class == "DeprecationWarning"
     assert sites[("log", "bad (.+?) happened")].error_class == "ERROR"
     assert not any("info lines" in (k[1] or "") for k in sites)
+    # an info line is read where its text says something failed: what users paste ("why does it fall back?")
+    assert sites[("log", r"Cannot use FlashAttention-2 backend for head size (.+?)\.")].error_class == "INFO"
+    assert not any("XFormers" in (k[1] or "") for k in sites)
     assert sum(1 for k in sites if k[0] == "assert") == 2
 
 
@@ -263,3 +268,29 @@ TORCH_META_FUNC2(clamp, Tensor) (const Tensor& self) {
     assert names == {r"Unsupported input type encountered for isin\(\): (.+?)": "check_for_unsupported_isin_dtype",
                      "clamp is not supported for complex types": "TORCH_META_FUNC(clamp)",
                      r"torch\.clamp: At least one of 'min' or 'max' must not be None": "TORCH_META_FUNC2(clamp, Tensor)"}
+
+
+MULTI_ARG = '''
+def check(self, kv_cache_dtype, min_capability, capability):
+    if kv_cache_dtype not in ("fp8_e4m3", "fp8_e5m2"):
+        raise ValueError("Unsupported FP8 dtype:", kv_cache_dtype)
+    if capability < min_capability:
+        raise RuntimeError("Quantization scheme is not supported for ",
+                           f"the current GPU. Min capability: {min_capability}. ",
+                           f"Current capability: {capability}.")
+    raise OSError(2, "No such file or directory")
+'''
+
+
+def test_an_exception_given_several_arguments_says_their_tuple():
+    """Python prints a built-in exception of several arguments as their tuple's repr, and that
+    is what users paste (vllm#14040's title): the pattern is that text, not the first argument."""
+    sites = {s.error_class: s for s in sites_in_source(MULTI_ARG, "a.py")}
+    dtype = sites["ValueError"].template.pattern()
+    assert re.search(dtype, str(ValueError("Unsupported FP8 dtype:", "fp8")))
+    scheme = sites["RuntimeError"].template.pattern()
+    pasted = "RuntimeError: ('Quantization scheme is not supported for ', 'the current GPU. Min capability: 80. ', 'Current capability: 75.')"
+    assert re.search(scheme, pasted)
+    assert not re.search(scheme, "Quantization scheme is not supported for the current GPU. Min capability: 80.")
+    # OSError builds its own text from (errno, strerror): not read as a tuple
+    assert sites["OSError"].template is None

@@ -467,3 +467,13 @@ def test_a_pytorch_cpp_site_says_its_releases_are_those_whose_source_was_read():
     header = Site("torch", "c10/util/Exception.h", 9, "f", None, "C++", "RuntimeError", "1.13.0-2.14.1", "2.14.1",
                   None, "pytorch/pytorch", None)
     assert header.describe().endswith("seen in torch 1.13.0-2.14.1")  # headers: every release's wheel
+
+
+def test_an_info_line_site_says_it_is_logged_at_info_level():
+    """The miner reads info-level log calls that report a failure ("Cannot use FlashAttention-2
+    backend ..."): explain says the level, so nobody reads a fallback notice as a crash."""
+    info = Site("vllm", "vllm/platforms/cuda.py", 280, "CudaPlatformBase.get_attn_backend_cls", None, "log", "INFO",
+                "0.8.2-0.9.0", "0.9.0", None, "vllm-project/vllm", None)
+    assert info.describe().startswith("logged at info level at vllm/platforms/cuda.py:280 in CudaPlatformBase.")
+    warning = Site(*[{"error_class": "WARNING"}.get(n, getattr(info, n)) for n in Site.__slots__])
+    assert warning.describe().startswith("logged at vllm/platforms/cuda.py:280")

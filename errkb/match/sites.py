@@ -237,6 +237,8 @@ class Site(_Plain):
         where = f"{self.file}:{self.line}" + (f" in {self.function}" if self.function and self.function != "<module>" else "")
         when = f" when {self.condition}" if self.condition else ""
         verb = _VERBS.get(self.kind, "raised")
+        if self.kind == "log" and self.error_class == "INFO":  # the miner reads info lines that report a failure
+            verb = "logged at info level"
         partly = " (the releases whose C++ source errkb read)" if self.file.endswith(_SOURCE_READ_PARTLY.get(
             self.library, ())) else ""
         return f"{verb} at {where}{when}; seen in {self.library} {self.releases}{partly}"

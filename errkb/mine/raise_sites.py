@@ -858,6 +858,10 @@ def _exception_and_message(exc: ast.expr) -> tuple[str, ast.expr]:
         first = exc.args[0]
         if isinstance(first, ast.Starred):
             raise NoTemplate("message is *args")
+        if len(exc.args) > 1 and name in _TUPLE_STR_EXCEPTIONS:
+            if any(isinstance(a, ast.Starred) for a in exc.args):
+                raise NoTemplate("message is *args")
+            return name, ast.copy_location(_args_repr(exc.args), exc)
         return name, first
     for keyword in exc.keywords:
         if keyword.arg in _MESSAGE_KEYWORDS:
@@ -865,6 +869,42 @@ def _exception_and_message(exc: ast.expr) -> tuple[str, ast.expr]:
     raise NoTemplate("no message argument")
 
 
+
+
+# Built-in exceptions whose str() of several arguments is the repr of their tuple, which is
+# what the user reads: ``raise ValueError("Unsupported FP8 dtype:", dtype)`` prints
+# ``ValueError: ('Unsupported FP8 dtype:', 'fp8_e5m2')`` (a logging-style call, or an f-string
+# split at a comma, 18 of them in vLLM 0.8.5). OSError and its kind build their own text, and a
+# package's own classes may take several arguments for other ends: their first argument stays
+# the message.
+_TUPLE_STR_EXCEPTIONS = frozenset({
+    "Exception", "RuntimeError", "ValueError", "TypeError", "AssertionError", "NotImplementedError",
+    "AttributeError", "IndexError", "KeyError", "LookupError", "ImportError", "ModuleNotFoundError",
+    "ArithmeticError", "ZeroDivisionError", "OverflowError", "MemoryError", "RecursionError"})
+
+
+def _args_repr(args: list[ast.expr]) -> ast.JoinedStr:
+    """The f-string ``repr(tuple(args))`` gives: each string constant as its repr, an
+    f-string's text inside quotes (its fields stay fields), anything else its repr, unknown."""
+    values: list[ast.expr] = [ast.Constant("(")]
+    for n, arg in enumerate(args):
+        if n:
+            values.append(ast.Constant(", "))
+        if isinstance(arg, ast.Constant):
+            values.append(ast.Constant(repr(arg.value)))
+        elif isinstance(arg, ast.JoinedStr):
+            text = "".join(v.value for v in arg.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+            quote = '"' if "'" in text and '"' not in text else "'"
+            values.append(ast.Constant(quote))
+            for v in arg.values:
+                # the repr's escapes of the text itself (a line break shows as \n); a field's value is unknown
+                values.append(ast.Constant(repr(v.value)[1:-1].replace("\\'", "'").replace('\\"', '"'))
+                              if isinstance(v, ast.Constant) and isinstance(v.value, str) else v)
+            values.append(ast.Constant(quote))
+        else:
+            values.append(ast.FormattedValue(value=arg, conversion=ord("r"), format_spec=None))
+    values.append(ast.Constant(")"))
+    return ast.JoinedStr(values=values)
 
 
 # ---------------------------------------------------------------- the other kinds of site
@@ -905,9 +945,17 @@ def _is_elif(stmt: ast.If) -> bool:
     return len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], ast.If)
 
 
-# Levels a user sees by default (info and debug are left out: they are not errors).
+# Levels a user sees by default. Info is read only where its text reports a failure
+# (_REPORTS_FAILURE); debug never: neither is an error, and a log is full of them.
 _LOG_LEVELS = {"warning": "WARNING", "warn": "WARNING", "error": "ERROR", "exception": "ERROR", "critical": "CRITICAL",
-               "fatal": "CRITICAL", "warning_once": "WARNING", "error_once": "ERROR", "warning_rank0": "WARNING"}
+               "fatal": "CRITICAL", "warning_once": "WARNING", "error_once": "ERROR", "warning_rank0": "WARNING",
+               "info": "INFO", "info_once": "INFO"}
+_INFO_LEVELS = frozenset({"info", "info_once"})
+# An info line that says something did not work is an error in all but level: vLLM logs
+# "Cannot use FlashAttention-2 backend because the vllm_flash_attn package is not found" at
+# info, and it is what a user pastes when asking why their engine is slow or falls back.
+_REPORTS_FAILURE = re.compile(r"\b(?:cannot|can't|could not|couldn't|unable to|failed|failure|not supported|unsupported|"
+                              r"not found|not available|unavailable|not installed|invalid|error)\b", re.I)
 
 
 def _is_logger_call(call: ast.Call) -> bool:
@@ -918,7 +966,19 @@ def _is_logger_call(call: ast.Call) -> bool:
     owner = func.value
     name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
     name = name.lower().lstrip("_")
-    return name in ("logging", "log", "logger", "_logger") or name.endswith("logger") or name.endswith("_log")
+    if not (name in ("logging", "log", "logger", "_logger") or name.endswith("logger") or name.endswith("_log")):
+        return False
+    return func.attr not in _INFO_LEVELS or _reports_failure(call)
+
+
+def _reports_failure(call: ast.Call) -> bool:
+    """Whether a log call's message text (its string literals: the format string, an
+    f-string's text) says that something failed (_REPORTS_FAILURE)."""
+    message = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "msg"), None)
+    if message is None:
+        return False
+    return any(isinstance(node, ast.Constant) and isinstance(node.value, str) and _REPORTS_FAILURE.search(node.value)
+               for node in ast.walk(message))
 
 
 def _log_level_and_message(call: ast.Call) -> tuple[str, ast.expr]:
