@@ -1252,6 +1252,7 @@
     var where = s.file + ":" + s.line + (s["function"] && s["function"] !== "<module>" ? " in " + s["function"] : "");
     var verb = { log: "logged", warn: "warned", assert: "asserted", factory: "built",  // errkb.match.sites._VERBS
                  response: "returned as an HTTP error" }[s.kind] || "raised";
+    if (s.kind === "log" && s.errorClass === "INFO") { verb = "logged at info level"; }  // Site.describe's
     var partly = s.library === "torch" && /\.(?:cpp|cu|cc)$/.test(s.file) ?  // errkb.match.sites._SOURCE_READ_PARTLY
       " (the releases whose C++ source errkb read)" : "";
     return verb + " at " + where + (s.condition ? " when " + s.condition : "") + "; seen in " + s.library + " " + s.releases + partly;
