@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -140,7 +141,10 @@ def judge(paste: dict, answer: dict) -> str:
     """What ``errkb explain --json`` gave one paste of the fixture: "curated" (a record
     answered), else "right", "wrong" or "nothing" against the paste's ``expect``:
     ``site`` (a code site in one of ``files``), ``table`` (the CUDA or NCCL table named
-    ``table``) or ``none`` (the message's site is not covered: any code site is wrong)."""
+    ``table``) or ``none`` (the message's site is not covered: any code site is wrong). A
+    curated table's answer to a ``site`` paste is right when its meaning says the message is
+    raised in one of ``files`` (the PyTorch table names the file each of its C++ errors is
+    raised in: "raised in aten/src/ATen/native/Convolution.cpp, ...")."""
     if any(m.get("tier") in ("curated", "variant") for m in answer.get("matches", [])):
         return "curated"
     matches = answer.get("sites") or []
@@ -150,7 +154,8 @@ def judge(paste: dict, answer: dict) -> str:
     if expect == "table":
         return "right" if paste["table"] in tables else ("wrong" if files or tables else "nothing")
     if expect == "site":
-        if any(f.startswith(tuple(paste["files"])) for f in files):
+        named = [f for m in matches if m.get("meaning") for f in re.findall(r"raised in ([\w./-]+\w)", m["meaning"])]
+        if any(f.startswith(tuple(paste["files"])) for f in files + named):
             return "right"
         return "wrong" if files else "nothing"
     return "wrong" if files else "nothing"
