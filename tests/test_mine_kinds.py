@@ -36,6 +36,7 @@ def make(kind):
     logger.error("bad %(what)s happened", {"what": kind})
     logger.info("Cannot use FlashAttention-2 backend for head size %d.", kind)
     logger.info_once("Using XFormers backend.")
+    logger.info(f"Status of the run: {STATUS['invalid']}")
 '''
 
 
@@ -59,7 +60,7 @@ def test_every_kind_with_function_and_condition():
     assert not any("info lines" in (k[1] or "") for k in sites)
     # an info line is read where its text says something failed: what users paste ("why does it fall back?")
     assert sites[("log", r"Cannot use FlashAttention-2 backend for head size (.+?)\.")].error_class == "INFO"
-    assert not any("XFormers" in (k[1] or "") for k in sites)
+    assert not any("XFormers" in (k[1] or "") or "Status" in (k[1] or "") for k in sites)  # a field's words are not its text
     assert sum(1 for k in sites if k[0] == "assert") == 2
 
 
@@ -278,19 +279,45 @@ def check(self, kv_cache_dtype, min_capability, capability):
         raise RuntimeError("Quantization scheme is not supported for ",
                            f"the current GPU. Min capability: {min_capability}. ",
                            f"Current capability: {capability}.")
+    if capability > 100:
+        raise ValueError("Incorrect type of image_embeds", f"Got type: {type(kv_cache_dtype)}")
+    if not capability:
+        raise RuntimeError(CUDA_MISMATCH_MESSAGE, capability, min_capability)
+    if capability is None:
+        raise ValueError(kv_cache_dtype, None)
     raise OSError(2, "No such file or directory")
+
+
+CUDA_MISMATCH_MESSAGE = "The detected CUDA version (%s) mismatches the version that was used to compile PyTorch (%s)."
 '''
 
 
 def test_an_exception_given_several_arguments_says_their_tuple():
     """Python prints a built-in exception of several arguments as their tuple's repr, and that
     is what users paste (vllm#14040's title): the pattern is that text, not the first argument."""
-    sites = {s.error_class: s for s in sites_in_source(MULTI_ARG, "a.py")}
-    dtype = sites["ValueError"].template.pattern()
-    assert re.search(dtype, str(ValueError("Unsupported FP8 dtype:", "fp8")))
-    scheme = sites["RuntimeError"].template.pattern()
+    sites = sites_in_source(MULTI_ARG, "a.py")
+    by_line = {}
+    for s in sites:
+        by_line.setdefault(s.line, []).append(s)
+
+    def patterns(line):
+        return [s.template.pattern() for s in by_line[line] if s.template]
+
+    def printed(line, *args, cls=ValueError):
+        # the message as Python prints it matches one of the site's patterns, whole
+        return any(re.fullmatch(p, str(cls(*args))) for p in patterns(line))
+
+    assert printed(4, "Unsupported FP8 dtype:", "fp8")
     pasted = "RuntimeError: ('Quantization scheme is not supported for ', 'the current GPU. Min capability: 80. ', 'Current capability: 75.')"
-    assert re.search(scheme, pasted)
-    assert not re.search(scheme, "Quantization scheme is not supported for the current GPU. Min capability: 80.")
+    assert any(re.search(p, pasted) for p in patterns(6))
+    assert not any(re.search(p, "Quantization scheme is not supported for the current GPU. Min capability: 80.")
+                   for p in patterns(6))
+    # a value holding a single quote makes repr quote with double ones (vLLM's minicpmv)
+    assert printed(10, "Incorrect type of image_embeds", f"Got type: {type([])}")
+    # a module constant as the first argument is read, then quoted as repr does (torch's cpp_extension)
+    assert printed(12, "The detected CUDA version (%s) mismatches the version that was used to compile PyTorch (%s).",
+                   "12.9", "12.8", cls=RuntimeError)
+    # (value, None) has no text of its own: no pattern
+    assert all(s.template is None for s in by_line[14])
     # OSError builds its own text from (errno, strerror): not read as a tuple
-    assert sites["OSError"].template is None
+    assert all(s.template is None for s in by_line[15])

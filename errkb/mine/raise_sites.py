@@ -504,6 +504,8 @@ class _SiteFinder:
                 raise NoTemplate("message is a variable")
             templates, kind = named
             return [(t, kind) for t in templates]
+        if isinstance(node, ast.Tuple):
+            return [(t, "tuple") for t in self._tuple_templates(node, depth)]
         if isinstance(node, ast.JoinedStr):
             return [(t, "f-string") for t in self._fstring_templates(node, depth)]
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
@@ -551,6 +553,34 @@ class _SiteFinder:
             else:
                 variants = [[*v, *o.parts] for v in variants for o in options][:MAX_ALTERNATIVES]
         return [Template.of(v) for v in variants]
+
+    def _tuple_templates(self, node: ast.Tuple, depth: int) -> list[Template]:
+        """What ``str()`` of a built-in exception given several arguments prints: the repr of
+        their tuple. Each argument's text is read as a message's is (names, ``%``, ``+``,
+        helpers), then written as repr writes it; a non-string constant is its repr; what
+        cannot be read is a value (its repr unknown). Only the arguments' own text counts
+        towards the literal minimum: ``(x, None)`` says nothing."""
+        variants: list[list[str | Placeholder]] = [["("]]
+        text = 0
+        for n, element in enumerate(node.elts):
+            options: list[list[str | Placeholder]]
+            if isinstance(element, ast.Constant) and not isinstance(element.value, str):
+                options = [[repr(element.value)]]
+            else:
+                try:
+                    found = [t for t, _ in self._templates(element, depth + 1)]
+                except NoTemplate:
+                    found = []
+                if not found:
+                    options = [[placeholder_for(element, "r")]]
+                else:
+                    text += max(sum(ch.isalnum() for ch in t.literal) for t in found)
+                    options = [list(_quoted(t, q).parts) for t in found for q in _repr_quotes(t)]
+            comma = [", "] if n else []
+            variants = [[*v, *comma, *o] for v in variants for o in options][:MAX_ALTERNATIVES]
+        if text < MIN_LITERAL_ALNUM:
+            raise NoTemplate("message literal too short to identify the error")
+        return [Template.of([*v, ")"]) for v in variants]
 
     def _concatenation_templates(self, node: ast.BinOp, depth: int) -> list[Template]:
         """``text + name + CONSTANT``: each operand's choices, as in an f-string."""
@@ -861,7 +891,7 @@ def _exception_and_message(exc: ast.expr) -> tuple[str, ast.expr]:
         if len(exc.args) > 1 and name in _TUPLE_STR_EXCEPTIONS:
             if any(isinstance(a, ast.Starred) for a in exc.args):
                 raise NoTemplate("message is *args")
-            return name, ast.copy_location(_args_repr(exc.args), exc)
+            return name, ast.copy_location(ast.Tuple(elts=list(exc.args), ctx=ast.Load()), exc)
         return name, first
     for keyword in exc.keywords:
         if keyword.arg in _MESSAGE_KEYWORDS:
@@ -883,28 +913,34 @@ _TUPLE_STR_EXCEPTIONS = frozenset({
     "ArithmeticError", "ZeroDivisionError", "OverflowError", "MemoryError", "RecursionError"})
 
 
-def _args_repr(args: list[ast.expr]) -> ast.JoinedStr:
-    """The f-string ``repr(tuple(args))`` gives: each string constant as its repr, an
-    f-string's text inside quotes (its fields stay fields), anything else its repr, unknown."""
-    values: list[ast.expr] = [ast.Constant("(")]
-    for n, arg in enumerate(args):
-        if n:
-            values.append(ast.Constant(", "))
-        if isinstance(arg, ast.Constant):
-            values.append(ast.Constant(repr(arg.value)))
-        elif isinstance(arg, ast.JoinedStr):
-            text = "".join(v.value for v in arg.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
-            quote = '"' if "'" in text and '"' not in text else "'"
-            values.append(ast.Constant(quote))
-            for v in arg.values:
-                # the repr's escapes of the text itself (a line break shows as \n); a field's value is unknown
-                values.append(ast.Constant(repr(v.value)[1:-1].replace("\\'", "'").replace('\\"', '"'))
-                              if isinstance(v, ast.Constant) and isinstance(v.value, str) else v)
-            values.append(ast.Constant(quote))
-        else:
-            values.append(ast.FormattedValue(value=arg, conversion=ord("r"), format_spec=None))
-    values.append(ast.Constant(")"))
-    return ast.JoinedStr(values=values)
+def _repr_quotes(template: Template) -> list[str]:
+    """The quotes ``repr`` may put around the text ``template`` gives: double where the text
+    holds a single quote and no double one; single where it holds both or a double one; where
+    it holds neither, single, and double too when a value is formatted in (a value holding a
+    single quote makes repr choose double: ``"Got type: <class 'list'>"``)."""
+    text = template.literal
+    if "'" in text:
+        return ['"'] if '"' not in text else ["'"]
+    if '"' in text or not template.placeholders:
+        return ["'"]
+    return ["'", '"']
+
+
+def _repr_text(piece: str, quote: str) -> str:
+    """``piece`` as it reads inside repr's ``quote`` marks: escapes as repr writes them (a line
+    break as \\n, a backslash doubled), a single quote escaped inside single quotes."""
+    shown = repr(piece)
+    inner = shown[1:-1]
+    if shown[0] == quote or quote == '"':
+        return inner
+    return inner.replace("'", "\\'")  # repr chose double quotes for a piece holding a single one
+
+
+def _quoted(template: Template, quote: str) -> Template:
+    parts: list[str | Placeholder] = [quote]
+    parts += [_repr_text(p, quote) if isinstance(p, str) else p for p in template.parts]
+    parts.append(quote)
+    return Template.of(parts)
 
 
 # ---------------------------------------------------------------- the other kinds of site
@@ -975,10 +1011,24 @@ def _reports_failure(call: ast.Call) -> bool:
     """Whether a log call's message text (its string literals: the format string, an
     f-string's text) says that something failed (_REPORTS_FAILURE)."""
     message = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "msg"), None)
-    if message is None:
-        return False
-    return any(isinstance(node, ast.Constant) and isinstance(node.value, str) and _REPORTS_FAILURE.search(node.value)
-               for node in ast.walk(message))
+    return any(_REPORTS_FAILURE.search(text) for text in _literal_texts(message))
+
+
+def _literal_texts(node: ast.expr | None) -> list[str]:
+    """The message's own literal text: a string, an f-string's text (not its fields'
+    expressions: ``{STATUS['invalid']}`` says nothing), the operands of ``+``, a ``%`` or
+    ``.format`` template."""
+    if isinstance(node, ast.Constant):
+        return [node.value] if isinstance(node.value, str) else []
+    if isinstance(node, ast.JoinedStr):
+        return [v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _literal_texts(node.left) + _literal_texts(node.right)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        return _literal_texts(node.left)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        return _literal_texts(node.func.value)
+    return []
 
 
 def _log_level_and_message(call: ast.Call) -> tuple[str, ast.expr]:
