@@ -310,8 +310,8 @@ def repo_from_urls(urls: list[str]) -> str | None:
 # Where distributions record the commit they were built from, without importing them:
 # (module, names). vLLM: _version.py's __commit_id__ (setuptools-scm / vcs-versioning)
 # and the older commit_id.py's __commit__; PyTorch: torch/version.py's git_version;
-# FlashInfer: _build_meta.py's __git_commit__ (its wheels from 0.2.x; __git_version__ before
-# the rename), the only record of the newest releases' commits, whose tags postdate the
+# FlashInfer: _build_meta.py's __git_commit__ (read from its 0.6.18-0.7.4 wheels; __git_version__
+# before the rename), the only record of the newest releases' commits, whose tags postdate the
 # repository snapshot data/sites/tags.json was made from.
 _COMMIT_MODULES = (
     ("_build_meta.py", ("__git_commit__", "__git_version__")),
