@@ -83,6 +83,17 @@ def _messages(wheel: Path) -> list[str]:
     return out
 
 
+def _begins_wording(message: str, pattern: str) -> bool:
+    """Whether the foreign message, rendered from its template, is the beginning of
+    ``pattern`` rendered the same way (whitespace folded): a copied message the site's library
+    goes on from ("You have to specify pixel_values" and vLLM's "... or pixel_embeds")."""
+    from errkb.match.chunks import fold_space
+    from errkb.match.sites import chunks_of
+
+    rendered = fold_space("".join(c if c is not None else "3" for c in chunks_of(pattern))).strip()
+    return rendered.startswith(fold_space(message).strip().rstrip("."))
+
+
 def _literal(message: str, pattern: str) -> str:
     """The literal text of ``pattern`` when the foreign message was rendered from the same
     template (placeholders became "3"), else "": compares wordings, not values."""
@@ -102,10 +113,18 @@ def foreign(wheels: list[Path]) -> None:
     index = SiteIndex.load()
     for wheel in wheels:
         messages = _messages(wheel)
-        served = same = 0
+        served = same = cut = cut_same = 0
+        cut_examples = []
         for m in messages:
             hits = [x for x in index.match(m) if x.meaning is None]
             if not hits:
+                # explain's next try: a whole foreign message read as one of ours cut short
+                cuts = index.match_cut(m)
+                if any(_begins_wording(m, x.pattern) for x in cuts):
+                    cut_same += 1
+                elif cuts:
+                    cut += 1
+                    cut_examples.append((m, cuts[0].pattern))
                 continue
             # The very wording (code copied between libraries: vLLM's copies of transformers'
             # models, torch._numpy's of numpy) is a shared message, not a false match.
@@ -115,7 +134,11 @@ def foreign(wheels: list[Path]) -> None:
                 served += 1
         print(f"{wheel.name}: {len(messages)} messages; a served site pattern matches {served + same}: "
               f"{same} the same wording (shared code), {served} another message "
-              f"(false: {served / max(1, len(messages)):.2%})")
+              f"(false: {served / max(1, len(messages)):.2%}); read as one cut short: {cut_same + cut}: "
+              f"{cut_same} the beginning of the same wording, {cut} another message "
+              f"(false: {cut / max(1, len(messages)):.2%})")
+        for m, pattern in cut_examples[:10]:
+            print(f"  cut: {m[:100]!r} -> {pattern[:100]!r}")
     # Without the rule: every index pattern, on a sample (all patterns x all messages is slow).
     from errkb.match.sites import default_path
     from errkb.mine.site_index import read_lines

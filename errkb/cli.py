@@ -1199,7 +1199,8 @@ def sites_match(text, index_path, as_json):
 
     if text is None or text == "-":
         text = sys.stdin.read()
-    matches = SiteIndex.load(index_path).match(text)
+    index = SiteIndex.load(index_path)
+    matches = index.match(text) or index.match_cut(text)  # as explain: whole messages, else one cut short
     if as_json:
         print_json([m.as_dict() for m in matches])
     else:

@@ -477,3 +477,60 @@ def test_an_info_line_site_says_it_is_logged_at_info_level():
     assert info.describe().startswith("logged at info level at vllm/platforms/cuda.py:280 in CudaPlatformBase.")
     warning = Site(*[{"error_class": "WARNING"}.get(n, getattr(info, n)) for n in Site.__slots__])
     assert warning.describe().startswith("logged at vllm/platforms/cuda.py:280")
+
+
+def _cut_index(tmp_path):
+    data = SiteIndexData()
+    part = Part("vllm", "0.6.3", "a" * 40)
+    part.rows = [
+        {"p": r"The (.+?) prompt \(length (.+?)\) is longer than the maximum model length of (.+?)\. Make sure that "
+              r"`max_model_len` is no smaller than the number of text tokens\.",
+         "f": "vllm/engine/llm_engine.py", "n": 2010, "fn": "LLMEngine._validate_model_input", "c": None, "k": "raise",
+         "e": "ValueError"},
+        {"p": r"Model architectures (.+?) are not supported for now\. Supported architectures: (.+?)",
+         "f": "vllm/model_executor/models/registry.py", "n": 400, "fn": "_raise_for_unsupported", "c": None,
+         "k": "raise", "e": "ValueError"},
+        {"p": r"num_attention_heads \((.+?)\) must be divisible by tensor-parallel world size \((.+?)\)\.",
+         "f": "vllm/model_executor/models/x.py", "n": 7, "fn": "f", "c": None, "k": "raise", "e": "ValueError"},
+    ]
+    data.add(part)
+    path = tmp_path / "sites" / "sites.jsonl.gz"
+    data.write(path)
+    return SiteIndex.load(path, cache=tmp_path / "cache")
+
+
+def test_a_text_cut_short_inside_a_message_gets_its_site_marked_truncated(tmp_path):
+    """A title or a paste that lost the message's second sentence (xinference#3785, vllm#10990)
+    begins a site's message and stops inside it: its site, marked truncated. A whole message of
+    another library that a site's message merely begins with, or contains, is not one."""
+    index = _cut_index(tmp_path)
+    for text, file in (
+        ("ValueError: [address=0.0.0.0:37591, pid=324770] The decoder prompt (length 17772) is longer than the "
+         "maximum model length of 16384.", "vllm/engine/llm_engine.py"),  # a value, then the next sentence's "."
+        ("ValueError: Model architectures ['Qwen2ForSequenceClassification'] are not supported for now",
+         "vllm/model_executor/models/registry.py"),
+        ("Model architectures ['A', 'B'] are not supported for n", "vllm/model_executor/models/registry.py"),
+        ("The decoder prompt (length 17772) is longer than the maximum model len...", "vllm/engine/llm_engine.py"),
+        ("Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: The encoder prompt (length 9) is "
+         "longer than the maximum model length of 8. Make sure that `max_mod", "vllm/engine/llm_engine.py"),
+    ):
+        assert index.match(text) == [], text  # not the whole message
+        found = index.match_cut(text)
+        assert [s.file for m in found for s in m.sites] == [file], text
+        assert found[0].truncated and found[0].as_dict()["truncated"] is True
+        assert "stops inside its message" in found[0].describe()[0]
+    for text in (
+        "hidden_size must be divisible by num_attention_heads",  # begins one inside a sentence: its last word
+        "ValueError: The decoder prompt (length",  # under 20 letters/digits of it
+        "Model architectures foo and bar are not supported.",  # a value of words, then only "."
+        "The decoder prompt (length 9) is longer than the maximum model length of 8. Use a shorter prompt",
+        "ValueError: max_tokens must be at least 1",
+    ):
+        assert index.match_cut(text) == [], text
+    # the whole message is a match, not a cut
+    whole = ("The decoder prompt (length 9) is longer than the maximum model length of 8. Make sure that "
+             "`max_model_len` is no smaller than the number of text tokens.")
+    assert index.match(whole) and index.match_cut(whole) == []
+    # a hostile line: bounded lookups (MAX_CUT_LOOKUPS), the last MAX_CUT_TEXT characters only
+    assert index.match_cut(": The decoder prompt (length " * 50_000) == []
+    assert index.match_cut("Model architectures " * 50_000 + "x") == []

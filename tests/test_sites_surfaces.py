@@ -138,3 +138,18 @@ def test_a_message_raised_in_hundreds_of_generated_files_lists_a_few_in_text(sto
     assert len(text.splitlines()) < 60
     plain = _errkb("sites", "match", paste).stdout
     assert plain.count("raised at") == shown and f"and {places - shown:,} more sites; generated copies" in plain
+
+
+def test_explain_of_a_paste_cut_short_gives_the_site_of_the_message_it_begins(store_db):
+    """An issue's title stops inside vLLM's message (vllm#10990): no whole message matches, so
+    explain reads it as cut short, gives the site and says so in text and JSON."""
+    title = "ValueError: Model architectures ['Qwen2ForSequenceClassification'] are not supported for now"
+    out = json.loads(_errkb("explain", "--db", str(store_db), "--json", title).stdout)
+    assert out["matches"] == [] and out["sites"], out
+    assert all(m["truncated"] for m in out["sites"])
+    assert out["sites"][0]["sites"][0]["file"] == "vllm/model_executor/models/registry.py"
+    text = _errkb("explain", "--db", str(store_db), title).stdout
+    assert "the text stops inside this message (cut short)" in text
+    # the same words as a whole message of their own, nothing after a sentence's last word: no site
+    whole = "ValueError: hidden_size must be divisible by num_attention_heads"
+    assert json.loads(_errkb("explain", "--db", str(store_db), "--json", whole).stdout)["sites"] == []

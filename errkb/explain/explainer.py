@@ -321,6 +321,9 @@ def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanat
         if not found:
             near = _near(kb, [m.text for m in messages])
     sites = _sites(kb, [text]) if not found else []
+    if not found and not sites:
+        # a paste cut short inside a message a library raises (a title at 80 characters)
+        sites = _sites(kb, [text], cut=True)
     words: list[str] = []
     hits: list = []
     if not found and not near and not sites and len(text.split()) <= SEARCH_WORDS:
@@ -329,19 +332,20 @@ def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanat
     return Explanation("text", found, near, len(lines), kb.skipped, [], kb.dataset_hash, hits, words, sites)
 
 
-def _sites(kb: KnowledgeBase, texts: list[str], first_lines: list[int] | None = None) -> list:
+def _sites(kb: KnowledgeBase, texts: list[str], first_lines: list[int] | None = None, cut: bool = False) -> list:
     """Known sites of texts no record matched (errkb.match.sites), one per pattern (a curated
     table's entry: one per table and message, as CUDA and NCCL share "invalid argument"), in order;
-    with ``first_lines`` (where each text begins in a log), each match's line is the log's."""
+    with ``first_lines`` (where each text begins in a log), each match's line is the log's; with
+    ``cut``, the messages each text stops inside (SiteIndex.match_cut) instead."""
     from errkb.match.sites import SiteIndexError, SiteMatch
 
     try:
         index = kb.sites()
         out: dict[tuple, object] = {}
         for k, text in enumerate(texts):
-            for m in index.match(text):
+            for m in index.match_cut(text) if cut else index.match(text):
                 if first_lines is not None:  # a line inside a normalised message is not a log line: its first
-                    m = SiteMatch(m.pattern, first_lines[k], m.trust, m.sites, m.meaning)
+                    m = SiteMatch(m.pattern, first_lines[k], m.trust, m.sites, m.meaning, m.truncated)
                 out.setdefault((m.meaning is not None and m.trust, m.pattern), m)
         return list(out.values())
     except SiteIndexError:

@@ -71,6 +71,8 @@ def _known_sites(page: _Page, sites: list, heading: str, log: bool = False) -> N
             page.prose(f"{at}{m.table_name}: {m.meaning}", 2, 4)
             continue
         page.prose(at + _template(m.pattern), 2, 4, style="title")
+        if getattr(m, "truncated", False):
+            page.prose("the text stops inside this message (cut short); the rest is the site's", 4, 6, style="dim")
         shown, more = m.shown()
         for site in shown:
             page.prose(site.describe(), 4, 6)

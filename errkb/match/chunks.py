@@ -73,6 +73,69 @@ def chunks_match(chunks: list[str | None], text: str) -> bool:
     return chunks_span(chunks, text) is not None
 
 
+# A text cut short is read for at most this many characters past where the message begins:
+# a title or a paste's last line, never a log's megabyte line (each wildcard's cut is found
+# by trying the text's last few characters against the next literal).
+MAX_CUT_TEXT = 4000
+# A wildcard's value holding a space, where the text ends in the literal after it: that
+# part must hold this many letters/digits ("... ['A', 'B'] are not supp"), so a text that
+# merely ends in "." or a space is not read as cut inside the pattern.
+MIN_CUT_PART_ALNUM = 3
+
+
+def cut_chunks(chunks: list[str | None], text: str, start: int = 0) -> list[str | None] | None:
+    """The chunks ``text`` gives of a message the pattern matches when the text stops inside
+    it: the message begins at ``start`` with the pattern's first literal, each chunk placed
+    leftmost, and the text ends inside a literal (its part is the last chunk returned) or
+    inside a wildcard's value (a value without spaces: a number, a name; the last chunk is
+    then None). None when the text holds the whole message (a match, not a cut) or does not
+    begin it. ``text`` and ``chunks`` are folded (fold_space, folded_chunks)."""
+    if not chunks or chunks[0] is None or len(text) - start > MAX_CUT_TEXT:
+        return None
+    out: list[str | None] = []
+    pos, gap = start, 0
+    for chunk in chunks:
+        if chunk is None:
+            gap += 1
+            out.append(None)
+            continue
+        if not gap:  # the first literal: at ``start`` itself
+            if text.startswith(chunk, pos):
+                out.append(chunk)
+                pos += len(chunk)
+                continue
+            rest = text[pos:]
+            return out + [rest] if rest and chunk.startswith(rest) else None
+        at = text.find(chunk, pos + gap)
+        if at >= 0:
+            out.append(chunk)
+            pos, gap = at + len(chunk), 0
+            continue
+        # the text ends inside the wildcard's value or inside this literal
+        cut = _cut_into(text, chunk, pos + gap)
+        if cut is not None:
+            value, part = text[pos:cut], text[cut:]
+            if " " in value and sum(c.isalnum() for c in part) < MIN_CUT_PART_ALNUM:
+                return None
+            return out + [part]
+        value = text[pos:]
+        return out if len(value) >= gap and " " not in value else None
+    return None  # every literal placed: the text holds the whole message
+
+
+def _cut_into(text: str, chunk: str, lo: int) -> int | None:
+    """The leftmost position from ``lo`` on where the rest of ``text`` is a true beginning of
+    ``chunk`` (None if none): what the text gives of the literal it stops in."""
+    j = max(lo, len(text) - len(chunk) + 1)
+    while True:
+        j = text.find(chunk[0], j)
+        if j < 0:
+            return None
+        if chunk.startswith(text[j:]):
+            return j
+        j += 1
+
+
 # What continues a message past a pattern's last literal on its line: a word character right
 # after a word character or a dot (the text's word or dotted name is longer: "num_embedding" in
 # "num_embeddings", "torch." in "torch.cuda", "0." in "0.5"), or after optional sentence

@@ -38,8 +38,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from errkb.match.chunks import MAX_CUT_TEXT, chunks_of, cut_chunks, fold_marked, fold_space, folded_chunks, unfolded_span
 from errkb.match.chunks import chunks_match as _chunks_match
-from errkb.match.chunks import chunks_of, fold_marked, fold_space, folded_chunks, unfolded_span
 from errkb.match.chunks import chunks_span as _chunks_span
 from errkb.match.chunks import message_span as _message_span
 
@@ -56,15 +56,30 @@ MIN_PROSE_ALNUM = 30
 # Prose this long is one message's own sentence wherever it appears: served on any line
 # (measured on the same foreign messages: see docs/mining.md).
 MIN_SENTENCE_ALNUM = 60
-_CACHE_FORMAT = "sites-cache-v7"  # in the cache files' names: bump when the layout or the trust rule changes
+_CACHE_FORMAT = "sites-cache-v8"  # in the cache files' names: bump when the layout or the trust rule changes
 # On one line, at most this many candidate patterns are verified (most specific first):
 # the bound that keeps a hostile line of anchor words linear.
 MAX_CANDIDATES_PER_LINE = 256
 # The batch scan's key of a pattern: its longest literal that at most this many patterns
 # share (prefilter.choose_key; measured on the bench log: see docs/matching.md)
 SHARED_KEY_OK = 8
+# A text cut short: at most this many patterns looked up by their opening's first characters
+# (a key such as "Expect" opens 1,991 patterns; a line's words look up a few hundred), of which
+# at most MAX_CANDIDATES_PER_LINE have their opening literal where the key is and are read on.
+MAX_CUT_LOOKUPS = 4096
+# A text cut short may begin several releases' wordings of one message: at most this many listed.
+MAX_CUT_MATCHES = 5
+# A text cut short is looked up by the first characters of each pattern's opening literal
+# (a title stops before the anchor word a whole match is found by: "Model architectures
+# ['X'] are not supported for now" lost ". Supported architectures: ...").
+OPENING_KEY_CHARS = 6
 
 _WORD = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+# Where a message may begin inside a line: the line's start, after a space, and a word's start;
+# for a text cut short, only after what ends a prefix: an error class's or a wrapper's colon,
+# a bracketed field ("[address=..., pid=...] The decoder prompt ..."), a quote, a pipe.
+_MESSAGE_AFTER = set(":]>)|\"'(")
+_WORD_START = re.compile(r"^|(?<= )|(?<![A-Za-z0-9_])(?=[A-Za-z0-9_])")
 
 
 class SiteIndexError(ValueError):
@@ -137,11 +152,13 @@ def _trusted_on(entry: dict, folded_line: str) -> bool:
     match time). A log line's header (timestamp, level, process, rank, file:line: what
     errkb.text.normalize.prefix_length strips, names aside) is not foreign text the pattern
     could be lost in: it does not count. A logger's name does: it may be another library's."""
-    if entry["t"] != "half":
-        return True
+    return entry["t"] != "half" or _covers_half(entry["L"], folded_line)
+
+
+def _covers_half(length: int, folded_line: str) -> bool:
     from errkb.text.normalize import prefix_length
 
-    return entry["L"] * 2 >= len(folded_line[prefix_length(folded_line, names=False):].strip())
+    return length * 2 >= len(folded_line[prefix_length(folded_line, names=False):].strip())
 
 
 def trust(pattern: str, chunks: list[str | None] | None = None) -> tuple[str | None, str | None, int]:
@@ -268,12 +285,14 @@ class SiteMatch(_Plain):
     the text where it matched; the first line of a multi-line one), trust ("strong" or
     "half", see the trust rule; "cuda", "nccl", "elastic" or "torch" for the curated tables of CUDA
     runtime, NCCL, torchrun worker failures and PyTorch's C++ errors),
-    sites (every site that raises it), meaning (the table's explanation, else None). Never a fix."""
+    sites (every site that raises it), meaning (the table's explanation, else None), truncated
+    (the text stops inside the message: :meth:`SiteIndex.match_cut`). Never a fix."""
 
-    __slots__ = ("pattern", "line_number", "trust", "sites", "meaning")
+    __slots__ = ("pattern", "line_number", "trust", "sites", "meaning", "truncated")
 
-    def __init__(self, pattern: str, line_number: int, trust: str, sites: tuple[Site, ...], meaning: str | None = None):
-        super().__init__(pattern, line_number, trust, sites, meaning)
+    def __init__(self, pattern: str, line_number: int, trust: str, sites: tuple[Site, ...], meaning: str | None = None,
+                 truncated: bool = False):
+        super().__init__(pattern, line_number, trust, sites, meaning, truncated)
 
     @property
     def table_name(self) -> str:
@@ -282,7 +301,7 @@ class SiteMatch(_Plain):
 
     def as_dict(self) -> dict:
         return {"tier": "site", "pattern": self.pattern, "line": self.line_number, "trust": self.trust,
-                "meaning": self.meaning, "sites": [s.as_dict() for s in self.sites]}
+                "meaning": self.meaning, "truncated": self.truncated, "sites": [s.as_dict() for s in self.sites]}
 
     def shown(self) -> tuple[tuple[Site, ...], int]:
         """The sites a text answer lists (the first SITES_SHOWN, newest first) and how many
@@ -304,7 +323,8 @@ class SiteMatch(_Plain):
     def describe(self) -> list[str]:
         if self.meaning is not None:
             return [f"{self.table_name} (line {self.line_number}): {self.meaning}"]
-        lines = [f"known site (line {self.line_number}), no fix: {self.pattern}"]
+        cut = ", the text stops inside its message" if self.truncated else ""
+        lines = [f"known site (line {self.line_number}){cut}, no fix: {self.pattern}"]
         sites, more = self.shown()
         for s in sites:
             lines.append("  " + s.describe())
@@ -372,8 +392,9 @@ class SiteIndex:
     it: a lookup is a binary search, and only candidate patterns' rows are parsed."""
 
     def __init__(self, anchors: _SortedLines | None, rows: _Lines | None, header: dict, cuda: list[dict],
-                 stem: Path | None = None):
+                 stem: Path | None = None, openings: _SortedLines | None = None):
         self._anchors = anchors
+        self._openings = openings  # patterns by their opening literal's first characters (match_cut)
         self._stem = stem  # the cache files' common name: the batch prefilter is kept beside them
         self._scan = None
         self._batch_found: dict[int, SiteMatch] = {}  # pattern id -> its match on a line of a batch
@@ -404,7 +425,8 @@ class SiteIndex:
         # The cache is named by what it was built from; a rebuilt or updated index gets a new one.
         key = f"{zlib.crc32(str(path.resolve()).encode()):08x}-{st.st_size}-{st.st_mtime_ns}"
         stem = (Path(cache) if cache is not None else _cache_folder()) / f"{_CACHE_FORMAT}-{key}"
-        names = [stem.with_name(stem.name + ext) for ext in (".head", ".anchors", ".aidx", ".rows", ".ridx")]
+        names = [stem.with_name(stem.name + ext) for ext in (".head", ".anchors", ".aidx", ".rows", ".ridx", ".opens",
+                                                             ".oidx")]
         if not all(p.exists() for p in names):
             # a few seconds, once: said on a terminal only (a pipe's reader gets no chatter,
             # and a script's stderr stays what it was)
@@ -417,7 +439,8 @@ class SiteIndex:
                                      "set ERRKB_CACHE_DIR to a writable folder") from None
         try:
             header = json.loads(names[0].read_text(encoding="utf-8"))
-            index = cls(_SortedLines(names[1], names[2]), _Lines(names[3], names[4]), header, cuda, stem)
+            index = cls(_SortedLines(names[1], names[2]), _Lines(names[3], names[4]), header, cuda, stem,
+                        _SortedLines(names[5], names[6]))
         except (OSError, ValueError) as e:
             raise SiteIndexError(f"{stem}.*: unreadable site cache ({e}); delete it to rebuild") from None
         index._source = source
@@ -489,6 +512,58 @@ class SiteIndex:
         out = self._cuda_matches(lines) + [self._site_match(number, i) for number, _, i in found]
         out.sort(key=lambda m: m.line_number)
         return out
+
+    def match_cut(self, text: str) -> list[SiteMatch]:
+        """Trusted site patterns whose message the text stops inside: its last line begins a
+        message (at a word of it, its opening literal) and ends inside it (a title cut at 80
+        characters, a paste without the message's second sentence: chunks.cut_chunks). What the
+        line gives of the pattern must pass the trust rule on its own, as a whole pattern would
+        on that line. For a text :meth:`match` found nothing in; most specific first."""
+        from errkb.match.prefix import cut_end
+
+        lines = text.rstrip().split("\n")
+        folded = fold_space(cut_end(lines[-1]))
+        if self._openings is None or not folded:
+            return []
+        found: dict[int, int] = {}  # pattern id -> literal length the line gives
+        looked = placed = 0
+        # a message cut short begins at most MAX_CUT_TEXT characters before the text's end
+        for m in _WORD_START.finditer(folded, max(0, len(folded) - MAX_CUT_TEXT)):
+            key = folded[m.start() : m.start() + OPENING_KEY_CHARS]
+            if len(key) < OPENING_KEY_CHARS:
+                break
+            for i in self._openings.get(key):
+                looked += 1
+                if looked > MAX_CUT_LOOKUPS or placed >= MAX_CANDIDATES_PER_LINE:
+                    break  # the bounds that keep a hostile line linear
+                if i in found:
+                    continue
+                chunks = self._entry(i)["fchunks"]
+                k, _ = opening_key(chunks)  # type: ignore[misc]
+                start = m.start() - (len(chunks[k]) - len(chunks[k].lstrip(" ")))
+                head = chunks[:k]  # what comes before the opening literal ("The (.+?)" of "The (.+?) prompt")
+                if start < 0 or not folded.startswith(chunks[k], start) and not chunks[k].startswith(folded[start:]):
+                    continue
+                placed += 1
+                begins = _head_start(head, folded, start)
+                # what precedes the message, past the one space a folded text has there
+                before = -1 if begins is None else begins - 1 - (begins > 0 and folded[begins - 1] == " ")
+                if begins is None or before >= 0 and folded[before] not in _MESSAGE_AFTER:
+                    continue  # inside a sentence: a message that begins there begins the text's last words
+                part = cut_chunks(chunks[k:], folded, start)
+                if part is None:
+                    continue
+                part = head + part
+                if sum(ch.isalnum() for c in part if c for ch in c) < MIN_LITERAL_ALNUM:
+                    continue  # a word or two of it: what many messages begin with
+                level, _, length = trust("", part)
+                if level == "strong" or (level == "half" and _covers_half(length, folded)):
+                    found[i] = length
+        # the patterns the text gives the most of: those it gives less of are worse readings of it
+        # (releases' wordings that part after the cut tie, and each is listed)
+        most = max(found.values(), default=0)
+        best = sorted(i for i in found if found[i] == most)[:MAX_CUT_MATCHES]
+        return [self._site_match(len(lines), i, truncated=True) for i in best]
 
     def search(self, query: str, limit: int = 10) -> list[SiteMatch]:
         """Known sites for ``errkb search``: the query read as a message (every site pattern
@@ -681,12 +756,13 @@ class SiteIndex:
             self._entries[i] = entry
         return entry
 
-    def _site_match(self, number: int, i: int) -> SiteMatch:
+    def _site_match(self, number: int, i: int, truncated: bool = False) -> SiteMatch:
         entry = self._entry(i)
         libraries = self.header.get("libraries", {})
         if self._release_order is None:  # built once: a batch of a log builds thousands of matches
             self._release_order = (release_ranks(libraries), release_commits(libraries))
-        return SiteMatch(entry["p"], number, entry["t"], sites_of(entry["rows"], libraries, *self._release_order))
+        return SiteMatch(entry["p"], number, entry["t"], sites_of(entry["rows"], libraries, *self._release_order),
+                         truncated=truncated)
 
     def _cuda_matches(self, lines: list[str]) -> list[SiteMatch]:
         """The curated tables' errors (CUDA runtime, NCCL, torchrun) each line holds (:func:`table_holds`)."""
@@ -932,15 +1008,55 @@ def served_patterns(index_path: Path | None = None) -> tuple[dict, list[Served]]
     return header, served
 
 
+def _head_start(head: list[str | None], text: str, end: int) -> int | None:
+    """Where a pattern's chunks before its opening literal (``head``, ending in a wildcard)
+    begin when the opening literal is at ``end``: each literal placed rightmost, each wildcard
+    given a character at least; ``end`` itself for no head, None when they do not fit or the
+    pattern begins with a wildcard (a message that begins with a value begins anywhere)."""
+    pos, gap = end, 0
+    for chunk in reversed(head):
+        if chunk is None:
+            gap += 1
+            continue
+        at = text.rfind(chunk, 0, pos - gap)
+        if at < 0:
+            return None
+        pos, gap = at, 0
+    return None if gap else pos
+
+
+def opening_key(chunks: list[str | None]) -> tuple[int, str] | None:
+    """(index, key) of a pattern's (folded chunks') opening literal, the first literal with
+    OPENING_KEY_CHARS characters past its leading space, and the first such characters
+    (what SiteIndex.match_cut looks a text's words up by); None without one among its first
+    three literals (a pattern opening with short words and values only)."""
+    seen = 0
+    for k, chunk in enumerate(chunks):
+        if chunk is None:
+            continue
+        key = chunk.lstrip(" ")[:OPENING_KEY_CHARS]
+        if len(key) == OPENING_KEY_CHARS:
+            return k, key
+        seen += 1
+        if seen == 3:
+            return None
+    return None
+
+
 def _build_cache(index_path: Path, stem: Path) -> None:
     """Write the cache of the served patterns (served_patterns): ``.head`` (the index
     header), ``.rows`` (one JSON line per pattern: pattern, trust level, literal length, its
     rows), ``.anchors`` (``word\tids`` sorted by word) and the offsets arrays
-    ``.ridx``/``.aidx``."""
+    ``.ridx``/``.aidx``, and ``.opens``/``.oidx`` (``key\tids``: the first OPENING_KEY_CHARS
+    characters of each pattern's opening literal, folded, for SiteIndex.match_cut)."""
     header, served = served_patterns(index_path)
     anchors: dict[str, list[int]] = {}
+    openings: dict[str, list[int]] = {}
     for s in served:
         anchors.setdefault(s.anchor, []).append(s.number)
+        opening = opening_key(folded_chunks(chunks_of(s.pattern)))
+        if opening is not None:
+            openings.setdefault(opening[1], []).append(s.number)
     from errkb.cache import write_atomic
 
     stem.parent.mkdir(parents=True, exist_ok=True)
@@ -956,6 +1072,12 @@ def _build_cache(index_path: Path, stem: Path) -> None:
         offsets.append(len(body))
         body += word.encode("utf-8") + b"\t" + ",".join(map(str, anchors[word])).encode() + b"\n"
     out[".anchors"], out[".aidx"] = bytes(body), offsets.tobytes()
+    body, offsets = bytearray(), array("I")
+    for key in sorted(openings, key=lambda w: w.encode("utf-8")):
+        offsets.append(len(body))
+        # folded: a key holds no tab or line break, the table's separators
+        body += key.encode("utf-8") + b"\t" + ",".join(map(str, openings[key])).encode() + b"\n"
+    out[".opens"], out[".oidx"] = bytes(body), offsets.tobytes()
     # .head last: a reader that finds every file finds whole ones.
-    for ext in (".rows", ".ridx", ".anchors", ".aidx", ".head"):
+    for ext in (".rows", ".ridx", ".anchors", ".aidx", ".opens", ".oidx", ".head"):
         write_atomic(stem.with_name(stem.name + ext), out[ext])  # errkb.cache: the one atomic write
