@@ -166,7 +166,7 @@ def judge(paste: dict, answer: dict) -> str:
     ``site`` (a code site in one of ``files``), ``table`` (the CUDA or NCCL table named
     ``table``) or ``none`` (the message's site is not covered: any code site is wrong). A
     curated table's answer to a ``site`` paste is right when its meaning says the message is
-    raised in one of ``files`` (the PyTorch table names the file each of its C++ errors is
+    raised (or logged) in one of ``files`` (the PyTorch table names the file each of its C++ errors is
     raised in: "raised in aten/src/ATen/native/Convolution.cpp, ...")."""
     if any(m.get("tier") in ("curated", "variant") for m in answer.get("matches", [])):
         return "curated"
@@ -177,7 +177,7 @@ def judge(paste: dict, answer: dict) -> str:
     if expect == "table":
         return "right" if paste["table"] in tables else ("wrong" if files or tables else "nothing")
     if expect == "site":
-        named = [f for m in matches if m.get("meaning") for f in re.findall(r"raised in ([\w./-]+\w)", m["meaning"])]
+        named = [f for m in matches if m.get("meaning") for f in re.findall(r"(?:raised|logged) in ([\w./-]+\w)", m["meaning"])]
         if any(f.startswith(tuple(paste["files"])) for f in files + named):
             return "right"
         return "wrong" if files else "nothing"

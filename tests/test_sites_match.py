@@ -227,6 +227,27 @@ TORCH_CPP = {
     "RuntimeError: The size of tensor a (4) must match the size of tensor b (3) at non-singleton dimension 1":
         ") must match the size of tensor b (",
     "IndexError: index out of range in self": "index out of range in self",
+    # its CUDA kernels' device-side assertions (CUDA_KERNEL_ASSERT: the condition, stringified)
+    "/opt/conda/conda-bld/pytorch_1695392020201/work/aten/src/ATen/native/cuda/Indexing.cu:1292: indexSelectLargeIndex: "
+    "block: [222,0,0], thread: [96,0,0] Assertion `srcIndex < srcSelectDimSize` failed.": "srcIndex < srcSelectDimSize",
+    "/opt/conda/conda-bld/pytorch_1678411187366/work/aten/src/ATen/native/cuda/Loss.cu:240: "
+    "nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [0,0,0] Assertion `t >= 0 && t < n_classes` "
+    "failed.": "t >= 0 && t < n_classes",
+    "../aten/src/ATen/native/cuda/Loss.cu:92: operator(): block: [79,0,0], thread: [118,0,0] Assertion "
+    "`input_val >= zero && input_val <= one` failed.": "input_val >= zero && input_val <= one",
+    "/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:94: operator(): block: [0,0,0], thread: [91,0,0] Assertion "
+    '`-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.': 'index < sizes[i] && "index out of bounds"',
+    "/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:144: operator(): block: [0,0,0], thread: [0,0,0] "
+    'Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.':
+        'idx_dim < index_size && "index out of bounds"',
+    # ProcessGroupNCCL's warnings, printed beside (or instead of) the real error
+    "[rank0]:[W407 10:13:23.082579832 ProcessGroupNCCL.cpp:1553] Warning: WARNING: destroy_process_group() was not "
+    "called before program exit, which can leak resources. For more info, please see "
+    "https://pytorch.org/docs/stable/distributed.html#shutdown (function operator())":
+        "destroy_process_group() was not called before program exit",
+    "[rank7]:[W602 06:53:34.153230800 ProcessGroupNCCL.cpp:4561] [PG ID 0 PG GUID 0 Rank 7]  using GPU 7 to perform "
+    "barrier as devices used by this process are currently unknown. This can potentially cause a hang if this rank to "
+    "GPU mapping is incorrect.": "to perform barrier as devices used by this process are currently unknown",
 }
 
 
@@ -249,7 +270,7 @@ def test_every_pytorch_table_entry_names_the_source_file_it_is_raised_in():
     table = json.loads((data_dir() / "sites" / "torch_errors.json").read_text(encoding="utf-8"))["errors"]
     assert len(table) >= 20
     for entry in table:
-        assert re.search(r"\b(aten/src/ATen|torch/csrc|c10)/[\w/]+\.(cpp|h)\b", entry["meaning"]), entry["code"]
+        assert re.search(r"\b(aten/src/ATen|torch/csrc|c10)/[\w/]+\.(cpp|h|cu)\b", entry["meaning"]), entry["code"]
         assert len(entry["message"]) >= 18, entry["code"]  # a constant piece long enough to be PyTorch's alone
 
 
