@@ -511,6 +511,12 @@ def _cut_index(tmp_path):
         {"p": r"Model architectures (.+?) are not supported for now\. Supported architectures: (.+?)",
          "f": "vllm/model_executor/models/registry.py", "n": 400, "fn": "_raise_for_unsupported", "c": None,
          "k": "raise", "e": "ValueError"},
+        {"p": r"Weights only load failed\. Re-running `torch\.load` with `weights_only` set to `False` will likely "
+              r"succeed, but it can result in arbitrary code execution\. Do it only if you got the file from a trusted "
+              r"source\.\n Please file an issue with the following so that we can make `weights_only=True` compatible "
+              r"with your use case: WeightsUnpickler error: ([\s\S]+?)\n\nCheck the documentation of torch\.load",
+         "f": "torch/serialization.py", "n": 1096, "fn": "load", "c": "weights_only", "k": "raise",
+         "e": "UnpicklingError"},
         {"p": r"num_attention_heads \((.+?)\) must be divisible by tensor-parallel world size \((.+?)\)\.",
          "f": "vllm/model_executor/models/x.py", "n": 7, "fn": "f", "c": None, "k": "raise", "e": "ValueError"},
     ]
@@ -540,8 +546,18 @@ def test_a_text_cut_short_inside_a_message_gets_its_site_marked_truncated(tmp_pa
         assert [s.file for m in found for s in m.sites] == [file], text
         assert found[0].truncated and found[0].as_dict()["truncated"] is True
         assert "stops inside its message" in found[0].describe()[0]
+    # a multi-line message pasted without its last lines (CoFF#2, MiniCPM#185): it begins on an
+    # earlier line, and the value it stops in may hold spaces once 60 letters/digits of it are given
+    pickle = ("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+              "_pickle.UnpicklingError: Weights only load failed. Re-running `torch.load` with `weights_only` set to "
+              "`False` will likely succeed, but it can result in arbitrary code execution. Do it only if you got the "
+              "file from a trusted source.\n Please file an issue with the following so that we can make "
+              "`weights_only=True` compatible with your use case: WeightsUnpickler error: Unsupported operand 118")
+    (found,) = index.match_cut(pickle)
+    assert (found.line_number, found.sites[0].file, found.truncated) == (3, "torch/serialization.py", True)
     for text in (
         "hidden_size must be divisible by num_attention_heads",  # begins one inside a sentence: its last word
+        "Model architectures foo bar",  # a value holding a space, under 60 letters/digits before it
         "ValueError: The decoder prompt (length",  # under 20 letters/digits of it
         "Model architectures foo and bar are not supported.",  # a value of words, then only "."
         "The decoder prompt (length 9) is longer than the maximum model length of 8. Use a shorter prompt",

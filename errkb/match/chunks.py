@@ -83,12 +83,15 @@ MAX_CUT_TEXT = 4000
 MIN_CUT_PART_ALNUM = 3
 
 
-def cut_chunks(chunks: list[str | None], text: str, start: int = 0) -> list[str | None] | None:
+def cut_chunks(chunks: list[str | None], text: str, start: int = 0,
+               spaced_value_after: int | None = None) -> list[str | None] | None:
     """The chunks ``text`` gives of a message the pattern matches when the text stops inside
     it: the message begins at ``start`` with the pattern's first literal, each chunk placed
     leftmost, and the text ends inside a literal (its part is the last chunk returned) or
-    inside a wildcard's value (a value without spaces: a number, a name; the last chunk is
-    then None). None when the text holds the whole message (a match, not a cut) or does not
+    inside a wildcard's value (the last chunk is then None): a value without spaces (a
+    number, a name), or, once ``spaced_value_after`` literal letters/digits are given, any
+    value (an inner error's message: the literal text before it already says which message
+    it is). None when the text holds the whole message (a match, not a cut) or does not
     begin it. ``text`` and ``chunks`` are folded (fold_space, folded_chunks)."""
     if not chunks or chunks[0] is None or len(text) - start > MAX_CUT_TEXT:
         return None
@@ -119,7 +122,9 @@ def cut_chunks(chunks: list[str | None], text: str, start: int = 0) -> list[str 
                 return None
             return out + [part]
         value = text[pos:]
-        return out if len(value) >= gap and " " not in value else None
+        spaced_ok = spaced_value_after is not None and \
+            sum(ch.isalnum() for c in out if c for ch in c) >= spaced_value_after
+        return out if len(value) >= gap and (spaced_ok or " " not in value) else None
     return None  # every literal placed: the text holds the whole message
 
 

@@ -514,28 +514,32 @@ class SiteIndex:
         return out
 
     def match_cut(self, text: str) -> list[SiteMatch]:
-        """Trusted site patterns whose message the text stops inside: its last line begins a
-        message (at a word of it, its opening literal) and ends inside it (a title cut at 80
-        characters, a paste without the message's second sentence: chunks.cut_chunks). What the
-        line gives of the pattern must pass the trust rule on its own, as a whole pattern would
-        on that line. For a text :meth:`match` found nothing in; most specific first."""
+        """Trusted site patterns whose message the text stops inside: the text's end lies inside
+        a message that begins at a word of it (its opening literal), on its last line or an
+        earlier one (a C++ or multi-line message pasted without its last lines): a title cut at
+        80 characters, a paste without the message's second sentence (chunks.cut_chunks). What
+        the text gives of the pattern must pass the trust rule on its own, as a whole pattern
+        would on its line. For a text :meth:`match` found nothing in; most specific first."""
         from errkb.match.prefix import cut_end
 
-        lines = text.rstrip().split("\n")
-        folded = fold_space(cut_end(lines[-1]))
+        whole = text.rstrip()
+        # a message cut short begins at most MAX_CUT_TEXT characters before the text's end
+        skipped = max(0, len(whole) - MAX_CUT_TEXT)
+        tail = cut_end(whole[skipped:])
+        folded = fold_space(tail)
         if self._openings is None or not folded:
             return []
-        found: dict[int, int] = {}  # pattern id -> literal length the line gives
+        marked = fold_marked(tail, folded)  # where the folded text's spaces were line breaks
+        found: dict[int, tuple[int, int]] = {}  # pattern id -> (literal length the text gives, where it begins)
         looked = placed = 0
-        # a message cut short begins at most MAX_CUT_TEXT characters before the text's end
-        for m in _WORD_START.finditer(folded, max(0, len(folded) - MAX_CUT_TEXT)):
+        for m in _WORD_START.finditer(folded):
             key = folded[m.start() : m.start() + OPENING_KEY_CHARS]
             if len(key) < OPENING_KEY_CHARS:
                 break
             for i in self._openings.get(key):
                 looked += 1
                 if looked > MAX_CUT_LOOKUPS or placed >= MAX_CANDIDATES_PER_LINE:
-                    break  # the bounds that keep a hostile line linear
+                    break  # the bounds that keep a hostile text linear
                 if i in found:
                     continue
                 chunks = self._entry(i)["fchunks"]
@@ -546,24 +550,27 @@ class SiteIndex:
                     continue
                 placed += 1
                 begins = _head_start(head, folded, start)
-                # what precedes the message, past the one space a folded text has there
-                before = -1 if begins is None else begins - 1 - (begins > 0 and folded[begins - 1] == " ")
-                if begins is None or before >= 0 and folded[before] not in _MESSAGE_AFTER:
+                if begins is None or not _message_may_begin(marked, begins):
                     continue  # inside a sentence: a message that begins there begins the text's last words
-                part = cut_chunks(chunks[k:], folded, start)
+                part = cut_chunks(chunks[k:], folded, start, spaced_value_after=MIN_SENTENCE_ALNUM)
                 if part is None:
                     continue
                 part = head + part
                 if sum(ch.isalnum() for c in part if c for ch in c) < MIN_LITERAL_ALNUM:
                     continue  # a word or two of it: what many messages begin with
                 level, _, length = trust("", part)
-                if level == "strong" or (level == "half" and _covers_half(length, folded)):
-                    found[i] = length
+                # "half": half of the text from the line the message begins on
+                if level == "strong" or (level == "half" and _covers_half(length, folded[marked.rfind("\n", 0, begins) + 1 :])):
+                    found[i] = (length, begins)
         # the patterns the text gives the most of: those it gives less of are worse readings of it
         # (releases' wordings that part after the cut tie, and each is listed)
-        most = max(found.values(), default=0)
-        best = sorted(i for i in found if found[i] == most)[:MAX_CUT_MATCHES]
-        return [self._site_match(len(lines), i, truncated=True) for i in best]
+        most = max((f[0] for f in found.values()), default=0)
+        best = sorted(i for i in found if found[i][0] == most)[:MAX_CUT_MATCHES]
+        out = []
+        for i in best:
+            at = skipped + unfolded_span(tail, folded, found[i][1], found[i][1])[0]
+            out.append(self._site_match(whole.count("\n", 0, at) + 1, i, truncated=True))
+        return out
 
     def search(self, query: str, limit: int = 10) -> list[SiteMatch]:
         """Known sites for ``errkb search``: the query read as a message (every site pattern
@@ -1006,6 +1013,14 @@ def served_patterns(index_path: Path | None = None) -> tuple[dict, list[Served]]
         group = sorted(by_pattern[pattern], key=lambda r: (r["l"], r["f"], r["n"]))
         served.append(Served(i, pattern, level, length, anchor, group))
     return header, served
+
+
+def _message_may_begin(marked: str, at: int) -> bool:
+    """Whether a message may begin at ``at`` of a folded text (``marked``: errkb.match.chunks.
+    fold_marked): at its start or a line's, or after what ends a prefix (_MESSAGE_AFTER),
+    not inside a sentence."""
+    before = at - 1 - (at > 0 and marked[at - 1] == " ")  # past the one space a folded text has there
+    return before < 0 or marked[at - 1] == "\n" or marked[before] in _MESSAGE_AFTER
 
 
 def _head_start(head: list[str | None], text: str, end: int) -> int | None:
