@@ -321,3 +321,90 @@ def test_an_exception_given_several_arguments_says_their_tuple():
     assert all(s.template is None for s in by_line[14])
     # OSError builds its own text from (errno, strerror): not read as a tuple
     assert all(s.template is None for s in by_line[15])
+
+
+def test_a_cuda_kernel_assertion_is_a_site_of_its_stringified_condition():
+    """``CUDA_KERNEL_ASSERT(cond)`` prints "Assertion `cond` failed." on the device, the
+    condition as the preprocessor writes it (whitespace runs as one space, comments gone):
+    the line users paste ahead of "device-side assert triggered"."""
+    source = '''
+template <typename T>
+__global__ void indexSelectLargeIndex(T* dst, int64_t n) {
+  CUDA_KERNEL_ASSERT(srcIndex < srcSelectDimSize);
+  CUDA_KERNEL_ASSERT(idx_dim >= 0 && idx_dim < index_size
+                     && "index out of bounds");  // why
+}
+#define CUDA_KERNEL_ASSERT(cond) assert(cond)
+'''
+    sites = list(cpp_sites(source, "aten/src/ATen/native/cuda/Indexing.cu"))
+    assert [(s.line, s.function, s.kind, s.error_class, s.condition) for s in sites] == [
+        (4, "indexSelectLargeIndex", "assert", "RuntimeError", "not (srcIndex < srcSelectDimSize)"),
+        (5, "indexSelectLargeIndex", "assert", "RuntimeError",
+         'not (idx_dim >= 0 && idx_dim < index_size && "index out of bounds")')]
+    printed = ('/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:144: operator(): block: [0,0,0], thread: '
+               '[0,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.')
+    assert re.search(sites[1].template.pattern(), printed)
+    assert sites[0].template.pattern() == r"Assertion `srcIndex < srcSelectDimSize` failed\."
+
+
+HELPER_MODULE = '''
+import os
+
+class Unsupported(RuntimeError):
+    pass
+
+_NOTHING = object()
+
+def unimplemented(msg: str, *, from_exc=_NOTHING, case_name=None):
+    """Raise Unsupported."""
+    assert msg != os.environ.get("BREAK", False)
+    if from_exc is not _NOTHING:
+        raise Unsupported(msg, case_name=case_name) from from_exc
+    raise Unsupported(msg, case_name=case_name)
+
+def reworded(msg):
+    msg = msg.upper()
+    raise Unsupported(msg)
+
+def in_this_module(x):
+    if x > 3:
+        unimplemented(f"graph break on the value {x} in this very module")
+'''
+
+HELPER_CALLER = '''
+from ..exc import unimplemented, reworded
+from ..utils import record
+
+class SkipFunctionVariable:
+    def call_function(self, tx):
+        if self.value in builtins:
+            msg = f"Graph break due to unsupported Python builtin {self.value.__module__}.{self.value.__qualname__}. "
+            unimplemented(msg)
+        reworded(f"a message its helper rewords before raising it {tx}")
+        record(f"a call that raises nothing with enough literal text {tx}")
+'''
+
+
+def test_a_call_to_a_raising_helper_is_a_raise_site(tmp_path):
+    """torch.compile's graph breaks are raised through ``unimplemented(msg)`` (pytorch#133965):
+    a short function that raises its first argument. A call to one is a raise site of that
+    argument, in its own module or, read across the release, in any module that imports it."""
+    import zipfile
+
+    from errkb.mine.releases import LIBRARIES, read_release
+
+    wheel = tmp_path / "torch-9.0.0-cp311-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("torch/_dynamo/exc.py", HELPER_MODULE)
+        zf.writestr("torch/_dynamo/variables/functions.py", HELPER_CALLER)
+        zf.writestr("torch/_dynamo/utils.py", "def record(msg):\n    print(msg)\n")
+    rows = read_release(wheel, LIBRARIES["torch"], "9.0.0", commit="a" * 40).rows
+    got = {(r["f"], r["fn"], r["c"], r["k"], r["e"], r["p"]) for r in rows}
+    assert got == {
+        ("torch/_dynamo/exc.py", "in_this_module", "x > 3", "raise", "Unsupported",
+         "graph break on the value (.+?) in this very module"),
+        ("torch/_dynamo/variables/functions.py", "SkipFunctionVariable.call_function", "self.value in builtins",
+         "raise", "Unsupported", r"Graph break due to unsupported Python builtin (.+?)\.(.+?)\. "),
+    }
+    # without a release's read (errkb mine, drift), a call stays a call
+    assert [s for s in sites_in_source(HELPER_MODULE, "torch/_dynamo/exc.py") if s.template] == []

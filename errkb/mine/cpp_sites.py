@@ -38,11 +38,16 @@ _TVM_CHECKS = ("TVM_FFI_ICHECK", "TVM_FFI_ICHECK_EQ", "TVM_FFI_ICHECK_NE", "TVM_
                "TVM_FFI_ICHECK_GT", "TVM_FFI_ICHECK_GE", "TVM_FFI_CHECK", "TVM_FFI_CHECK_EQ", "TVM_FFI_CHECK_NE",
                "TVM_FFI_CHECK_LT", "TVM_FFI_CHECK_LE", "TVM_FFI_CHECK_GT", "TVM_FFI_CHECK_GE")
 _TVM_THROWS = ("TVM_FFI_THROW", "TVM_FFI_LOG_AND_THROW")
+# A CUDA kernel's device-side assertion: its text is the condition as the preprocessor
+# stringifies it (whitespace runs as one space, comments gone), printed by the device's
+# assert: "<file>:<line>: <function>: block: [...], thread: [...] Assertion `<cond>` failed."
+_KERNEL_ASSERTS = ("CUDA_KERNEL_ASSERT",)
 _TVM_OPS = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
 _CLASS = {"TORCH_CHECK_VALUE": "ValueError", "TORCH_CHECK_TYPE": "TypeError", "TORCH_CHECK_INDEX": "IndexError",
           "TORCH_CHECK_NOT_IMPLEMENTED": "NotImplementedError", "TORCH_CHECK_LINALG": "LinAlgError",
           "TORCH_WARN": "UserWarning", "TORCH_WARN_ONCE": "UserWarning"}
-_SITE = re.compile(r"\b(" + "|".join(sorted(_CHECKS + _ERRORS + _TYPED_CHECKS + _TYPED_ERRORS + _TVM_CHECKS + _TVM_THROWS,
+_SITE = re.compile(r"\b(" + "|".join(sorted(_CHECKS + _ERRORS + _TYPED_CHECKS + _TYPED_ERRORS + _TVM_CHECKS + _TVM_THROWS
+                                             + _KERNEL_ASSERTS,
                                              key=len, reverse=True)) + r")\s*\(|"
                    r"\bthrow\s+(?:std::)?([A-Za-z_]\w*(?:_error|Error|_argument|_range|Exception))\s*\(")
 # An argument list longer than this is not a message a person wrote.
@@ -93,6 +98,14 @@ def cpp_sites(text: str, file: str) -> Iterator[CppSite]:
         condition, template, reason = None, None, None
         try:
             args, end = _arguments_end(text, m.end())
+            if macro in _KERNEL_ASSERTS:
+                if len(args) != 1:
+                    raise NoTemplate("kernel assertion without one condition")
+                stringified = " ".join(_without_comments(args[0]).split())
+                literal = stringified.replace("\\", "\\\\").replace('"', '\\"')  # as a C literal for _template
+                template = _template([f'"Assertion `{literal}` failed."'])
+                yield CppSite(file, line, function, "RuntimeError", template, _condition(args[0]), None, kind="assert")
+                continue
             if macro in _TVM_CHECKS + _TVM_THROWS:
                 error_class, condition, pieces = _tvm_site(macro, args, text, end)
                 template = _template(_expand(pieces, text[max(0, m.start() - _LOOK_BACK) : m.start()]))

@@ -119,9 +119,18 @@ def _reason_kind(reason: str) -> str:
     return reason.split(":", 1)[0]
 
 
-def sites_in_source(text: str, file: str, warnings: bool = False, kinds: frozenset[str] | None = None) -> list[RaiseSite]:
+def sites_in_source(text: str, file: str, warnings: bool = False, kinds: frozenset[str] | None = None,
+                    helpers: dict[tuple[str, str], str] | None = None,
+                    calls: list[tuple[tuple[str, str], RaiseSite]] | None = None) -> list[RaiseSite]:
     """Every raise site of one Python file (and ``warnings.warn`` call, if asked; every
-    kind in ``kinds`` when given). Raises SyntaxError/ValueError if the file does not parse."""
+    kind in ``kinds`` when given). Raises SyntaxError/ValueError if the file does not parse.
+
+    With ``helpers`` (a release's whole read, errkb.mine.releases), calls to *raising helpers*
+    are raise sites too (:func:`raising_helper`: torch._dynamo's ``unimplemented(msg)``): this
+    file's are followed here and added to ``helpers`` as ``(module, name) -> class``; a call
+    of a name imported from another module (``from .exc import unimplemented``) goes to
+    ``calls`` as ``((module, name), site)``, for the caller to keep where that module's
+    function turns out to be one."""
     if kinds is None:
         kinds = frozenset({"raise", "warn"}) if warnings else frozenset({"raise"})
     tree = ast.parse(text, filename=file)
@@ -131,8 +140,99 @@ def sites_in_source(text: str, file: str, warnings: bool = False, kinds: frozens
     functions = {node.name: node for node in tree.body
                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and bindings[node.name] == 1}
     finder = _SiteFinder(file, lines, _module_constants(tree, bindings), kinds, functions, _parents_of(tree))
+    if helpers is not None and "raise" in kinds:
+        module = module_of(file)
+        for name, func in functions.items():
+            error_class = raising_helper(func)
+            if error_class is not None:
+                finder.raising_helpers[name] = error_class
+                helpers[(module, name)] = error_class
+        if calls is not None:
+            finder.imported = {name: target for name, target in _from_imports(tree, file).items() if bindings[name] == 1}
+            finder.calls = calls
     finder.visit(tree)
     return finder.sites
+
+
+# A raising helper is short: a function that raises its first argument, perhaps after a check
+# or a log line, not one that happens to raise it among much else.
+HELPER_MAX_STATEMENTS = 12
+
+
+def raising_helper(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The exception class a *raising helper* raises, else None: a short module-level function
+    that raises an exception built from its first parameter as it was given (torch._dynamo's
+    ``def unimplemented(msg, *, from_exc=..., case_name=None): ... raise Unsupported(msg,
+    case_name=case_name)``). A call to one raises its first argument's message: the call is
+    the site."""
+    params = func.args.posonlyargs + func.args.args
+    if not params or params[0].arg in ("self", "cls"):
+        return None
+    first = params[0].arg
+    body = list(_statements_of(func.body))
+    if len(body) > HELPER_MAX_STATEMENTS:
+        return None
+    raised = None
+    for stmt in body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] \
+            if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) else []
+        if any(isinstance(t, ast.Name) and t.id == first for t in targets):
+            return None  # the message is changed before it is raised
+        # raised, so a class: any capitalised name (dynamo's Unsupported ends in neither Error nor Exception)
+        if isinstance(stmt, ast.Raise) and isinstance(stmt.exc, ast.Call) and _call_name(stmt.exc.func)[:1].isupper() \
+                and stmt.exc.args and isinstance(stmt.exc.args[0], ast.Name) and stmt.exc.args[0].id == first:
+            raised = raised or _call_name(stmt.exc.func)
+    return raised
+
+
+def _call_name(func: ast.expr) -> str:
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def module_of(file: str) -> str:
+    """The dotted module of a package file ("torch/_dynamo/exc.py" -> "torch._dynamo.exc")."""
+    parts = file[: -len(".py")].split("/") if file.endswith(".py") else file.split("/")
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _from_imports(tree: ast.Module, file: str) -> dict[str, tuple[str, str]]:
+    """The names a module's top-level ``from M import N [as A]`` bind: A -> (M resolved, N)."""
+    package = module_of(file).split(".")
+    if not file.endswith("/__init__.py"):
+        package = package[:-1]
+    out: dict[str, tuple[str, str]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            if node.level - 1 > len(package):
+                continue
+            base = package[: len(package) - (node.level - 1)]
+            module = ".".join(base + ([node.module] if node.module else []))
+        else:
+            module = node.module or ""
+        for alias in node.names:
+            if alias.name != "*":
+                out[alias.asname or alias.name] = (module, alias.name)
+    return out
+
+
+def _message_like(node: ast.expr) -> bool:
+    """An argument that reads as a message: text, an f-string, ``%``/``+`` with text, ``"...".format()``,
+    or a name (a message built above the call: ``msg = f"..."; unimplemented(msg)``; one that
+    holds no text gives no template and is dropped)."""
+    if isinstance(node, ast.Name):
+        return True
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    if isinstance(node, ast.JoinedStr):
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        return _message_like(node.left) or _message_like(node.right)
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
+            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str))
 
 
 def scan(source: SourceTree | str | Path, include: Callable[[str, str], bool] | None = None, warnings: bool = False,
@@ -362,6 +462,11 @@ class _SiteFinder:
         self._helpers_open: set[int] = set()  # helpers being read (a recursive helper is not followed)
         self._names_open: set[tuple[int, str, int]] = set()  # (function, name, statement) being expanded
         self.sites: list[RaiseSite] = []
+        # raising helpers (sites_in_source's ``helpers``): this module's by name -> class; names
+        # imported from other modules -> (module, name), whose message-like calls go to ``calls``
+        self.raising_helpers: dict[str, str] = {}
+        self.imported: dict[str, tuple[str, str]] = {}
+        self.calls: list | None = None
 
     def visit(self, tree: ast.Module) -> None:
         self._statements(tree.body)
@@ -390,6 +495,19 @@ class _SiteFinder:
                 if "log" in self.kinds and _is_logger_call(call):
                     self._add_site(call, lambda call=call: _log_level_and_message(call), "log")
                     continue
+                if isinstance(call.func, ast.Name) and call.args and not isinstance(call.args[0], ast.Starred):
+                    helper = self.raising_helpers.get(call.func.id)
+                    if helper is not None:  # a call to this module's raising helper raises its message
+                        self._add_site(call, lambda call=call, helper=helper: (helper, call.args[0]), "raise")
+                        continue
+                    target = self.imported.get(call.func.id)
+                    if target is not None and self.calls is not None and _message_like(call.args[0]):
+                        # maybe another module's raising helper: the release's read decides
+                        before = len(self.sites)
+                        self._add_site(call, lambda call=call: (None, call.args[0]), "raise")
+                        self.calls.extend((target, site) for site in self.sites[before:] if site.template is not None)
+                        del self.sites[before:]
+                        continue
             if isinstance(stmt, ast.Assert) and stmt.msg is not None and "assert" in self.kinds:
                 self._add_site(stmt, lambda stmt=stmt: ("AssertionError", stmt.msg), "assert",
                                condition=_negated(stmt.test))

@@ -381,17 +381,33 @@ def read_release(archive: Path, library: Library, version: str, commit: str | No
         commit = commit_of(archive, library.name, version)
     part = Part(library.name, version, commit)
     seen: set[tuple] = set()
-    _read_members(part, archive, library, _wanted(library), seen)
+    helpers = _Helpers()
+    _read_members(part, archive, library, _wanted(library), seen, helpers)
     if cpp_source is not None:
         roots, vendored = library.cpp_source_roots, library.cpp_source_vendored
         _read_members(part, cpp_source, library, lambda name: name.endswith(_SOURCE_SUFFIXES)
-                      and name.startswith(roots) and not name.startswith(vendored), seen, source=True)
+                      and name.startswith(roots) and not name.startswith(vendored), seen, helpers, source=True)
+    # calls of names imported from another module of the release, kept where that module's
+    # function is a raising helper (errkb.mine.raise_sites.raising_helper): read the whole release first
+    for (module, name), s in helpers.calls:
+        error_class = helpers.found.get((module, name))
+        if error_class is not None:
+            _add(part, seen, s.template.pattern(), s.file, s.line, s.function, s.condition, s.kind, error_class)
     part.keep_copies()
     part.rows.sort(key=_row_key)
     return part
 
 
-def _read_members(part: Part, archive: Path, library: Library, wanted, seen: set[tuple], source: bool = False) -> None:
+class _Helpers:
+    """A release's raising helpers ((module, name) -> class) and the calls that may be theirs."""
+
+    def __init__(self) -> None:
+        self.found: dict[tuple[str, str], str] = {}
+        self.calls: list = []
+
+
+def _read_members(part: Part, archive: Path, library: Library, wanted, seen: set[tuple], helpers: _Helpers,
+                  source: bool = False) -> None:
     """Read the ``wanted`` members of one archive into ``part`` (a source tarball's members are
     at their repository paths already)."""
     skipped: list[tuple[str, str]] = []
@@ -414,7 +430,7 @@ def _read_members(part: Part, archive: Path, library: Library, wanted, seen: set
             part.files += 1
             if library.headers and not name.endswith(".py") and not source:
                 name = _repo_path(library, name) or name
-            _read_member(part, name, decode_source(data), seen)
+            _read_member(part, name, decode_source(data), seen, helpers)
     except BadArchive as e:
         raise ReleaseError(str(e)) from None
     for where, reason in skipped:
@@ -426,10 +442,10 @@ def _read_members(part: Part, archive: Path, library: Library, wanted, seen: set
         part.skipped[reason.split(" (")[0]] += 1
 
 
-def _read_member(part: Part, name: str, text: str, seen: set[tuple]) -> None:
+def _read_member(part: Part, name: str, text: str, seen: set[tuple], helpers: _Helpers) -> None:
     if name.endswith(".py"):
         try:
-            sites = sites_in_source(text, name, kinds=ALL_KINDS)
+            sites = sites_in_source(text, name, kinds=ALL_KINDS, helpers=helpers.found, calls=helpers.calls)
         except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
             part.skipped[f"unparsable Python ({type(e).__name__})"] += 1
             return
