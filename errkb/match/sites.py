@@ -56,7 +56,7 @@ MIN_PROSE_ALNUM = 30
 # Prose this long is one message's own sentence wherever it appears: served on any line
 # (measured on the same foreign messages: see docs/mining.md).
 MIN_SENTENCE_ALNUM = 60
-_CACHE_FORMAT = "sites-cache-v8"  # in the cache files' names: bump when the layout or the trust rule changes
+_CACHE_FORMAT = "sites-cache-v9"  # in the cache files' names: bump when the layout or the trust rule changes
 # On one line, at most this many candidate patterns are verified (most specific first):
 # the bound that keeps a hostile line of anchor words linear.
 MAX_CANDIDATES_PER_LINE = 256
@@ -536,19 +536,19 @@ class SiteIndex:
             key = folded[m.start() : m.start() + OPENING_KEY_CHARS]
             if len(key) < OPENING_KEY_CHARS:
                 break
-            for i in self._openings.get(key):
+            value = self._openings.value(key)
+            # [[pattern id, index of its opening literal, that literal], ...]: placed without reading a row
+            for i, k, opening in json.loads(value) if value is not None else ():
                 looked += 1
                 if looked > MAX_CUT_LOOKUPS or placed >= MAX_CANDIDATES_PER_LINE:
                     break  # the bounds that keep a hostile text linear
-                if i in found:
-                    continue
-                chunks = self._entry(i)["fchunks"]
-                k, _ = opening_key(chunks)  # type: ignore[misc]
-                start = m.start() - (len(chunks[k]) - len(chunks[k].lstrip(" ")))
-                head = chunks[:k]  # what comes before the opening literal ("The (.+?)" of "The (.+?) prompt")
-                if start < 0 or not folded.startswith(chunks[k], start) and not chunks[k].startswith(folded[start:]):
+                start = m.start() - (len(opening) - len(opening.lstrip(" ")))
+                if i in found or start < 0 or not folded.startswith(opening, start) \
+                        and not opening.startswith(folded[start:]):
                     continue
                 placed += 1
+                chunks = self._entry(i)["fchunks"]
+                head = chunks[:k]  # what comes before the opening literal ("The (.+?)" of "The (.+?) prompt")
                 begins = _head_start(head, folded, start)
                 if begins is None or not _message_may_begin(marked, begins):
                     continue  # inside a sentence: a message that begins there begins the text's last words
@@ -815,6 +815,11 @@ class _SortedLines(_Lines):
     def get(self, word: str) -> tuple[int, ...]:
         if self._all is not None:
             return self._all.get(word, ())
+        value = self.value(word)
+        return () if value is None else tuple(int(x) for x in value.split(b","))
+
+    def value(self, word: str) -> bytes | None:
+        """What follows ``word``'s tab on its line (None when no line has it): a binary search."""
         key = word.encode("utf-8")
         lo, hi = 0, len(self.offsets)
         while lo < hi:
@@ -827,8 +832,8 @@ class _SortedLines(_Lines):
             elif here > key:
                 hi = mid
             else:
-                return tuple(int(x) for x in line[tab + 1 :].split(b","))
-        return ()
+                return line[tab + 1 :]
+        return None
 
 
 def sites_of(rows: list[dict], libraries: dict, rank: dict | None = None,
@@ -1062,16 +1067,18 @@ def _build_cache(index_path: Path, stem: Path) -> None:
     """Write the cache of the served patterns (served_patterns): ``.head`` (the index
     header), ``.rows`` (one JSON line per pattern: pattern, trust level, literal length, its
     rows), ``.anchors`` (``word\tids`` sorted by word) and the offsets arrays
-    ``.ridx``/``.aidx``, and ``.opens``/``.oidx`` (``key\tids``: the first OPENING_KEY_CHARS
-    characters of each pattern's opening literal, folded, for SiteIndex.match_cut)."""
+    ``.ridx``/``.aidx``, and ``.opens``/``.oidx`` (``key\t[[id, k, literal], ...]``: the first
+    OPENING_KEY_CHARS characters of each pattern's opening literal, folded, and that literal
+    with its index among the pattern's chunks, for SiteIndex.match_cut)."""
     header, served = served_patterns(index_path)
     anchors: dict[str, list[int]] = {}
-    openings: dict[str, list[int]] = {}
+    openings: dict[str, list[list]] = {}
     for s in served:
         anchors.setdefault(s.anchor, []).append(s.number)
-        opening = opening_key(folded_chunks(chunks_of(s.pattern)))
+        chunks = folded_chunks(chunks_of(s.pattern))
+        opening = opening_key(chunks)
         if opening is not None:
-            openings.setdefault(opening[1], []).append(s.number)
+            openings.setdefault(opening[1], []).append([s.number, opening[0], chunks[opening[0]]])
     from errkb.cache import write_atomic
 
     stem.parent.mkdir(parents=True, exist_ok=True)
@@ -1090,8 +1097,9 @@ def _build_cache(index_path: Path, stem: Path) -> None:
     body, offsets = bytearray(), array("I")
     for key in sorted(openings, key=lambda w: w.encode("utf-8")):
         offsets.append(len(body))
-        # folded: a key holds no tab or line break, the table's separators
-        body += key.encode("utf-8") + b"\t" + ",".join(map(str, openings[key])).encode() + b"\n"
+        # folded: a key holds no tab or line break, the table's separators (JSON escapes the value's)
+        body += key.encode("utf-8") + b"\t" + json.dumps(openings[key], separators=(",", ":"),
+                                                         ensure_ascii=False).encode("utf-8") + b"\n"
     out[".opens"], out[".oidx"] = bytes(body), offsets.tobytes()
     # .head last: a reader that finds every file finds whole ones.
     for ext in (".rows", ".ridx", ".anchors", ".aidx", ".opens", ".oidx", ".head"):
