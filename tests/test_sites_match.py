@@ -568,6 +568,21 @@ def test_a_text_cut_short_inside_a_message_gets_its_site_marked_truncated(tmp_pa
     whole = ("The decoder prompt (length 9) is longer than the maximum model length of 8. Make sure that "
              "`max_model_len` is no smaller than the number of text tokens.")
     assert index.match(whole) and index.match_cut(whole) == []
+    # where the message begins, as a line of the text as given (leading blank lines and a long text too)
+    title = "Model architectures ['Qwen2ForSequenceClassification'] are not supported for now"
+    for before, line in (("\nfoo\n", 3), ("   \n\n\nfoo\nbar\n", 6), ("\tfoo\n", 2), ("\r\nfoo\r\n", 3),
+                         ("\n" * 4100 + "foo\n", 4102)):
+        assert [m.line_number for m in index.match_cut(before + title)] == [line], repr(before[:12])
+    # a logging format's " - ", a sentence's end, a text that stops right before a value
+    for text in ("2024-05-01 10:00:00,123 - vllm - ERROR - Model architectures ['X'] are not supported for n",
+                 "Failed to load. Model architectures ['X'] are not supported",
+                 "Model architectures ['X'] are not supported for now. Supported architectures: "):
+        assert [s.file for m in index.match_cut(text) for s in m.sites] == ["vllm/model_executor/models/registry.py"]
+    # a one-line message does not take in the lines after it as its value
+    assert index.match_cut("The decoder prompt (length 17772) is longer than the maximum model length of 1\n"
+                           "Traceback (most recent call last):\nKeyError: 'sales'") == []
+    # an undecodable byte read as a lone surrogate
+    assert index.match_cut("\ud800Model architectures \ud800 are not") == []
     # a hostile line: bounded lookups (MAX_CUT_LOOKUPS), the last MAX_CUT_TEXT characters only
     assert index.match_cut(": The decoder prompt (length " * 50_000) == []
     assert index.match_cut("Model architectures " * 50_000 + "x") == []

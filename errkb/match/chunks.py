@@ -122,9 +122,13 @@ def cut_chunks(chunks: list[str | None], text: str, start: int = 0,
                 return None
             return out + [part]
         value = text[pos:]
+        if not value.strip():
+            return out  # the text stops right before the value ("... got ")
         spaced_ok = spaced_value_after is not None and \
             sum(ch.isalnum() for c in out if c for ch in c) >= spaced_value_after
         return out if len(value) >= gap and (spaced_ok or " " not in value) else None
+    if gap and not text[pos:].strip():
+        return out  # the pattern ends in a value the text stops right before ("... num_tokens=")
     return None  # every literal placed: the text holds the whole message
 
 

@@ -77,8 +77,9 @@ OPENING_KEY_CHARS = 6
 _WORD = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 # Where a message may begin inside a line: the line's start, after a space, and a word's start;
 # for a text cut short, only after what ends a prefix: an error class's or a wrapper's colon,
-# a bracketed field ("[address=..., pid=...] The decoder prompt ..."), a quote, a pipe.
-_MESSAGE_AFTER = set(":]>)|\"'(")
+# a bracketed field ("[address=..., pid=...] The decoder prompt ..."), a quote, a pipe, a
+# logging format's " - ", a sentence's end ("Failed to load. Model architectures ...").
+_MESSAGE_AFTER = set(":]>)|\"'(-.")
 _WORD_START = re.compile(r"^|(?<= )|(?<![A-Za-z0-9_])(?=[A-Za-z0-9_])")
 
 
@@ -525,7 +526,9 @@ class SiteIndex:
         whole = text.rstrip()
         # a message cut short begins at most MAX_CUT_TEXT characters before the text's end
         skipped = max(0, len(whole) - MAX_CUT_TEXT)
-        tail = cut_end(whole[skipped:])
+        window = whole[skipped:]
+        skipped += len(window) - len(window.lstrip())  # cut_end strips the window's leading space too
+        tail = cut_end(window)
         folded = fold_space(tail)
         if self._openings is None or not folded:
             return []
@@ -534,8 +537,8 @@ class SiteIndex:
         looked = placed = 0
         for m in _WORD_START.finditer(folded):
             key = folded[m.start() : m.start() + OPENING_KEY_CHARS]
-            if len(key) < OPENING_KEY_CHARS:
-                break
+            if len(key) < OPENING_KEY_CHARS or looked > MAX_CUT_LOOKUPS or placed >= MAX_CANDIDATES_PER_LINE:
+                break  # the text's end, or the bounds that keep a hostile text linear
             value = self._openings.value(key)
             # [[pattern id, index of its opening literal, that literal], ...]: placed without reading a row
             for i, k, opening in json.loads(value) if value is not None else ():
@@ -547,11 +550,14 @@ class SiteIndex:
                         and not opening.startswith(folded[start:]):
                     continue
                 placed += 1
-                chunks = self._entry(i)["fchunks"]
+                entry = self._entry(i)
+                chunks = entry["fchunks"]
                 head = chunks[:k]  # what comes before the opening literal ("The (.+?)" of "The (.+?) prompt")
                 begins = _head_start(head, folded, start)
                 if begins is None or not _message_may_begin(marked, begins):
                     continue  # inside a sentence: a message that begins there begins the text's last words
+                if not entry["multiline"] and "\n" in marked[begins:]:
+                    continue  # a one-line message stays on its line: the lines after it are other text
                 part = cut_chunks(chunks[k:], folded, start, spaced_value_after=MIN_SENTENCE_ALNUM)
                 if part is None:
                     continue
@@ -820,7 +826,10 @@ class _SortedLines(_Lines):
 
     def value(self, word: str) -> bytes | None:
         """What follows ``word``'s tab on its line (None when no line has it): a binary search."""
-        key = word.encode("utf-8")
+        try:
+            key = word.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (a paste's undecodable byte): no key holds one
+            return None
         lo, hi = 0, len(self.offsets)
         while lo < hi:
             mid = (lo + hi) // 2
