@@ -92,8 +92,11 @@ def cli_outcome(db: Path, text: str) -> dict:
             project = m["repo"].rsplit("/", 1)[-1]
             return {"kind": "variant", "id": m["id"], "label": f"{v['relation'] or 'other'} wording ({project} {span}) of {m['slug']}"}
         return {"kind": "match", "id": m["id"]}
-    # the known-site tier (errkb.match.sites): where a library raises it, beside or without near matches
-    sites = data["sites"]
+    # the known-site tier (errkb.match.sites): where a library raises it, beside or without near matches.
+    # A site read from a paste cut short inside its message (SiteIndex.match_cut) is the CLI's
+    # alone: the paste box does not port that reading (docs/matching.md says so), so it is left
+    # out here, and the box must agree on everything else.
+    sites = [m for m in data["sites"] if not m.get("truncated")]
     if data["nearMatches"]:
         n = data["nearMatches"][0]
         return {"kind": "near", "id": n["id"], "closeness": ", ".join(n["closeness"]), "similarity": n["similarity"],

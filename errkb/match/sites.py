@@ -301,8 +301,11 @@ class SiteMatch(_Plain):
         return ERROR_TABLES.get(self.trust, ("", "known site"))[1]
 
     def as_dict(self) -> dict:
-        return {"tier": "site", "pattern": self.pattern, "line": self.line_number, "trust": self.trust,
-                "meaning": self.meaning, "truncated": self.truncated, "sites": [s.as_dict() for s in self.sites]}
+        out = {"tier": "site", "pattern": self.pattern, "line": self.line_number, "trust": self.trust,
+               "meaning": self.meaning, "sites": [s.as_dict() for s in self.sites]}
+        if self.truncated:  # the text stops inside the message (SiteIndex.match_cut): said only where so
+            out["truncated"] = True
+        return out
 
     def shown(self) -> tuple[tuple[Site, ...], int]:
         """The sites a text answer lists (the first SITES_SHOWN, newest first) and how many
