@@ -360,6 +360,9 @@ class UnavailableSites:
     def match(self, text: str) -> list:
         raise SiteIndexError(self.reason)
 
+    def match_cut(self, text: str) -> list:
+        raise SiteIndexError(self.reason)
+
 
 def reopen(path: str | None, cache: str | None) -> SiteIndex | UnavailableSites:
     """The site index at ``path`` (None: the shipped one) in this process, as a pickled
