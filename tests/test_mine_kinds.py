@@ -408,3 +408,136 @@ def test_a_call_to_a_raising_helper_is_a_raise_site(tmp_path):
     }
     # without a release's read (errkb mine, drift), a call stays a call
     assert [s for s in sites_in_source(HELPER_MODULE, "torch/_dynamo/exc.py") if s.template] == []
+
+
+GRAPH_BREAK_MODULE = '''
+import textwrap
+
+class Unsupported(RuntimeError):
+    pass
+
+_NOTHING = object()
+
+def format_graph_break_message(gb_type, context, explanation, hints):
+    explanation = textwrap.indent(explanation, "    ").lstrip()
+    hints_str = "\\n".join("  Hint: " + textwrap.indent(hint, "    ").lstrip() for hint in hints)
+    context = textwrap.indent(context, "    ").lstrip()
+
+    msg = f"""\\
+{gb_type}
+  Explanation: {explanation}
+{hints_str}
+
+  Developer debug context: {context}"""
+    link = get_link(gb_type)
+    if link:
+        msg += f"\\n\\n For more details about this graph break, please visit: {link}"
+    return msg
+
+def unimplemented(*, gb_type, context, explanation, hints, from_exc=_NOTHING, log_warning=False):
+    msg = format_graph_break_message(gb_type, context, explanation, hints)
+    if log_warning:
+        log.warning(msg)
+    if from_exc is not _NOTHING:
+        if isinstance(from_exc, Unsupported):
+            msg = f"{from_exc.msg}\\n\\n*** While handling this graph break, another graph break occurred: ***\\n\\n{msg}"
+            raise Unsupported(msg, gb_type)
+        raise Unsupported(msg, gb_type) from from_exc
+    raise Unsupported(msg, gb_type)
+
+def unimplemented_with_warning(e, code, gb_type, context, explanation, hints):
+    unimplemented(gb_type=gb_type, context=context, explanation=explanation, hints=hints, from_exc=e)
+
+def raise_type_error(name, expected):
+    raise TypeError(f"{name} must be {expected}")
+
+def reworded(gb_type, context):
+    msg = format_graph_break_message(gb_type, context, "", [])
+    msg = msg.upper()
+    raise Unsupported(msg)
+'''
+
+GRAPH_BREAK_CALLER = '''
+from ..exc import unimplemented, raise_type_error, reworded
+
+class SkipFunctionVariable:
+    def call_function(self, tx, fn, args):
+        if self.value is torch._dynamo.graph_break:
+            unimplemented(
+                gb_type="Call to `torch._dynamo.graph_break()`",
+                context=f"Called `torch._dynamo.graph_break()` with args `{args}`",
+                explanation=f"User-inserted graph break. Message: {self.msg}",
+                hints=["Remove the `torch._dynamo.graph_break()` call."],
+            )
+        explanation = f"Dynamo developers have intentionally marked that the function `{fn}` should not be traced."
+        unimplemented(gb_type="Attempted to call function marked as skipped", context=str(fn),
+                      explanation=explanation, hints=[])
+        raise_type_error("the compiled function's first argument", "a tensor")
+        reworded("a message its helper rewords", f"{fn}")
+'''
+
+
+def test_a_helper_that_raises_a_message_it_builds_from_its_parameters(tmp_path):
+    """torch 2.7+ raises graph breaks through ``unimplemented(gb_type=..., context=...,
+    explanation=..., hints=[...])``, which formats its arguments with
+    ``format_graph_break_message`` before it raises them: each call is a site whose pattern
+    is the formatted message, the call's text in the helper's frame."""
+    import zipfile
+
+    from errkb.mine.releases import LIBRARIES, read_release
+
+    wheel = tmp_path / "torch-9.0.0-cp311-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("torch/_dynamo/exc.py", GRAPH_BREAK_MODULE)
+        zf.writestr("torch/_dynamo/variables/functions.py", GRAPH_BREAK_CALLER)
+    rows = read_release(wheel, LIBRARIES["torch"], "9.0.0", commit="a" * 40).rows
+    got = {(r["fn"], r["c"], r["e"], r["p"]) for r in rows if r["f"].endswith("functions.py")}
+    # the wrapper that only passes its parameters on, and the helper that rewords, give no site
+    assert got == {
+        ("SkipFunctionVariable.call_function", "self.value is torch._dynamo.graph_break", "Unsupported",
+         r"Call to `torch\._dynamo\.graph_break\(\)`\n  Explanation: User-inserted graph break\. Message: ([\s\S]+?)"
+         r"\n([\s\S]+?)\n\n  Developer debug context: Called `torch\._dynamo\.graph_break\(\)` with args `([\s\S]+?)`"),
+        ("SkipFunctionVariable.call_function", None, "Unsupported",
+         r"Attempted to call function marked as skipped\n  Explanation: Dynamo developers have intentionally marked "
+         r"that the function `([\s\S]+?)` should not be traced\.\n([\s\S]+?)\n\n  Developer debug context: ([\s\S]+?)"),
+        ("SkipFunctionVariable.call_function", None, "TypeError",
+         "the compiled function's first argument must be a tensor"),
+    }
+    pasted = ("torch._dynamo.exc.Unsupported: Attempted to call function marked as skipped\n"
+              "  Explanation: Dynamo developers have intentionally marked that the function `current_stream` "
+              "should not be traced.\n  Hint: Avoid calling the function `current_stream`.\n\n"
+              "  Developer debug context: module: torch.cuda, qualname: current_stream\n")
+    assert any(re.search(p, pasted) for *_, p in got)
+    assert not any(r["fn"] == "unimplemented_with_warning" for r in rows)
+
+
+HELPER_EDGES = '''
+import textwrap
+
+def convert(dtype):
+    if dtype == "int32":
+        return 4
+    raise ValueError(f"cannot convert the dtype {dtype} to a kernel type")
+
+def shaped(kind, explanation):
+    explanation = textwrap.indent(explanation, "    ")
+    raise RuntimeError(f"{kind} failed\\n  Explanation: {explanation}")
+
+def callers(x):
+    convert("float64 with some literal text")
+    shaped("Kernel build", "the one-line reason given at this call")
+    shaped("Kernel launch", "a reason of two lines,\\nre-indented by the helper")
+    shaped(x, x)
+'''
+
+
+def test_what_a_helper_call_keeps_of_its_arguments():
+    """A function that returns a value where it can is a converter, not a raising helper; an
+    argument the helper re-indents keeps its text only on one line (a multi-line one's
+    indentation changes: a value); a call whose own arguments give no text is no site."""
+    sites = [s for s in sites_in_source(HELPER_EDGES, "pkg/edges.py", kinds=ALL_KINDS, helpers={}, calls=[])
+             if s.template is not None and s.function == "callers"]
+    assert [(s.line, s.template.pattern()) for s in sites] == [
+        (15, r"Kernel build failed\n  Explanation: the one-line reason given at this call"),
+        (16, r"Kernel launch failed\n  Explanation: ([\s\S]+?)"),
+    ]

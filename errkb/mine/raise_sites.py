@@ -120,17 +120,17 @@ def _reason_kind(reason: str) -> str:
 
 
 def sites_in_source(text: str, file: str, warnings: bool = False, kinds: frozenset[str] | None = None,
-                    helpers: dict[tuple[str, str], str] | None = None,
-                    calls: list[tuple[tuple[str, str], RaiseSite]] | None = None) -> list[RaiseSite]:
+                    helpers: dict[tuple[str, str], RaisingHelper] | None = None,
+                    calls: list[HelperCall] | None = None) -> list[RaiseSite]:
     """Every raise site of one Python file (and ``warnings.warn`` call, if asked; every
     kind in ``kinds`` when given). Raises SyntaxError/ValueError if the file does not parse.
 
     With ``helpers`` (a release's whole read, errkb.mine.releases), calls to *raising helpers*
     are raise sites too (:func:`raising_helper`: torch._dynamo's ``unimplemented(msg)``): this
-    file's are followed here and added to ``helpers`` as ``(module, name) -> class``; a call
-    of a name imported from another module (``from .exc import unimplemented``) goes to
-    ``calls`` as ``((module, name), site)``, for the caller to keep where that module's
-    function turns out to be one."""
+    file's are followed here and added to ``helpers`` as ``(module, name) -> RaisingHelper``; a
+    call of a name imported from another module (``from .exc import unimplemented``) goes to
+    ``calls`` as a :class:`HelperCall`, for the caller to keep where that module's function
+    turns out to be one (:func:`helper_call_templates`)."""
     if kinds is None:
         kinds = frozenset({"raise", "warn"}) if warnings else frozenset({"raise"})
     tree = ast.parse(text, filename=file)
@@ -143,10 +143,10 @@ def sites_in_source(text: str, file: str, warnings: bool = False, kinds: frozens
     if helpers is not None and "raise" in kinds:
         module = module_of(file)
         for name, func in functions.items():
-            error_class = raising_helper(func)
-            if error_class is not None:
-                finder.raising_helpers[name] = error_class
-                helpers[(module, name)] = error_class
+            helper = raising_helper(func, functions)
+            if helper is not None:
+                finder.raising_helpers[name] = helper
+                helpers[(module, name)] = helper
         if calls is not None:
             finder.imported = {name: target for name, target in _from_imports(tree, file).items() if bindings[name] == 1}
             finder.calls = calls
@@ -159,30 +159,289 @@ def sites_in_source(text: str, file: str, warnings: bool = False, kinds: frozens
 HELPER_MAX_STATEMENTS = 12
 
 
-def raising_helper(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
-    """The exception class a *raising helper* raises, else None: a short module-level function
-    that raises an exception built from its first parameter as it was given (torch._dynamo's
-    ``def unimplemented(msg, *, from_exc=..., case_name=None): ... raise Unsupported(msg,
-    case_name=case_name)``). A call to one raises its first argument's message: the call is
-    the site."""
+@dataclass(frozen=True)
+class ParamRef:
+    """A raising helper's parameter inside the message it raises: at a call, that argument's text."""
+
+    name: str
+    position: int | None  # its place among the positional parameters; None: keyword-only
+    reflowed: bool = False  # re-indented before use (textwrap.indent): a multi-line argument's text is not kept
+
+
+@dataclass(frozen=True)
+class RaisingHelper:
+    """What a call to a raising helper raises: the class, and the message as text, values and
+    the parameters it is built from (:func:`helper_call_templates` fills them from a call)."""
+
+    error_class: str
+    parts: tuple[str | Placeholder | ParamRef, ...]
+
+
+def raising_helper(func: ast.FunctionDef | ast.AsyncFunctionDef,
+                   functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None) -> RaisingHelper | None:
+    """What a call to ``func`` raises, if it is a *raising helper*: a short module-level
+    function that raises an exception built from its parameters. Either it raises its first
+    parameter as given (torch._dynamo's ``def unimplemented(msg, *, from_exc=..., case_name=None):
+    ... raise Unsupported(msg, case_name=case_name)``), or it ends by raising a message it
+    builds from them, in an f-string or through a formatting function of its module (torch 2.7+'s
+    ``unimplemented_v2(gb_type, context, explanation, hints)``: ``msg =
+    format_graph_break_message(gb_type, context, explanation, hints); ... raise Unsupported(msg)``).
+    A call to one raises that message: the call is the site."""
     params = func.args.posonlyargs + func.args.args
-    if not params or params[0].arg in ("self", "cls"):
+    if params and params[0].arg in ("self", "cls"):
         return None
-    first = params[0].arg
     body = list(_statements_of(func.body))
     if len(body) > HELPER_MAX_STATEMENTS:
         return None
+    if params:
+        error_class = _raises_first_parameter(params[0].arg, body)
+        if error_class is not None:
+            return RaisingHelper(error_class, (ParamRef(params[0].arg, 0),))
+    return _raises_built_message(func, functions or {})
+
+
+def _raises_first_parameter(first: str, body: list[ast.stmt]) -> str | None:
     raised = None
     for stmt in body:
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] \
-            if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) else []
-        if any(isinstance(t, ast.Name) and t.id == first for t in targets):
+        if any(t.id == first for t in _stored_names(stmt)):
             return None  # the message is changed before it is raised
         # raised, so a class: any capitalised name (dynamo's Unsupported ends in neither Error nor Exception)
         if isinstance(stmt, ast.Raise) and isinstance(stmt.exc, ast.Call) and _call_name(stmt.exc.func)[:1].isupper() \
                 and stmt.exc.args and isinstance(stmt.exc.args[0], ast.Name) and stmt.exc.args[0].id == first:
             raised = raised or _call_name(stmt.exc.func)
     return raised
+
+
+def _raises_built_message(func: ast.FunctionDef | ast.AsyncFunctionDef,
+                          functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]) -> RaisingHelper | None:
+    """A helper whose last statement raises a message built from its parameters: written in
+    the raise (``raise TypeError(f"{name} must be {expected}")``), or a local built once at its
+    top level (in an f-string, or by a formatting function of its module) that every other
+    binding only extends (``msg += link``) or rebinds in a block that raises before the end.
+    A parameter the helper rebinds anywhere is a value."""
+    last = func.body[-1] if func.body else None
+    if not (isinstance(last, ast.Raise) and isinstance(last.exc, ast.Call) and last.exc.args
+            and _call_name(last.exc.func)[:1].isupper()):
+        return None
+    if any(isinstance(stmt, ast.Return) and stmt.value is not None for stmt in _statements_of(func.body)):
+        return None  # it returns a value where it can (a converter that raises for what it cannot convert)
+    params = _kept_parameters(func)
+    value = last.exc.args[0]
+    if isinstance(value, ast.Name) and value.id not in params:
+        built = [s for s in func.body if any(t.id == value.id for t in _stored_names(s))]
+        if len(built) != 1 or not isinstance(built[0], ast.Assign) or len(built[0].targets) != 1 \
+                or not _bindings_escape(func.body, value.id, built[0]):
+            return None
+        value = built[0].value
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in functions:
+        formatter = _formatter_parts(functions[value.func.id])
+        arguments = _call_arguments(value, _parameters(functions[value.func.id]))
+        if formatter is None or arguments is None:
+            return None
+        parts: list[str | Placeholder | ParamRef] = []
+        for part in formatter:
+            if not isinstance(part, ParamRef):
+                parts.append(part)
+                continue
+            argument = arguments.get(part.name)
+            if isinstance(argument, ast.Name) and argument.id in params:
+                ref = params[argument.id]
+                parts.append(ParamRef(ref.name, ref.position, part.reflowed or ref.reflowed))
+            elif isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+                parts.append(argument.value)
+            else:
+                parts.append(placeholder_for(argument) if argument is not None else Placeholder(part.name))
+    else:
+        parts = _message_parts(value, params)
+    if not any(isinstance(p, ParamRef) for p in parts):
+        return None
+    return RaisingHelper(_call_name(last.exc.func), tuple(parts))
+
+
+def _parameters(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ParamRef]:
+    positional = func.args.posonlyargs + func.args.args
+    out = {p.arg: ParamRef(p.arg, n) for n, p in enumerate(positional)}
+    out.update((p.arg, ParamRef(p.arg, None)) for p in func.args.kwonlyargs)
+    return out
+
+
+def _kept_parameters(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ParamRef]:
+    """The parameters whose text reaches the end of ``func``: never rebound, or rebound at its
+    top level only to re-indent or strip them (``explanation = textwrap.indent(explanation,
+    "    ").lstrip()``, marked reflowed where the indentation changes)."""
+    params = _parameters(func)
+    for stmt in _statements_of(func.body):
+        for target in _stored_names(stmt):
+            ref = params.get(target.id)
+            if ref is None:
+                continue
+            kept = _reflow_of(stmt.value, target.id) if isinstance(stmt, ast.Assign) and stmt in func.body else None
+            if kept is None:
+                del params[target.id]
+            elif kept:
+                params[target.id] = ParamRef(ref.name, ref.position, True)
+    return params
+
+
+def _formatter_parts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str | Placeholder | ParamRef, ...] | None:
+    """The text a short formatting function returns, as parts over its parameters
+    (torch's ``format_graph_break_message``): it returns an f-string, a ``+`` concatenation or
+    a local built once from one. A parameter it only re-indents or strips first keeps its
+    place; one it changes otherwise, and every other local, is a value."""
+    if len(list(_statements_of(func.body))) > HELPER_MAX_STATEMENTS:
+        return None
+    returns = [s for s in _statements_of(func.body) if isinstance(s, ast.Return)]
+    if len(returns) != 1 or returns[0] is not func.body[-1] or returns[0].value is None:
+        return None
+    params = _kept_parameters(func)
+    value = returns[0].value
+    if isinstance(value, ast.Name) and value.id not in params:
+        built = [s for s in func.body if any(t.id == value.id for t in _stored_names(s))]
+        if len(built) != 1 or not isinstance(built[0], ast.Assign) or not _bindings_escape(func.body, value.id, built[0]):
+            return None
+        value = built[0].value
+    parts = _message_parts(value, params)
+    return tuple(parts) if any(isinstance(p, ParamRef) for p in parts) else None
+
+
+def _message_parts(node: ast.expr, params: dict[str, ParamRef]) -> list:
+    """An f-string, text or ``+`` chain as text, values and references to ``params``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.Name) and node.id in params:
+        return [params[node.id]]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _message_parts(node.left, params) + _message_parts(node.right, params)
+    if isinstance(node, ast.JoinedStr):
+        out: list = []
+        for value in node.values:
+            if (isinstance(value, ast.FormattedValue) and isinstance(value.value, ast.Name)
+                    and value.value.id in params and value.conversion in (-1, ord("s")) and value.format_spec is None):
+                out.extend(_message_parts(value.value, params))
+            else:
+                out.extend(template_of_fstring(ast.JoinedStr(values=[value])).parts)
+        return out
+    return [placeholder_for(node)]
+
+
+def _reflow_of(node: ast.expr, name: str) -> bool | None:
+    """Whether ``node`` is ``name`` with only its white space changed: False for ``name`` or its
+    ``.strip()``, True where ``textwrap.indent``/``dedent`` re-indent it (the text of one line is
+    kept), None for anything else."""
+    if isinstance(node, ast.Name):
+        return False if node.id == name else None
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return None
+    func = node.func
+    if func.attr in ("strip", "lstrip", "rstrip") and not node.args and not node.keywords:
+        return _reflow_of(func.value, name)
+    if func.attr in ("indent", "dedent") and isinstance(func.value, ast.Name) and func.value.id == "textwrap" and node.args:
+        return True if _reflow_of(node.args[0], name) is not None else None
+    return None
+
+
+def _stored_names(stmt: ast.stmt) -> list[ast.Name]:
+    """The names one statement binds by assignment (its own targets, not those of nested blocks)."""
+    if isinstance(stmt, ast.Assign):
+        targets = stmt.targets
+    elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+        targets = [stmt.target]
+    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+        targets = [item.optional_vars for item in stmt.items if item.optional_vars is not None]
+    else:
+        return []
+    return [n for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+
+
+def _bindings_escape(body: list[ast.stmt], name: str, built: ast.stmt) -> bool:
+    """Whether every binding of ``name`` in ``body`` but ``built`` leaves the text that
+    reaches the end of ``body`` starting as ``built`` made it: ``name += ...``, or one inside
+    a block that raises at its end (torch's ``if isinstance(from_exc, Unsupported): msg =
+    f"{from_exc.msg} ... {msg}"; raise ...``)."""
+    def escapes(block: list[ast.stmt], top: bool) -> bool:
+        for stmt in block:
+            if stmt is not built and any(t.id == name for t in _stored_names(stmt)):
+                extends = isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add)
+                if not extends and (top or not isinstance(block[-1], ast.Raise)):
+                    return False
+            inner = [getattr(stmt, f, None) or [] for f in _BODY_FIELDS]
+            inner += [h.body for h in getattr(stmt, "handlers", ())] + [c.body for c in getattr(stmt, "cases", ())]
+            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                    and not all(escapes(b, False) for b in inner if b):
+                return False
+        return True
+
+    return escapes(body, True)
+
+
+def _call_arguments(call: ast.Call, params: dict[str, ParamRef]) -> dict[str, ast.expr] | None:
+    """A call's arguments by the parameter each is given to (None: ``*args``/``**kwargs`` hide which)."""
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    positional = sorted((ref.position, name) for name, ref in params.items() if ref.position is not None)
+    out = {name: arg for (_, name), arg in zip(positional, call.args)}
+    out.update((k.arg, k.value) for k in call.keywords if k.arg in params)
+    return out
+
+
+@dataclass
+class HelperCall:
+    """A call that raises through a raising helper, its arguments read as message text (the
+    templates each can give, or a value): all its module knows until the release is read whole."""
+
+    target: tuple[str, str]  # (module, name) of the function called
+    file: str
+    line: int
+    function: str
+    condition: str | None
+    positional: list[list[Template] | Placeholder]
+    keywords: dict[str, list[Template] | Placeholder]
+
+
+def helper_call_templates(helper: RaisingHelper, call: HelperCall) -> list[Template]:
+    """The messages ``call`` raises through ``helper``: its parts with each parameter filled by
+    the call's argument. Only the arguments' own text counts towards the literal minimum (the
+    helper's wording is shared by all its calls); a re-indented argument of several lines, and
+    one not given, are values. Raises NoTemplate when none is a usable message."""
+    variants: list[list[str | Placeholder]] = [[]]
+    given = 0
+    for part in helper.parts:
+        if not isinstance(part, ParamRef):
+            variants = [[*v, part] for v in variants]
+            continue
+        argument = call.keywords.get(part.name)
+        if argument is None and part.position is not None and part.position < len(call.positional):
+            argument = call.positional[part.position]
+        if isinstance(argument, list) and part.reflowed:
+            argument = [t for t in argument if "\n" not in t.literal] or Placeholder(part.name)
+        if not isinstance(argument, list):
+            value = argument if isinstance(argument, Placeholder) else Placeholder(part.name)
+            variants = [[*v, value] for v in variants]
+            continue
+        given += max(sum(ch.isalnum() for ch in t.literal) for t in argument)
+        variants = [[*v, *t.parts] for v in variants for t in argument][:MAX_ALTERNATIVES]
+    if given < MIN_LITERAL_ALNUM:
+        raise NoTemplate("message literal too short to identify the error")
+    out = []
+    for parts in variants:
+        try:
+            out.append(usable_template(Template.of(parts)))
+        except NoTemplate:
+            continue
+    if not out:
+        raise NoTemplate("message literal too short to identify the error")
+    return out
+
+
+def usable_template(template: Template) -> Template:
+    """``template`` as a site keeps it (colour codes dropped), or NoTemplate saying why not."""
+    template = _without_colour(template)
+    if not template.literal.strip():
+        raise NoTemplate("message has no literal text")
+    if sum(ch.isalnum() for ch in template.literal) < MIN_LITERAL_ALNUM:
+        raise NoTemplate("message literal too short to identify the error")
+    check_encodable(template)
+    return template
 
 
 def _call_name(func: ast.expr) -> str:
@@ -217,6 +476,12 @@ def _from_imports(tree: ast.Module, file: str) -> dict[str, tuple[str, str]]:
             if alias.name != "*":
                 out[alias.asname or alias.name] = (module, alias.name)
     return out
+
+
+def _plain_arguments(call: ast.Call) -> bool:
+    """A call with arguments, none of them ``*args`` or ``**kwargs``."""
+    return bool(call.args or call.keywords) and not any(isinstance(a, ast.Starred) for a in call.args) \
+        and all(k.arg is not None for k in call.keywords)
 
 
 def _message_like(node: ast.expr) -> bool:
@@ -347,11 +612,13 @@ class _Locals:
     bindings, parameters and imports and ``except ... as`` included; ``choices`` are its
     names bound only by assignments of string text, none of which reads the name itself
     (what a nested helper reads from its enclosing function, which runs before it);
-    ``defs`` the functions defined in it by name, in source order (helpers)."""
+    ``defs`` the functions defined in it by name, in source order (helpers); ``texts`` its
+    names that some assignment gives string text (a call's argument worth reading as one)."""
 
     bindings: Counter
     choices: dict[str, list[ast.expr]]
     defs: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]
+    texts: frozenset[str] = frozenset()
 
 
 def _locals_of(func: ast.FunctionDef | ast.AsyncFunctionDef) -> _Locals:
@@ -398,7 +665,8 @@ def _locals_of(func: ast.FunctionDef | ast.AsyncFunctionDef) -> _Locals:
                and not any(isinstance(n, ast.Name) and n.id == name for x in v for n in ast.walk(x))}
     for found in defs.values():
         found.sort(key=lambda n: n.lineno)
-    return _Locals(bindings, choices, defs)
+    texts = frozenset(name for name, v in values.items() if any(_is_string_expr(x) for x in v))
+    return _Locals(bindings, choices, defs, texts)
 
 
 def _parents_of(tree: ast.Module) -> dict[int, ast.FunctionDef | ast.AsyncFunctionDef | None]:
@@ -495,18 +763,18 @@ class _SiteFinder:
                 if "log" in self.kinds and _is_logger_call(call):
                     self._add_site(call, lambda call=call: _log_level_and_message(call), "log")
                     continue
-                if isinstance(call.func, ast.Name) and call.args and not isinstance(call.args[0], ast.Starred):
+                if isinstance(call.func, ast.Name) and _plain_arguments(call):
                     helper = self.raising_helpers.get(call.func.id)
                     if helper is not None:  # a call to this module's raising helper raises its message
-                        self._add_site(call, lambda call=call, helper=helper: (helper, call.args[0]), "raise")
+                        self._add_site(call, lambda call=call, helper=helper: (
+                            helper.error_class, helper_call_templates(helper, self._helper_call(call, None))), "raise")
                         continue
                     target = self.imported.get(call.func.id)
-                    if target is not None and self.calls is not None and _message_like(call.args[0]):
+                    if (target is not None and self.calls is not None
+                            and any(_message_like(a) for a in [*call.args, *(k.value for k in call.keywords)])):
                         # maybe another module's raising helper: the release's read decides
-                        before = len(self.sites)
-                        self._add_site(call, lambda call=call: (None, call.args[0]), "raise")
-                        self.calls.extend((target, site) for site in self.sites[before:] if site.template is not None)
-                        del self.sites[before:]
+                        self._budget, self._raise_line = EXPANSION_BUDGET, call.lineno
+                        self.calls.append(self._helper_call(call, target))
                         continue
             if isinstance(stmt, ast.Assert) and stmt.msg is not None and "assert" in self.kinds:
                 self._add_site(stmt, lambda stmt=stmt: ("AssertionError", stmt.msg), "assert",
@@ -549,6 +817,34 @@ class _SiteFinder:
             for case in getattr(stmt, "cases", ()):
                 self._statements(case.body)
 
+    def _helper_call(self, call: ast.Call, target: tuple[str, str] | None) -> HelperCall:
+        """A call's arguments read as message text: the templates each gives, or a value. A
+        name is read only where it may hold text (a local or enclosing function's variable
+        assigned some, a module constant): most calls pass values, and following each one's
+        assignments would spend the file's flow budget (errkb.mine.reaching) on them."""
+        def read(node: ast.expr) -> list[Template] | Placeholder:
+            if _message_like(node) and (not isinstance(node, ast.Name) or self._may_hold_text(node.id)):
+                try:
+                    return [t for t, _ in self._templates(node)][:MAX_ALTERNATIVES]
+                except (NoTemplate, RecursionError):
+                    pass
+            return placeholder_for(node)
+
+        return HelperCall(target=target or ("", ""), file=self.file, line=call.lineno,
+                          function=".".join(self.scope) or "<module>", condition=self.conditions[-1],
+                          positional=[read(a) for a in call.args],
+                          keywords={k.arg: read(k.value) for k in call.keywords if k.arg is not None})
+
+    def _may_hold_text(self, name: str) -> bool:
+        if name in self.constants:
+            return True
+        func = self.functions[-1]
+        while func is not None:
+            if name in self._locals(func).texts:
+                return True
+            func = self._parents.get(id(func))
+        return False
+
     def _locals(self, func: ast.FunctionDef | ast.AsyncFunctionDef | None = None) -> _Locals | None:
         func = func if func is not None else self.functions[-1]
         if func is None:
@@ -566,14 +862,11 @@ class _SiteFinder:
         try:
             error_class, message = class_and_message()
             seen: set[tuple] = set()
-            for template, kind in self._templates(message):
+            # a helper call's messages come templated (helper_call_templates)
+            found_templates = [(t, "helper call") for t in message] if isinstance(message, list) else self._templates(message)
+            for template, kind in found_templates:
                 try:
-                    template = _without_colour(template)
-                    if not template.literal.strip():
-                        raise NoTemplate("message has no literal text")
-                    if sum(ch.isalnum() for ch in template.literal) < MIN_LITERAL_ALNUM:
-                        raise NoTemplate("message literal too short to identify the error")
-                    check_encodable(template)
+                    template = usable_template(template)
                 except NoTemplate as e:
                     found.append((None, None, str(e)))
                     continue

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from errkb.match.sites import COPIES_MOST  # the rule for generated copies: one home, beside its reader
 from errkb.mine.cpp_sites import cpp_sites
-from errkb.mine.raise_sites import ALL_KINDS, sites_in_source
+from errkb.mine.raise_sites import ALL_KINDS, HelperCall, RaisingHelper, helper_call_templates, sites_in_source
 from errkb.mine.sources import BadArchive, archive_members, archive_provenance, decode_source
+from errkb.mine.templates import NoTemplate
 from errkb.mine.walk import excluded_reason
 
 _CPP_SUFFIXES = (".h", ".cuh", ".cu", ".cpp", ".hpp", ".cc")
@@ -389,21 +390,29 @@ def read_release(archive: Path, library: Library, version: str, commit: str | No
                       and name.startswith(roots) and not name.startswith(vendored), seen, helpers, source=True)
     # calls of names imported from another module of the release, kept where that module's
     # function is a raising helper (errkb.mine.raise_sites.raising_helper): read the whole release first
-    for (module, name), s in helpers.calls:
-        error_class = helpers.found.get((module, name))
-        if error_class is not None:
-            _add(part, seen, s.template.pattern(), s.file, s.line, s.function, s.condition, s.kind, error_class)
+    for call in helpers.calls:
+        helper = helpers.found.get(call.target)
+        if helper is None:
+            continue
+        try:
+            templates = helper_call_templates(helper, call)
+        except NoTemplate as e:
+            part.untemplated[str(e)] += 1
+            continue
+        for template in templates:
+            _add(part, seen, template.pattern(), call.file, call.line, call.function, call.condition, "raise",
+                 helper.error_class)
     part.keep_copies()
     part.rows.sort(key=_row_key)
     return part
 
 
 class _Helpers:
-    """A release's raising helpers ((module, name) -> class) and the calls that may be theirs."""
+    """A release's raising helpers ((module, name) -> what a call raises) and the calls that may be theirs."""
 
     def __init__(self) -> None:
-        self.found: dict[tuple[str, str], str] = {}
-        self.calls: list = []
+        self.found: dict[tuple[str, str], RaisingHelper] = {}
+        self.calls: list[HelperCall] = []
 
 
 def _read_members(part: Part, archive: Path, library: Library, wanted, seen: set[tuple], helpers: _Helpers,
