@@ -153,3 +153,21 @@ def test_explain_of_a_paste_cut_short_gives_the_site_of_the_message_it_begins(st
     # the same words as a whole message of their own, nothing after a sentence's last word: no site
     whole = "ValueError: hidden_size must be divisible by num_attention_heads"
     assert json.loads(_errkb("explain", "--db", str(store_db), "--json", whole).stdout)["sites"] == []
+
+
+def test_a_long_paste_that_stops_inside_its_last_message_gets_its_site(store_db, tmp_path):
+    """Over 50 lines, explain reads the paste as a log; when nothing in it matches and its
+    last message stops inside one a library raises, that message's site is its answer, with
+    the log's line number, marked cut short."""
+    lines = [f"INFO 06-12 10:{n:02d}:00 loader.py:42] loading shard {n} of 60" for n in range(60)]
+    title = "ValueError: Model architectures ['Qwen2ForSequenceClassification'] are not supported for now"
+    log = tmp_path / "engine.log"
+    log.write_text("\n".join([*lines, title]) + "\n")
+    out = json.loads(_errkb("explain", "--db", str(store_db), "--json", "--file", str(log)).stdout)
+    assert out["matches"] == [] and out["sites"], out
+    site = out["sites"][0]
+    assert site["truncated"] and site["line"] == 61
+    assert site["sites"][0]["file"] == "vllm/model_executor/models/registry.py"
+    # the same log with a later line that is no message cut short: nothing is claimed
+    log.write_text("\n".join([*lines, title, "INFO 06-12 10:59:59 engine.py:1] shutting down"]) + "\n")
+    assert json.loads(_errkb("explain", "--db", str(store_db), "--json", "--file", str(log)).stdout)["sites"] == []

@@ -394,10 +394,12 @@ def _explain_log(kb: KnowledgeBase, lines: Iterator, all_matches: bool) -> Expla
     # matches and known sites
     unmatched: dict[str, tuple[int, list[str]]] = {}
     last_line = 0
+    last = None  # the log's last message, when nothing matched it
     from errkb.match.log import match_log
 
     for message, matches in match_log(kb.matcher, lines):
         last_line = message.last_line
+        last = None if matches else message
         if not matches:
             if len(unmatched) < NEAR_CANDIDATES_FROM_LOG:
                 _keep_unmatched(message, unmatched)
@@ -425,6 +427,9 @@ def _explain_log(kb: KnowledgeBase, lines: Iterator, all_matches: bool) -> Expla
             near = [n for n in near if n.record_id not in matched][:NEAR_BESIDE_MATCHES]
     # each site's line is the log's line (the message's first), not the line within its message
     sites = _sites(kb, list(unmatched), [first for first, _ in unmatched.values()]) if unmatched else []
+    if not found and not sites and last is not None and last.text.strip():
+        # a long paste that stops inside its last message, as a short one may (_explain_short)
+        sites = _sites(kb, [last.text], [last.first_line], cut=True)
     return Explanation("log", found, near, last_line, kb.skipped, [], kb.dataset_hash, sites=sites)
 
 
