@@ -52,13 +52,23 @@ def test_the_digest_covers_exactly_the_exercised_fields_in_any_key_order():
         assert D.record_digest(dict(record, **{field: "changed"})) != digest, field
 
 
+# GPU proofs whose record changed since (issue 25 item 1: 97a67fed's exampleFix now gives its
+# states, and its "before" line was corrected to a whole program): only a GPU can re-prove them,
+# and until one does they say so wherever the proof is shown.
+AWAITING_A_GPU = {"97a67fede3271408"}
+
+
 def test_every_committed_proof_is_bound_to_its_record_as_committed():
     records = _bundled()
     proofs = D.all_proofs()
     assert proofs and P.check_bindings(records, None) == []
     for rid, proof in proofs.items():
-        assert proof["bound"]["sha256"] == D.record_digest(records[rid]), rid
         assert proof["bound"]["release"] == f"{proof['library']['name']} {proof['library']['version']}", rid
+        if rid in AWAITING_A_GPU:
+            assert proof["tier"] == "gpu" and D.is_out_of_date(proof, records[rid]), rid
+            assert D.status_of(records[rid], proof).startswith("out of date"), (rid, D.status_of(records[rid], proof))
+            continue
+        assert proof["bound"]["sha256"] == D.record_digest(records[rid]), rid
         assert D.status_of(records[rid], proof).startswith("proven"), rid
 
 

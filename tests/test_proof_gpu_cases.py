@@ -46,15 +46,32 @@ def test_the_oom_states_are_sizes_the_record_s_validation_reads_and_the_broken_o
     assert "expandable_segments:True" in _record(OOM)["exampleFix"]
 
 
-def test_the_fork_states_are_the_record_s_program_run_as_a_script_with_the_start_method_it_names():
+def test_the_fork_states_are_the_record_s_own_program_run_as_a_script_with_the_start_method_it_names():
+    """97a67fed's states come from its record (issue 25 item 1): the exampleFix as written is
+    "after", its ``# before:`` line gives "before"; the mapping only adds the parent's CUDA use
+    and the child's exit status, each on a line of its own place, and the validation is given
+    the start method each program names."""
+    from errkb.verify.fixstates import map_states, parse_fix
+    from errkb.verify.mutants import non_fixing_fix
+
     case = _case(FORK)
     fix = _record(FORK)["exampleFix"]
-    assert "mp.Process(target=work, args=(0,)).start()" in fix and 'mp.get_context("spawn")' in fix
-    for method, program in case.PROGRAMS.items():
+    mapped = map_states(parse_fix(fix), case.MAPPING)
+    assert {name: s["argv"] for name, s in mapped.states.items()} == {"before": ["fork"], "after": ["spawn"]}
+    for state in mapped.states.values():
+        program = state["program"]
         compile(program, "prog.py", "exec")
-        assert case.STATES["before" if method == "fork" else "after"]["argv"] == [method]
         assert 'if __name__ == "__main__":' in program  # a spawn child re-imports the script by path
-    assert 'get_context("spawn")' in case.PROGRAMS["spawn"] and "get_context" not in case.PROGRAMS["fork"]
+        lines = program.splitlines()
+        touch = next(n for n, line in enumerate(lines) if 'torch.zeros(1, device="cuda")' in line and "p.start()" in line)
+        assert touch > next(n for n, line in enumerate(lines) if "ctx.Process(" in line)  # the parent, before the child
+    assert 'get_context("fork")' in mapped.states["before"]["program"]
+    assert 'get_context("spawn")' in mapped.states["after"]["program"]
+    assert len(mapped.changes) == 1  # the one line the fix changes: the start method
+    # a record whose fix changes nothing runs the broken start method in both states: on a
+    # GPU its "after" raises and its validation rejects it, so the mutant dies there
+    mutant, _ = non_fixing_fix(fix)
+    assert map_states(parse_fix(mutant), case.MAPPING).states["after"]["argv"] == ["fork"]
 
 
 def test_a_forked_child_s_real_traceback_is_raised_with_the_child_s_own_frames(tmp_path):

@@ -1,45 +1,29 @@
 """97a67fed (GPU): CUDA used in the parent, then in a child started with 'fork'.
 
-Each state is the record's exampleFix program, written to ``prog.py`` and run as a script
-(``python prog.py``), as the user runs it: a 'spawn' child re-imports the script by its path,
-so the program must be a file, not code run inside the driver. "after" is the fix as written
-(``mp.get_context("spawn")``); "before" puts its ``# before:`` line back
-(``mp.Process(target=work, args=(0,)).start()``, Linux's default 'fork').
+The states are the record's exampleFix program (errkb.verify.fixstates derives its 'before'
+from its own ``# before:`` line: ``ctx = mp.get_context("fork")``, Linux's default start
+method, in place of the ``mp.get_context("spawn")`` marked ``# after``), written to ``prog.py``
+and run as a script (``python prog.py``), as the user runs it: a 'spawn' child re-imports the
+script by its path, so the program must be a file, not code run inside the driver. The
+validation is given the start method each state's program names (``argv_from``), what it reads.
 
 Mapping, shown here and in the proof: the parent touches CUDA before it starts the child
-(``torch.zeros(1, device="cuda")``), the cause the record's triggerScenarios name; a parent
-that never touched CUDA can fork a CUDA child safely, so without it neither state raises.
-The child's error is printed by the child and never reaches the parent (whose exit status
-stays 0): the trigger reads the child's traceback and raises its class and message with the
-child's own frames. The state's argv is the start method, what the validation reads.
+(``torch.zeros(1, device="cuda")`` on the ``p.start()`` line), the cause the record's
+triggerScenarios name; a parent that never touched CUDA can fork a CUDA child safely, so
+without it neither state raises. The parent exits with the child's status (on the ``p.join()``
+line): the child's error is printed by the child and never reaches the parent, so the trigger
+reads the child's traceback and raises its class and message with the child's own frames.
+Both substitutions keep each line in its place, so the lines the fix changes are the lines the
+mapped states change (errkb.verify.fixstates.map_states checks it).
 """
 
-STATES = {"before": {"argv": ["fork"], "env": {}}, "after": {"argv": ["spawn"], "env": {}}}
-
-_HEAD = '''import torch.multiprocessing as mp
-
-
-def work(rank):
-    import torch
-    torch.zeros(1, device=f"cuda:{rank}")
-
-
-if __name__ == "__main__":
-    import torch
-    torch.zeros(1, device="cuda")  # mapping: the parent uses CUDA first
-'''
-PROGRAMS = {
-    "fork": _HEAD + '''    p = mp.Process(target=work, args=(0,))  # before: default 'fork' on Linux
-    p.start()
-    p.join()
-    raise SystemExit(p.exitcode)
-''',
-    "spawn": _HEAD + '''    ctx = mp.get_context("spawn")  # after
-    p = ctx.Process(target=work, args=(0,))
-    p.start()
-    p.join()
-    raise SystemExit(p.exitcode)
-''',
+MAPPING = {
+    "python": True,
+    "argv_from": r'get_context\("(\w+)"\)',
+    "substitute": {
+        "    p.start()": '    import torch; torch.zeros(1, device="cuda"); p.start()  # mapping: the parent uses CUDA first',
+        "    p.join()": "    p.join(); raise SystemExit(p.exitcode)  # mapping: the child's status",
+    },
 }
 
 
@@ -68,13 +52,12 @@ def trigger(state):
     import subprocess
     import sys
 
-    method = state["argv"][0]
     with open("prog.py", "w") as f:
-        f.write(PROGRAMS[method])
+        f.write(state["program"])
     res = subprocess.run([sys.executable, "prog.py"], capture_output=True, text=True, timeout=240)
     error = _child_error(res.stderr)
     if error is not None:
         raise error
     if res.returncode != 0:
         raise RuntimeError(f"prog.py exited with status {res.returncode}: {res.stderr[-1500:]}")
-    return f"prog.py ({method}): the child used CUDA; exit status 0"
+    return f"prog.py ({' '.join(state.get('argv', []))}): the child used CUDA; exit status 0"
