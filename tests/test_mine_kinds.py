@@ -404,7 +404,7 @@ def test_a_call_to_a_raising_helper_is_a_raise_site(tmp_path):
         ("torch/_dynamo/exc.py", "in_this_module", "x > 3", "raise", "Unsupported",
          "graph break on the value (.+?) in this very module"),
         ("torch/_dynamo/variables/functions.py", "SkipFunctionVariable.call_function", "self.value in builtins",
-         "raise", "Unsupported", r"Graph break due to unsupported Python builtin (.+?)\.(.+?)\. "),
+         "raise", "Unsupported", r"Graph break due to unsupported Python builtin (.+?)\.(.+?)\."),
     }
     # without a release's read (errkb mine, drift), a call stays a call
     assert [s for s in sites_in_source(HELPER_MODULE, "torch/_dynamo/exc.py") if s.template] == []
@@ -474,6 +474,10 @@ class SkipFunctionVariable:
                       explanation=explanation, hints=[])
         raise_type_error("the compiled function's first argument", "a tensor")
         reworded("a message its helper rewords", f"{fn}")
+
+    def import_result(self):
+        unimplemented(gb_type="Bad import result", context="",
+                      explanation="Import result is not a Python module.", hints=[])
 '''
 
 
@@ -499,14 +503,26 @@ def test_a_helper_that_raises_a_message_it_builds_from_its_parameters(tmp_path):
          r"\n([\s\S]+?)\n\n  Developer debug context: Called `torch\._dynamo\.graph_break\(\)` with args `([\s\S]+?)`"),
         ("SkipFunctionVariable.call_function", None, "Unsupported",
          r"Attempted to call function marked as skipped\n  Explanation: Dynamo developers have intentionally marked "
-         r"that the function `([\s\S]+?)` should not be traced\.\n([\s\S]+?)\n\n  Developer debug context: ([\s\S]+?)"),
+         r"that the function `([\s\S]+?)` should not be traced\.\n\n\n  Developer debug context: ([\s\S]+?)"),
         ("SkipFunctionVariable.call_function", None, "TypeError",
          "the compiled function's first argument must be a tensor"),
+        # an empty context and no hints: nothing where they go, as the formatter writes it
+        ("SkipFunctionVariable.import_result", None, "Unsupported",
+         r"Bad import result\n  Explanation: Import result is not a Python module\.\n\n\n  Developer debug context:"),
     }
+    # the patterns match what the module's own formatter writes for those arguments
+    module: dict = {"get_link": lambda gb_type: None}
+    exec(GRAPH_BREAK_MODULE, module)
+    written = module["format_graph_break_message"]("Bad import result", "", "Import result is not a Python module.", [])
+    assert re.search(next(p for fn, *_, p in got if fn.endswith("import_result")), written)
+    written = module["format_graph_break_message"](
+        "Call to `torch._dynamo.graph_break()`", "Called `torch._dynamo.graph_break()` with args `(1,)`",
+        "User-inserted graph break. Message: no", ["Remove the `torch._dynamo.graph_break()` call."])
+    assert re.search(next(p for *_, p in got if p.startswith("Call to")), written)
     pasted = ("torch._dynamo.exc.Unsupported: Attempted to call function marked as skipped\n"
               "  Explanation: Dynamo developers have intentionally marked that the function `current_stream` "
-              "should not be traced.\n  Hint: Avoid calling the function `current_stream`.\n\n"
-              "  Developer debug context: module: torch.cuda, qualname: current_stream\n")
+              "should not be traced.\n\n\n"
+              "  Developer debug context: module: torch.cuda, qualname: current_stream")
     assert any(re.search(p, pasted) for *_, p in got)
     assert not any(r["fn"] == "unimplemented_with_warning" for r in rows)
 
@@ -523,21 +539,39 @@ def shaped(kind, explanation):
     explanation = textwrap.indent(explanation, "    ")
     raise RuntimeError(f"{kind} failed\\n  Explanation: {explanation}")
 
+def stripped(why):
+    why = why.strip()
+    raise ValueError(f"bad config: {why}")
+
+def exhausted(name):
+    yield 1
+    raise ValueError(f"{name} exhausted")
+
+def deep(a):
+    raise ValueError(a + "x" + DEEP_CHAIN)
+
 def callers(x):
     convert("float64 with some literal text")
     shaped("Kernel build", "the one-line reason given at this call")
     shaped("Kernel launch", "a reason of two lines,\\nre-indented by the helper")
     shaped(x, x)
-'''
+    stripped("  the cache size is negative\\n")
+    exhausted("the token stream")
+    deep("a message through a very deep chain")
+'''.replace("DEEP_CHAIN", " + ".join(["a"] * 1500))
 
 
 def test_what_a_helper_call_keeps_of_its_arguments():
     """A function that returns a value where it can is a converter, not a raising helper; an
-    argument the helper re-indents keeps its text only on one line (a multi-line one's
-    indentation changes: a value); a call whose own arguments give no text is no site."""
+    argument the helper re-indents or strips keeps its text as changed, only on one line for a
+    re-indent (a multi-line one's indentation changes: a value); a call whose own arguments
+    give no text is no site."""
     sites = [s for s in sites_in_source(HELPER_EDGES, "pkg/edges.py", kinds=ALL_KINDS, helpers={}, calls=[])
              if s.template is not None and s.function == "callers"]
+    # a helper that strips its argument raises it stripped; a generator's body runs only when
+    # iterated; a `+` chain thousands deep is no helper, and the file's other sites stay
     assert [(s.line, s.template.pattern()) for s in sites] == [
-        (15, r"Kernel build failed\n  Explanation: the one-line reason given at this call"),
-        (16, r"Kernel launch failed\n  Explanation: ([\s\S]+?)"),
+        (26, r"Kernel build failed\n  Explanation:     the one-line reason given at this call"),
+        (27, r"Kernel launch failed\n  Explanation: ([\s\S]+?)"),
+        (29, r"bad config: the cache size is negative"),
     ]

@@ -14,6 +14,7 @@ templated, so a scan says honestly how much of the codebase it covers.
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from collections import Counter, deque
 from collections.abc import Callable
@@ -161,11 +162,24 @@ HELPER_MAX_STATEMENTS = 12
 
 @dataclass(frozen=True)
 class ParamRef:
-    """A raising helper's parameter inside the message it raises: at a call, that argument's text."""
+    """A raising helper's parameter inside the message it raises: at a call, that argument's
+    text, after the white-space changes the helper makes to it first (``transforms``:
+    ``("indent", prefix)``, ``("dedent",)``, ``("strip",)``, ``("lstrip",)``, ``("rstrip",)``,
+    innermost first)."""
 
     name: str
     position: int | None  # its place among the positional parameters; None: keyword-only
-    reflowed: bool = False  # re-indented before use (textwrap.indent): a multi-line argument's text is not kept
+    transforms: tuple[tuple[str, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class JoinedParam:
+    """A value a formatting function joins from one parameter (``"\\n".join(... for h in
+    hints)``): empty text where the call gives that parameter an empty collection, else a value."""
+
+    name: str
+    position: int | None
+    value: Placeholder
 
 
 @dataclass(frozen=True)
@@ -174,30 +188,36 @@ class RaisingHelper:
     the parameters it is built from (:func:`helper_call_templates` fills them from a call)."""
 
     error_class: str
-    parts: tuple[str | Placeholder | ParamRef, ...]
+    parts: tuple[str | Placeholder | ParamRef | JoinedParam, ...]
 
 
 def raising_helper(func: ast.FunctionDef | ast.AsyncFunctionDef,
                    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None) -> RaisingHelper | None:
-    """What a call to ``func`` raises, if it is a *raising helper*: a short module-level
-    function that raises an exception built from its parameters. Either it raises its first
-    parameter as given (torch._dynamo's ``def unimplemented(msg, *, from_exc=..., case_name=None):
-    ... raise Unsupported(msg, case_name=case_name)``), or it ends by raising a message it
-    builds from them, in an f-string or through a formatting function of its module (torch 2.7+'s
-    ``unimplemented_v2(gb_type, context, explanation, hints)``: ``msg =
-    format_graph_break_message(gb_type, context, explanation, hints); ... raise Unsupported(msg)``).
-    A call to one raises that message: the call is the site."""
+    """What a call to ``func`` raises, if it is a *raising helper*: a short, undecorated
+    module-level function (no generator) that raises an exception built from its parameters.
+    Either it raises its first parameter as given (torch._dynamo's ``def unimplemented(msg, *,
+    from_exc=..., case_name=None): ... raise Unsupported(msg, case_name=case_name)``), or it
+    returns no value and ends by raising a message it builds from them, in an f-string or
+    through a formatting function of its module (torch 2.7+'s ``unimplemented_v2(gb_type,
+    context, explanation, hints)``: ``msg = format_graph_break_message(gb_type, context,
+    explanation, hints); ... raise Unsupported(msg)``). A call to one raises that message: the
+    call is the site."""
     params = func.args.posonlyargs + func.args.args
     if params and params[0].arg in ("self", "cls"):
         return None
+    if func.decorator_list or any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(func)):
+        return None  # a decorator may answer the call; a generator's body runs only when iterated
     body = list(_statements_of(func.body))
     if len(body) > HELPER_MAX_STATEMENTS:
         return None
-    if params:
-        error_class = _raises_first_parameter(params[0].arg, body)
-        if error_class is not None:
-            return RaisingHelper(error_class, (ParamRef(params[0].arg, 0),))
-    return _raises_built_message(func, functions or {})
+    try:
+        if params:
+            error_class = _raises_first_parameter(params[0].arg, body)
+            if error_class is not None:
+                return RaisingHelper(error_class, (ParamRef(params[0].arg, 0),))
+        return _raises_built_message(func, body, functions or {})
+    except RecursionError:  # a `+` chain thousands deep: no helper, and the file's other sites kept
+        return None
 
 
 def _raises_first_parameter(first: str, body: list[ast.stmt]) -> str | None:
@@ -212,21 +232,24 @@ def _raises_first_parameter(first: str, body: list[ast.stmt]) -> str | None:
     return raised
 
 
-def _raises_built_message(func: ast.FunctionDef | ast.AsyncFunctionDef,
+def _raises_built_message(func: ast.FunctionDef | ast.AsyncFunctionDef, body: list[ast.stmt],
                           functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]) -> RaisingHelper | None:
-    """A helper whose last statement raises a message built from its parameters: written in
-    the raise (``raise TypeError(f"{name} must be {expected}")``), or a local built once at its
-    top level (in an f-string, or by a formatting function of its module) that every other
-    binding only extends (``msg += link``) or rebinds in a block that raises before the end.
-    A parameter the helper rebinds anywhere is a value."""
+    """A helper that returns no value and whose last statement raises a message built from its
+    parameters: written in the raise (``raise TypeError(f"{name} must be {expected}")``), or a
+    local built once at its top level (in an f-string, or by a formatting function of its
+    module) that every other binding only extends (``msg += link``) or rebinds in a block that
+    raises before the end is reached. The raise is read as every raise is
+    (:func:`_exception_and_message`); a parameter the helper changes otherwise is a value."""
     last = func.body[-1] if func.body else None
-    if not (isinstance(last, ast.Raise) and isinstance(last.exc, ast.Call) and last.exc.args
-            and _call_name(last.exc.func)[:1].isupper()):
+    if not isinstance(last, ast.Raise) or last.exc is None:
         return None
-    if any(isinstance(stmt, ast.Return) and stmt.value is not None for stmt in _statements_of(func.body)):
+    if any(isinstance(stmt, ast.Return) and stmt.value is not None for stmt in body):
         return None  # it returns a value where it can (a converter that raises for what it cannot convert)
-    params = _kept_parameters(func)
-    value = last.exc.args[0]
+    try:
+        error_class, value = _exception_and_message(last.exc)
+    except NoTemplate:
+        return None
+    params = _kept_parameters(func, body)
     if isinstance(value, ast.Name) and value.id not in params:
         built = [s for s in func.body if any(t.id == value.id for t in _stored_names(s))]
         if len(built) != 1 or not isinstance(built[0], ast.Assign) or len(built[0].targets) != 1 \
@@ -234,28 +257,38 @@ def _raises_built_message(func: ast.FunctionDef | ast.AsyncFunctionDef,
             return None
         value = built[0].value
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in functions:
-        formatter = _formatter_parts(functions[value.func.id])
-        arguments = _call_arguments(value, _parameters(functions[value.func.id]))
-        if formatter is None or arguments is None:
-            return None
-        parts: list[str | Placeholder | ParamRef] = []
-        for part in formatter:
-            if not isinstance(part, ParamRef):
-                parts.append(part)
-                continue
-            argument = arguments.get(part.name)
-            if isinstance(argument, ast.Name) and argument.id in params:
-                ref = params[argument.id]
-                parts.append(ParamRef(ref.name, ref.position, part.reflowed or ref.reflowed))
-            elif isinstance(argument, ast.Constant) and isinstance(argument.value, str):
-                parts.append(argument.value)
-            else:
-                parts.append(placeholder_for(argument) if argument is not None else Placeholder(part.name))
+        parts = _formatted_parts(functions[value.func.id], value, params)
     else:
-        parts = _message_parts(value, params)
-    if not any(isinstance(p, ParamRef) for p in parts):
+        parts = _message_parts(value, params, {})
+    if parts is None or not any(isinstance(p, (ParamRef, JoinedParam)) for p in parts):
         return None
-    return RaisingHelper(_call_name(last.exc.func), tuple(parts))
+    return RaisingHelper(error_class, tuple(parts))
+
+
+def _formatted_parts(formatter: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,
+                     params: dict[str, ParamRef]) -> list | None:
+    """The parts of what ``call`` (in a helper with ``params``) makes ``formatter`` return."""
+    shape = _formatter_parts(formatter)
+    arguments = _call_arguments(call, _parameters(formatter))
+    if shape is None or arguments is None:
+        return None
+    parts: list = []
+    for part in shape:
+        if not isinstance(part, (ParamRef, JoinedParam)):
+            parts.append(part)
+            continue
+        argument = arguments.get(part.name)
+        if isinstance(argument, ast.Name) and argument.id in params:
+            ref = params[argument.id]
+            parts.append(ParamRef(ref.name, ref.position, ref.transforms + part.transforms)
+                         if isinstance(part, ParamRef) else JoinedParam(ref.name, ref.position, part.value))
+        elif isinstance(part, ParamRef) and isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+            parts.extend(_transformed(Template.of([argument.value]), part.transforms).parts)
+        elif isinstance(part, JoinedParam):
+            parts.append(part.value)
+        else:
+            parts.append(placeholder_for(argument) if argument is not None else Placeholder(part.name))
+    return parts
 
 
 def _parameters(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ParamRef]:
@@ -265,79 +298,129 @@ def _parameters(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Param
     return out
 
 
-def _kept_parameters(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ParamRef]:
+def _kept_parameters(func: ast.FunctionDef | ast.AsyncFunctionDef, body: list[ast.stmt]) -> dict[str, ParamRef]:
     """The parameters whose text reaches the end of ``func``: never rebound, or rebound at its
     top level only to re-indent or strip them (``explanation = textwrap.indent(explanation,
-    "    ").lstrip()``, marked reflowed where the indentation changes)."""
+    "    ").lstrip()``: the changes are kept with the parameter)."""
     params = _parameters(func)
-    for stmt in _statements_of(func.body):
+    for stmt in body:
         for target in _stored_names(stmt):
             ref = params.get(target.id)
             if ref is None:
                 continue
-            kept = _reflow_of(stmt.value, target.id) if isinstance(stmt, ast.Assign) and stmt in func.body else None
-            if kept is None:
+            changes = _reflow_of(stmt.value, target.id) if isinstance(stmt, ast.Assign) and stmt in func.body else None
+            if changes is None:
                 del params[target.id]
-            elif kept:
-                params[target.id] = ParamRef(ref.name, ref.position, True)
+            else:
+                params[target.id] = ParamRef(ref.name, ref.position, ref.transforms + changes)
     return params
 
 
-def _formatter_parts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str | Placeholder | ParamRef, ...] | None:
+def _formatter_parts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple | None:
     """The text a short formatting function returns, as parts over its parameters
     (torch's ``format_graph_break_message``): it returns an f-string, a ``+`` concatenation or
     a local built once from one. A parameter it only re-indents or strips first keeps its
-    place; one it changes otherwise, and every other local, is a value."""
-    if len(list(_statements_of(func.body))) > HELPER_MAX_STATEMENTS:
+    place; a local it joins from one parameter is empty where that parameter is given empty;
+    every other value is a value."""
+    body = list(_statements_of(func.body))
+    if len(body) > HELPER_MAX_STATEMENTS or func.decorator_list:
         return None
-    returns = [s for s in _statements_of(func.body) if isinstance(s, ast.Return)]
+    returns = [s for s in body if isinstance(s, ast.Return)]
     if len(returns) != 1 or returns[0] is not func.body[-1] or returns[0].value is None:
         return None
-    params = _kept_parameters(func)
+    params = _kept_parameters(func, body)
+    joins: dict[str, JoinedParam] = {}
+    for stmt in func.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            joined = _joined_parameter(stmt.value, params)
+            name = stmt.targets[0].id
+            if joined is not None and sum(any(t.id == name for t in _stored_names(s)) for s in body) == 1:
+                joins[name] = JoinedParam(joined.name, joined.position, Placeholder(name))
     value = returns[0].value
     if isinstance(value, ast.Name) and value.id not in params:
         built = [s for s in func.body if any(t.id == value.id for t in _stored_names(s))]
         if len(built) != 1 or not isinstance(built[0], ast.Assign) or not _bindings_escape(func.body, value.id, built[0]):
             return None
         value = built[0].value
-    parts = _message_parts(value, params)
-    return tuple(parts) if any(isinstance(p, ParamRef) for p in parts) else None
+    parts = _message_parts(value, params, joins)
+    return tuple(parts) if any(isinstance(p, (ParamRef, JoinedParam)) for p in parts) else None
 
 
-def _message_parts(node: ast.expr, params: dict[str, ParamRef]) -> list:
+def _joined_parameter(node: ast.expr, params: dict[str, ParamRef]) -> ParamRef | None:
+    """The parameter ``"sep".join(param)`` or ``"sep".join(... for x in param)`` joins (empty
+    when it is), else None."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
+            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)
+            and len(node.args) == 1 and not node.keywords):
+        return None
+    joined = node.args[0]
+    if isinstance(joined, (ast.GeneratorExp, ast.ListComp)) and len(joined.generators) == 1:
+        joined = joined.generators[0].iter
+    return params.get(joined.id) if isinstance(joined, ast.Name) else None
+
+
+def _message_parts(node: ast.expr, params: dict[str, ParamRef], joins: dict[str, JoinedParam]) -> list:
     """An f-string, text or ``+`` chain as text, values and references to ``params``."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return [node.value]
-    if isinstance(node, ast.Name) and node.id in params:
-        return [params[node.id]]
+    if isinstance(node, ast.Name) and (node.id in params or node.id in joins):
+        return [params.get(node.id) or joins[node.id]]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return _message_parts(node.left, params) + _message_parts(node.right, params)
+        return _message_parts(node.left, params, joins) + _message_parts(node.right, params, joins)
     if isinstance(node, ast.JoinedStr):
         out: list = []
         for value in node.values:
             if (isinstance(value, ast.FormattedValue) and isinstance(value.value, ast.Name)
-                    and value.value.id in params and value.conversion in (-1, ord("s")) and value.format_spec is None):
-                out.extend(_message_parts(value.value, params))
+                    and value.conversion in (-1, ord("s")) and value.format_spec is None):
+                out.extend(_message_parts(value.value, params, joins))
             else:
                 out.extend(template_of_fstring(ast.JoinedStr(values=[value])).parts)
         return out
     return [placeholder_for(node)]
 
 
-def _reflow_of(node: ast.expr, name: str) -> bool | None:
-    """Whether ``node`` is ``name`` with only its white space changed: False for ``name`` or its
-    ``.strip()``, True where ``textwrap.indent``/``dedent`` re-indent it (the text of one line is
-    kept), None for anything else."""
+def _reflow_of(node: ast.expr, name: str) -> tuple[tuple[str, ...], ...] | None:
+    """The white-space changes ``node`` makes to ``name`` (innermost first: ``("indent",
+    prefix)``, ``("dedent",)``, ``("strip",)``, ``("lstrip",)``, ``("rstrip",)``; ``()`` for
+    ``name`` itself), or None when it is anything else."""
     if isinstance(node, ast.Name):
-        return False if node.id == name else None
-    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return () if node.id == name else None
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) or node.keywords:
         return None
     func = node.func
-    if func.attr in ("strip", "lstrip", "rstrip") and not node.args and not node.keywords:
-        return _reflow_of(func.value, name)
-    if func.attr in ("indent", "dedent") and isinstance(func.value, ast.Name) and func.value.id == "textwrap" and node.args:
-        return True if _reflow_of(node.args[0], name) is not None else None
+    if func.attr in ("strip", "lstrip", "rstrip") and not node.args:
+        inner = _reflow_of(func.value, name)
+        return None if inner is None else (*inner, (func.attr,))
+    if not (isinstance(func.value, ast.Name) and func.value.id == "textwrap" and node.args):
+        return None
+    inner = _reflow_of(node.args[0], name)
+    if inner is None:
+        return None
+    if func.attr == "dedent" and len(node.args) == 1:
+        return (*inner, ("dedent",))
+    if func.attr == "indent" and len(node.args) == 2 and isinstance(node.args[1], ast.Constant) \
+            and isinstance(node.args[1].value, str):
+        return (*inner, ("indent", node.args[1].value))
     return None
+
+
+def _transformed(template: Template, transforms: tuple[tuple[str, ...], ...]) -> Template | None:
+    """``template`` after a helper's white-space changes; None (a value) where re-indenting
+    text of several lines would change it in ways its parts cannot say."""
+    parts = list(template.parts)
+    for change in transforms:
+        if change[0] in ("indent", "dedent") and "\n" in template.literal:
+            return None
+        if change[0] == "indent":
+            if parts and not (isinstance(parts[0], str) and not "".join(p for p in parts if isinstance(p, str)).strip()
+                              and len(parts) == 1):
+                parts.insert(0, change[1])  # a line with text gets the prefix; a blank one does not
+        if change[0] in ("dedent", "strip", "lstrip") and parts and isinstance(parts[0], str):
+            parts[0] = parts[0].lstrip()
+        if change[0] in ("strip", "rstrip") and parts and isinstance(parts[-1], str):
+            parts[-1] = parts[-1].rstrip()
+        parts = list(Template.of(parts).parts)
+    return Template.of(parts)
 
 
 def _stored_names(stmt: ast.stmt) -> list[ast.Name]:
@@ -356,22 +439,26 @@ def _stored_names(stmt: ast.stmt) -> list[ast.Name]:
 def _bindings_escape(body: list[ast.stmt], name: str, built: ast.stmt) -> bool:
     """Whether every binding of ``name`` in ``body`` but ``built`` leaves the text that
     reaches the end of ``body`` starting as ``built`` made it: ``name += ...``, or one inside
-    a block that raises at its end (torch's ``if isinstance(from_exc, Unsupported): msg =
-    f"{from_exc.msg} ... {msg}"; raise ...``)."""
-    def escapes(block: list[ast.stmt], top: bool) -> bool:
+    a block that raises at its end, outside any ``try`` that could catch it (torch's ``if
+    isinstance(from_exc, Unsupported): msg = f"{from_exc.msg} ... {msg}"; raise ...``)."""
+    def escapes(block: list[ast.stmt], top: bool, in_try: bool) -> bool:
         for stmt in block:
             if stmt is not built and any(t.id == name for t in _stored_names(stmt)):
                 extends = isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add)
-                if not extends and (top or not isinstance(block[-1], ast.Raise)):
+                if not extends and (top or in_try or not isinstance(block[-1], ast.Raise)):
                     return False
-            inner = [getattr(stmt, f, None) or [] for f in _BODY_FIELDS]
-            inner += [h.body for h in getattr(stmt, "handlers", ())] + [c.body for c in getattr(stmt, "cases", ())]
-            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
-                    and not all(escapes(b, False) for b in inner if b):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            caught = in_try or bool(getattr(stmt, "handlers", None))
+            inner = [(getattr(stmt, "body", None) or [], caught), (getattr(stmt, "orelse", None) or [], in_try),
+                     (getattr(stmt, "finalbody", None) or [], in_try)]
+            inner += [(h.body, in_try) for h in getattr(stmt, "handlers", ())]
+            inner += [(c.body, in_try) for c in getattr(stmt, "cases", ())]
+            if not all(escapes(b, False, t) for b, t in inner if b and isinstance(b, list)):
                 return False
         return True
 
-    return escapes(body, True)
+    return escapes(body, True, False)
 
 
 def _call_arguments(call: ast.Call, params: dict[str, ParamRef]) -> dict[str, ast.expr] | None:
@@ -387,7 +474,8 @@ def _call_arguments(call: ast.Call, params: dict[str, ParamRef]) -> dict[str, as
 @dataclass
 class HelperCall:
     """A call that raises through a raising helper, its arguments read as message text (the
-    templates each can give, or a value): all its module knows until the release is read whole."""
+    templates each can give, or a value): all its module knows until the release is read whole.
+    Positional arguments stop at a ``*args`` (those after it are not known by place)."""
 
     target: tuple[str, str]  # (module, name) of the function called
     file: str
@@ -400,32 +488,51 @@ class HelperCall:
 
 def helper_call_templates(helper: RaisingHelper, call: HelperCall) -> list[Template]:
     """The messages ``call`` raises through ``helper``: its parts with each parameter filled by
-    the call's argument. Only the arguments' own text counts towards the literal minimum (the
-    helper's wording is shared by all its calls); a re-indented argument of several lines, and
-    one not given, are values. Raises NoTemplate when none is a usable message."""
-    variants: list[list[str | Placeholder]] = [[]]
-    given = 0
+    the call's argument (after the helper's white-space changes to it). Only the arguments' own
+    text counts towards the literal minimum, in each variant (the helper's wording is shared by
+    all its calls); an argument not given, or one a change makes unknowable, is a value; a
+    joined parameter given empty is empty text. White space the message ends with is left off
+    (a pasted message rarely keeps it). Raises NoTemplate when none is a usable message."""
+    variants: list[tuple[list, int]] = [([], 0)]  # (parts, letters/digits the call's arguments gave)
     for part in helper.parts:
-        if not isinstance(part, ParamRef):
-            variants = [[*v, part] for v in variants]
+        if not isinstance(part, (ParamRef, JoinedParam)):
+            for parts, _ in variants:
+                parts.append(part)
             continue
         argument = call.keywords.get(part.name)
         if argument is None and part.position is not None and part.position < len(call.positional):
             argument = call.positional[part.position]
-        if isinstance(argument, list) and part.reflowed:
-            argument = [t for t in argument if "\n" not in t.literal] or Placeholder(part.name)
-        if not isinstance(argument, list):
-            value = argument if isinstance(argument, Placeholder) else Placeholder(part.name)
-            variants = [[*v, value] for v in variants]
+        if isinstance(part, JoinedParam):
+            empty = isinstance(argument, list) and all(not t.parts for t in argument)
+            if not empty:
+                for parts, _ in variants:
+                    parts.append(part.value)
             continue
-        given += max(sum(ch.isalnum() for ch in t.literal) for t in argument)
-        variants = [[*v, *t.parts] for v in variants for t in argument][:MAX_ALTERNATIVES]
-    if given < MIN_LITERAL_ALNUM:
-        raise NoTemplate("message literal too short to identify the error")
+        options = None
+        if isinstance(argument, list):
+            options = [t for t in (_transformed(t, part.transforms) for t in argument) if t is not None] or None
+        if options is None:
+            value = argument if isinstance(argument, Placeholder) else Placeholder(part.name)
+            for parts, _ in variants:
+                parts.append(value)
+            continue
+        if len(options) == 1:  # extended in place: a helper of many parts costs no copies per part
+            given = sum(ch.isalnum() for ch in options[0].literal)
+            variants = [(parts, n + given) for parts, n in variants]
+            for parts, _ in variants:
+                parts.extend(options[0].parts)
+            continue
+        variants = [([*parts, *t.parts], n + sum(ch.isalnum() for ch in t.literal))
+                    for parts, n in variants for t in options][:MAX_ALTERNATIVES]
     out = []
-    for parts in variants:
+    for parts, given in variants:
+        if given < MIN_LITERAL_ALNUM:
+            continue
+        merged = Template.of(parts).parts
+        if merged and isinstance(merged[-1], str):
+            merged = (*merged[:-1], merged[-1].rstrip())
         try:
-            out.append(usable_template(Template.of(parts)))
+            out.append(usable_template(Template.of(list(merged))))
         except NoTemplate:
             continue
     if not out:
@@ -476,12 +583,6 @@ def _from_imports(tree: ast.Module, file: str) -> dict[str, tuple[str, str]]:
             if alias.name != "*":
                 out[alias.asname or alias.name] = (module, alias.name)
     return out
-
-
-def _plain_arguments(call: ast.Call) -> bool:
-    """A call with arguments, none of them ``*args`` or ``**kwargs``."""
-    return bool(call.args or call.keywords) and not any(isinstance(a, ast.Starred) for a in call.args) \
-        and all(k.arg is not None for k in call.keywords)
 
 
 def _message_like(node: ast.expr) -> bool:
@@ -730,9 +831,9 @@ class _SiteFinder:
         self._helpers_open: set[int] = set()  # helpers being read (a recursive helper is not followed)
         self._names_open: set[tuple[int, str, int]] = set()  # (function, name, statement) being expanded
         self.sites: list[RaiseSite] = []
-        # raising helpers (sites_in_source's ``helpers``): this module's by name -> class; names
-        # imported from other modules -> (module, name), whose message-like calls go to ``calls``
-        self.raising_helpers: dict[str, str] = {}
+        # raising helpers (sites_in_source's ``helpers``): this module's by name; names imported
+        # from other modules -> (module, name), whose calls with message-like arguments go to ``calls``
+        self.raising_helpers: dict[str, RaisingHelper] = {}
         self.imported: dict[str, tuple[str, str]] = {}
         self.calls: list | None = None
 
@@ -763,7 +864,7 @@ class _SiteFinder:
                 if "log" in self.kinds and _is_logger_call(call):
                     self._add_site(call, lambda call=call: _log_level_and_message(call), "log")
                     continue
-                if isinstance(call.func, ast.Name) and _plain_arguments(call):
+                if isinstance(call.func, ast.Name) and (call.args or call.keywords):
                     helper = self.raising_helpers.get(call.func.id)
                     if helper is not None:  # a call to this module's raising helper raises its message
                         self._add_site(call, lambda call=call, helper=helper: (
@@ -823,6 +924,9 @@ class _SiteFinder:
         assigned some, a module constant): most calls pass values, and following each one's
         assignments would spend the file's flow budget (errkb.mine.reaching) on them."""
         def read(node: ast.expr) -> list[Template] | Placeholder:
+            if (isinstance(node, ast.Constant) and node.value == "") or (
+                    isinstance(node, (ast.List, ast.Tuple, ast.Set)) and not node.elts):
+                return [Template.of([])]  # given empty: empty text (a hint list joined from it, too)
             if _message_like(node) and (not isinstance(node, ast.Name) or self._may_hold_text(node.id)):
                 try:
                     return [t for t, _ in self._templates(node)][:MAX_ALTERNATIVES]
@@ -832,7 +936,8 @@ class _SiteFinder:
 
         return HelperCall(target=target or ("", ""), file=self.file, line=call.lineno,
                           function=".".join(self.scope) or "<module>", condition=self.conditions[-1],
-                          positional=[read(a) for a in call.args],
+                          positional=[read(a) for a in itertools.takewhile(
+                              lambda a: not isinstance(a, ast.Starred), call.args)],
                           keywords={k.arg: read(k.value) for k in call.keywords if k.arg is not None})
 
     def _may_hold_text(self, name: str) -> bool:
