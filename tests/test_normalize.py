@@ -61,6 +61,10 @@ def test_header_only_keeps_a_loggers_name():
         ("ERROR:app.db:ValueError: Could not deduce type from expr.", "ValueError: Could not deduce type from expr."),
         ("2026-08-23 00:24:21.529 | ERROR    | ingest:312 - JaxprTypeError: oops", "JaxprTypeError: oops"),
         ("[ERROR] disk full", "disk full"),
+        # pytest's failure margin, and one after a CI runner's timestamp
+        ("E       RuntimeError: CUDA error: out of memory", "RuntimeError: CUDA error: out of memory"),
+        ("2026-03-01T10:00:00.123Z E   AssertionError: bad", "AssertionError: bad"),
+        ("E  two spaces is no margin", "E  two spaces is no margin"),
         ("plain message without prefix", "plain message without prefix"),
     ],
 )
@@ -239,3 +243,14 @@ def test_a_cut_pydantic_paste_still_finds_its_message():
             "  Value error, max_num_batched_tokens (8192) is smaller than max_model_len (131072). ...")
     forms = {(m.text, m.error_class) for m in text_messages(text)}
     assert ("max_num_batched_tokens (8192) is smaller than max_model_len (131072). ...", "ValueError") in forms
+
+
+def test_a_traceback_inside_pytests_margin_is_read_line_by_line_with_its_exception():
+    lines = ["E   Traceback (most recent call last):", 'E     File "x.py", line 3, in f',
+             "E       raise ValueError('bad')", "E   ValueError: bad thing", "", "x.py:3: ValueError"]
+    messages = [m for m in iter_messages(lines) if m.text.strip()]
+    assert all(m.kind == "line" for m in messages)
+    assert ("bad thing", "ValueError") in [(m.text, m.error_class) for m in messages]
+    # a level that ends in E is no margin: its traceback is a block as before
+    block = list(iter_messages(["SEVERE    Traceback (most recent call last):", '  File "x", line 1', "KeyError: 'a'"]))
+    assert [(m.kind, m.text, m.error_class) for m in block] == [("traceback", "'a'", "KeyError")]

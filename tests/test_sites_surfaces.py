@@ -171,3 +171,28 @@ def test_a_long_paste_that_stops_inside_its_last_message_gets_its_site(store_db,
     # the same log with a later line that is no message cut short: nothing is claimed
     log.write_text("\n".join([*lines, title, "INFO 06-12 10:59:59 engine.py:1] shutting down"]) + "\n")
     assert json.loads(_errkb("explain", "--db", str(store_db), "--json", "--file", str(log)).stdout)["sites"] == []
+
+
+GRAPH_BREAK = ("torch._dynamo.exc.Unsupported: can't handle functions not implemented in python\n"
+               "  Explanation: Dynamo can only handle functions defined in python\n"
+               "  Hint: Move usage of this function out of `torch.compile` region")
+
+
+def test_a_paste_that_quotes_its_message_gets_the_site_of_the_message_as_printed(store_db):
+    """pytest's "E   " margin and a repr with its line breaks written "\\n" hide a message that
+    spans lines from its pattern; explain reads each as the program printed it and gives the
+    site the plain message gets, on the line the quoted message begins."""
+    def sites(text: str) -> list:
+        return json.loads(_errkb("explain", "--db", str(store_db), "--json", text).stdout)["sites"]
+
+    plain = sites(GRAPH_BREAK)
+    assert plain and plain[0]["sites"][0]["file"] == "torch/_dynamo/variables/functions.py", plain
+    margin = "\n".join("E" + " " * 15 + line for line in GRAPH_BREAK.split("\n"))
+    pytest_paste = f">       return fn(*args)\n{margin}\n\ntests/test_compile.py:42: Unsupported"
+    quoted = sites(pytest_paste)
+    assert [s["pattern"] for s in quoted] == [s["pattern"] for s in plain] and quoted[0]["line"] == 2
+    message = GRAPH_BREAK.split(": ", 1)[1].replace("\n", "\\n").replace("'", "\\'")
+    assert [s["pattern"] for s in sites(f"cur_exn = Unsupported('{message}\\n')")] == [s["pattern"] for s in plain]
+    # a margin or a literal around a message no library raises: still nothing
+    assert sites("E       RuntimeError: my own check failed\nE         Explanation: mine") == []
+    assert sites("x = MyError('my own check failed\\n  Explanation: mine')") == []

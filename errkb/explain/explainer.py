@@ -301,9 +301,26 @@ def _decode(line: bytes | str) -> str:
 
 
 def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanation:
-    from errkb.text.normalize import iter_messages, text_messages
+    from errkb.text.printed import printed_forms
 
     lines = [_decode(line).rstrip("\r") for line in head]
+    result = _explain_text(kb, lines, all_matches)
+    if result.found or result.sites:
+        return result
+    # a paste that quotes its message (pytest's "E   " margin, a repr with its line breaks
+    # written "\n") is read as the program printed it, where the paste as given found nothing
+    for first_line, form in printed_forms("\n".join(lines)):
+        printed = _explain_text(kb, form.split("\n"), all_matches, first_line)
+        if printed.found or printed.sites:
+            return printed
+    return result
+
+
+def _explain_text(kb: KnowledgeBase, lines: list[str], all_matches: bool, first_line: int | None = None) -> Explanation:
+    """A short paste's explanation; with ``first_line``, the paste is a message quoted from a
+    longer one that begins there, and its sites say that line."""
+    from errkb.text.normalize import iter_messages, text_messages
+
     text = "\n".join(lines)
     messages = [m for m in iter_messages(lines) if m.text.strip()]
     if len(messages) > 1:
@@ -320,10 +337,11 @@ def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanat
         found = [_truncated(kb, record_id, message) for record_id, message in kb.truncated(messages)]
         if not found:
             near = _near(kb, [m.text for m in messages])
-    sites = _sites(kb, [text]) if not found else []
+    at = None if first_line is None else [first_line]
+    sites = _sites(kb, [text], at) if not found else []
     if not found and not sites:
         # a paste cut short inside a message a library raises (a title at 80 characters)
-        sites = _sites(kb, [text], cut=True)
+        sites = _sites(kb, [text], at, cut=True)
     words: list[str] = []
     hits: list = []
     if not found and not near and not sites and len(text.split()) <= SEARCH_WORDS:

@@ -2,7 +2,7 @@
 
 A record's ``messagePattern`` describes the exception message alone. Real text wraps
 it: ANSI colour, log prefixes (timestamps, levels, ``(EngineCore_DP0 pid=1234)``,
-``[file.py:123]``, ``[rank0]:``), JSON log envelopes, tracebacks whose final
+``[file.py:123]``, ``[rank0]:``, pytest's ``E       ``), JSON log envelopes, tracebacks whose final
 ``ErrorClass: message`` line is what matters, chained exceptions, messages wrapped
 over several lines, Windows line endings, invalid UTF-8.
 
@@ -47,6 +47,8 @@ _PREFIX = re.compile(
     r"|(?P<proc>\([\w.-]{1,100}(?: [\w.-]{1,40}=[\w.-]{1,40}){1,4}\) ?)"
     # [rank0]: / [rank12]:
     r"|(?P<rank>\[rank\d{1,6}\]: ?)"
+    # pytest's failure margin: E and the test's indentation (errkb.text.printed reads a run of them)
+    r"|(?P<pytest>E {3,64})"
     # [file.py:123] / [core.py:123 in fn]
     r"|(?P<file>\[[\w./<>-]{1,255}:\d{1,10}(?: [^\]\n]{1,100})?\] ?)"
     # Python logging's default LEVEL:logger: (a logger name never precedes a space)
@@ -70,6 +72,8 @@ _LOGGER = re.compile(
     r"(?::? | - )(?=\S)"
 )
 _LOGGER_AFTER = frozenset({"level", "blevel"})
+# A prefix that ends in pytest's margin (the E is a word of its own: not SEVERE's, TRACE's).
+_PYTEST_MARGIN_END = re.compile(r"(?:^|\s)E {3,64}\Z")
 
 # After these the message starts: nothing after them is a prefix any more.
 _TERMINAL_PREFIXES = frozenset({"syslog", "glog", "file", "pylog", "loguru", "loguru2"})
@@ -461,7 +465,9 @@ def iter_messages(lines: Iterable[str | bytes], start: int = 1) -> Iterator[LogM
                 continue
             yield block.to_message()
             block = None
-        if body.startswith(TRACEBACK_HEADER):
+        # pytest's margin takes each line's indentation with it: a traceback inside one cannot be
+        # followed as a block (its frames look like messages), so its lines are read one by one
+        if body.startswith(TRACEBACK_HEADER) and not _PYTEST_MARGIN_END.search(clean, 0, plen):
             block = _TracebackBlock(number, _shape(clean[:plen]))
             continue
         candidates = line_messages(line)

@@ -235,6 +235,7 @@
     String.raw`|(?P<glog>[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d{1,9} {1,16}\d{1,10} [\w./-]{1,255}:\d{1,10}\] ?)` +
     String.raw`|(?P<proc>\([\w.-]{1,100}(?: [\w.-]{1,40}=[\w.-]{1,40}){1,4}\) ?)` +
     String.raw`|(?P<rank>\[rank\d{1,6}\]: ?)` +
+    String.raw`|(?P<pytest>E {3,64})` +
     String.raw`|(?P<file>\[[\w./<>-]{1,255}:\d{1,10}(?: [^\]\n]{1,100})?\] ?)` +
     String.raw`|(?P<pylog>` + LEVEL + String.raw`:(?:[A-Za-z_][\w.]{0,200}:(?=\S))?(?: {1,16})?)` +
     String.raw`|(?P<loguru>\| ?` + LEVEL + String.raw` {0,16}\| ?(?:[\w.<>]{1,255}:[\w.<>]{0,255}:?\d{1,10} - )?)` +
@@ -245,7 +246,7 @@
   var ERROR_LINE = pyRegExp(String.raw`((?:[A-Za-z_]\w{0,100}\.){0,12}[A-Za-z_]\w{0,100}` +
     String.raw`(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure|Iteration|Timeout|Refused|Denied|NotFound|Err|Exists))` +
     String.raw`(?::(?: |$)|$)`, "uy");
-  var PREFIX_FAMILIES = ["ts", "vllm", "syslog", "glog", "proc", "rank", "file", "pylog", "loguru", "loguru2", "blevel", "level"];
+  var PREFIX_FAMILIES = ["ts", "vllm", "syslog", "glog", "proc", "rank", "pytest", "file", "pylog", "loguru", "loguru2", "blevel", "level"];
   var TERMINAL_PREFIXES = { syslog: 1, glog: 1, file: 1, pylog: 1, loguru: 1, loguru2: 1 };
   var LEVEL_PREFIXES = { vllm: 1, pylog: 1, loguru: 1, loguru2: 1, blevel: 1, level: 1 };
   var LEVEL_ONLY = { pylog: pyRegExp(LEVEL + ":", "uy"), loguru: pyRegExp(String.raw`\| ?` + LEVEL + String.raw` {0,16}\| ?`, "uy"),
