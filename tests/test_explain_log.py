@@ -244,6 +244,9 @@ def test_fast_log_path_agrees_with_iter_messages(sibling_db):
         "The above exception was the direct cause of the following exception:",
         "During handling of the above exception, another exception occurred:",
         "RuntimeError: boom", "KeyError: 'x'", f"ValueError: {drifted}", "continued message text\r",
+        # pytest's failure margin: a run of these is one message
+        f"E       ValueError: {SEED_MESSAGE}", "E         second line of it", "E", "\x1b[31mE   RuntimeError: boom\x1b[0m",
+        "E   Traceback (most recent call last):", 'E     File "/app/x.py", line 1, in f', "Error: not a margin",
     ]
 
     def reference(lines):

@@ -245,12 +245,23 @@ def test_a_cut_pydantic_paste_still_finds_its_message():
     assert ("max_num_batched_tokens (8192) is smaller than max_model_len (131072). ...", "ValueError") in forms
 
 
-def test_a_traceback_inside_pytests_margin_is_read_line_by_line_with_its_exception():
-    lines = ["E   Traceback (most recent call last):", 'E     File "x.py", line 3, in f',
-             "E       raise ValueError('bad')", "E   ValueError: bad thing", "", "x.py:3: ValueError"]
-    messages = [m for m in iter_messages(lines) if m.text.strip()]
-    assert all(m.kind == "line" for m in messages)
-    assert ("bad thing", "ValueError") in [(m.text, m.error_class) for m in messages]
+def test_a_run_of_pytests_margin_is_one_message_as_printed():
+    """pytest shows the exception with "E" and the test's indentation before each line: a run
+    of such lines is one message, its class split off and its lines as the program printed them;
+    a traceback inside the margin gives its last exception."""
+    lines = [">       fn(x)", "E               torch._dynamo.exc.Unsupported: can't handle it",
+             "E                 Explanation: Dynamo can only handle functions", "E",
+             "E                 Developer debug context: x", "", "tests/x.py:42: Unsupported",
+             "E   Traceback (most recent call last):", 'E     File "x.py", line 3, in f',
+             "E       raise ValueError('bad')", "E   ValueError: bad thing", "x.py:3: ValueError"]
+    messages = [(m.kind, m.first_line, m.last_line, m.text, m.error_class) for m in iter_messages(lines)]
+    assert messages[1] == ("pytest", 2, 5, "can't handle it\n  Explanation: Dynamo can only handle functions\n\n"
+                           "  Developer debug context: x", "torch._dynamo.exc.Unsupported")
+    assert messages[4] == ("pytest", 8, 11, "bad thing", "ValueError")
+    assert [m[0] for m in messages] == ["line", "pytest", "line", "line", "pytest", "line"]
+    # after a timestamp the margin is a prefix of one line; its traceback is read line by line
+    stamped = [f"2026-03-01T10:00:00Z {line}" for line in lines[7:11]]
+    assert all(m.kind == "line" for m in iter_messages(stamped))
     # a level that ends in E is no margin: its traceback is a block as before
     block = list(iter_messages(["SEVERE    Traceback (most recent call last):", '  File "x", line 1', "KeyError: 'a'"]))
     assert [(m.kind, m.text, m.error_class) for m in block] == [("traceback", "'a'", "KeyError")]

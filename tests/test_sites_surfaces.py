@@ -196,3 +196,18 @@ def test_a_paste_that_quotes_its_message_gets_the_site_of_the_message_as_printed
     # a margin or a literal around a message no library raises: still nothing
     assert sites("E       RuntimeError: my own check failed\nE         Explanation: mine") == []
     assert sites("x = MyError('my own check failed\\n  Explanation: mine')") == []
+
+
+def test_a_long_pytest_log_gives_the_site_of_the_message_in_its_margin(store_db, tmp_path):
+    """Over 50 lines explain reads a log: a run of pytest's margin is one message there, so a
+    message spanning lines gets its site, at the run's first line."""
+    session = [f"tests/test_compile.py::test_case_{n} PASSED" for n in range(60)]
+    whole = GRAPH_BREAK + "\n\n  Developer debug context: functools.partial(<function f at 0x7a2080691b20>)"
+    margin = [("E" + " " * 15 + line).rstrip() for line in whole.split("\n")]
+    log = tmp_path / "pytest.log"
+    log.write_text("\n".join([*session, ">       return fn(*args)", *margin, "",
+                              "tests/test_compile.py:42: Unsupported"]) + "\n")
+    out = json.loads(_errkb("explain", "--db", str(store_db), "--json", "--file", str(log)).stdout)
+    assert out["matches"] == [] and out["sites"], out
+    assert out["sites"][0]["line"] == 62 and not out["sites"][0].get("truncated")
+    assert out["sites"][0]["sites"][0]["file"] == "torch/_dynamo/variables/functions.py"

@@ -3,12 +3,13 @@
 The one loop behind ``Matcher.match_log`` and ``errkb explain`` on a log. Batches are
 bounded in count *and* in characters (4096 lines of 1 MiB would be 4 GiB at once).
 
-Lines are grouped only where a traceback starts: until a line holds a traceback header,
-each line is its own message, so a batch of plain lines goes straight to
-``Matcher.match_lines`` (about 15x faster than normalising each line first). From a
-header on, ``normalize.iter_messages`` reads the stream until the block is over and
-hands back the first plain line after it. tests/test_explain_log.py checks that both
-give the same messages and matches as ``iter_messages`` alone.
+Lines are grouped only where a traceback or a run of pytest's failure margin starts:
+until a line holds a traceback header or begins with pytest's mark, each line is its own
+message, so a batch of plain lines goes straight to ``Matcher.match_lines`` (about 15x
+faster than normalising each line first). From there on, ``normalize.iter_messages``
+reads the stream until the block is over and hands back the first plain line after it.
+tests/test_explain_log.py checks that both give the same messages and matches as
+``iter_messages`` alone.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 
 from errkb.text.normalize import TRACEBACK_HEADER, LogMessage, iter_messages, strip_ansi, to_text
+from errkb.text.printed import pytest_marked
 
 # Messages and characters per batch handed to the matcher at once.
 LOG_BATCH_MESSAGES = 4096
@@ -26,7 +28,7 @@ LOG_BATCH_CHARS = 4 << 20
 def match_log(matcher, lines: Iterable[str | bytes], max_messages: int = LOG_BATCH_MESSAGES,
               max_chars: int = LOG_BATCH_CHARS) -> Iterator[tuple[LogMessage, list]]:
     """(message, matches) for every message of a log, as ``normalize.iter_messages``
-    groups them (one per line, one per traceback block), at most ``max_messages``
+    groups them (one per line, one per traceback block or pytest margin run), at most ``max_messages``
     messages or about ``max_chars`` characters matched at once.
 
     A plain line's message is the line as read (``text`` and ``raw``) without its
@@ -40,7 +42,8 @@ def match_log(matcher, lines: Iterable[str | bytes], max_messages: int = LOG_BAT
         header: str | None = None
         for raw in source:
             line = to_text(raw).rstrip("\r\n")
-            if TRACEBACK_HEADER in line or ("\x1b" in line and TRACEBACK_HEADER in strip_ansi(line)):
+            if TRACEBACK_HEADER in line or pytest_marked(line) \
+                    or ("\x1b" in line and (TRACEBACK_HEADER in (clean := strip_ansi(line)) or pytest_marked(clean))):
                 header = line
                 break
             batch.append(line)

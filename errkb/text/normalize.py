@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from errkb.plain import Plain
+from errkb.text.printed import pytest_marked, unmarked
 
 # Longest message kept from one traceback / continuation, and most exceptions kept
 # from one chain: bounds memory when a stream holds a pathological traceback.
@@ -26,6 +27,8 @@ MAX_CHAIN = 16
 MAX_CONTINUATION_LINES = 20
 # Texts with more lines than this are not also joined into one wrapped message.
 MAX_WRAP_LINES = 50
+# Lines of one run of pytest's failure margin kept as its message.
+MAX_PYTEST_LINES = 200
 
 _ANSI = re.compile(r"\x1b(?:\[[0-?]{0,32}[ -/]{0,8}[@-~]|\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)|[@-Z\\-_])")
 
@@ -128,7 +131,7 @@ class LogMessage(Plain):
         self.last_line = last_line
         self.text = text  # the message (for a traceback: the last exception's message)
         self.error_class = error_class
-        self.kind = kind  # line | traceback
+        self.kind = kind  # line | traceback | pytest (a run of pytest's failure margin)
         self.raw = raw  # the first raw line (a line message's own text)
         self.candidates = [] if candidates is None else candidates
 
@@ -433,7 +436,8 @@ class _TracebackBlock:
             if len(parts) > 1:
                 full_rest = "\n".join([rest, *parts[1:]])
                 candidates.append(Message(full_rest, error_class, "traceback"))
-                candidates.append(Message(" ".join(p.strip() for p in [rest, *parts[1:]]), error_class, "wrapped"))
+                candidates.append(Message(" ".join(p.strip() for p in [rest, *parts[1:]] if p.strip()), error_class,
+                                          "wrapped"))
                 rest = full_rest
             final_class, final_text = error_class, rest
         return LogMessage(
@@ -447,11 +451,55 @@ class _TracebackBlock:
         )
 
 
+class _PytestBlock:
+    """A run of lines in pytest's failure margin (errkb.text.printed): the exception pytest
+    shows, read as one message, its lines as the program printed them."""
+
+    def __init__(self, first_line: int, line: str) -> None:
+        self.first_line = first_line
+        self.last_line = first_line
+        self.lines = [line[:MAX_MESSAGE_CHARS]]
+
+    def takes(self, line: str) -> bool:
+        if not pytest_marked(line):
+            return False
+        if len(self.lines) < MAX_PYTEST_LINES:  # the rest of a longer run is read, not kept
+            self.lines.append(line[:MAX_MESSAGE_CHARS])
+        return True
+
+    def to_message(self) -> LogMessage:
+        lines = (unmarked(self.lines) or "").split("\n")
+        # a traceback inside the margin (a subprocess's, a chained one): its last exception
+        block = _last_traceback(lines, self.first_line) if any(line.startswith(TRACEBACK_HEADER) for line in lines) \
+            else None
+        if block is None:
+            # otherwise the run is the exception as pytest prints it: class, message, its lines
+            block = _TracebackBlock(self.first_line, "")
+            block.exceptions = [lines]
+        message = block.to_message()
+        message.last_line = self.last_line
+        message.kind = "pytest"
+        return message
+
+
+def _last_traceback(lines: list[str], first_line: int) -> _TracebackBlock | None:
+    """The last traceback block of ``lines`` (no log prefixes: a margin's text) that holds an
+    exception; None when none does."""
+    block = last = None
+    for line in lines:
+        if block is not None and _continue_block(block, "", line):
+            continue
+        if block is not None and block.exceptions:
+            last = block
+        block = _TracebackBlock(first_line, "") if line.startswith(TRACEBACK_HEADER) else None
+    return block if block is not None and block.exceptions else last
+
+
 def iter_messages(lines: Iterable[str | bytes], start: int = 1) -> Iterator[LogMessage]:
-    """Messages of a log, in order: one per line, or one per traceback block
-    (chained exceptions included). Line numbers are 1-based. Memory stays bounded
+    """Messages of a log, in order: one per line, one per traceback block (chained
+    exceptions included), or one per run of pytest's failure margin. Line numbers are 1-based. Memory stays bounded
     whatever the input (messages are capped, frames are not kept)."""
-    block: _TracebackBlock | None = None
+    block: _TracebackBlock | _PytestBlock | None = None
     number = start - 1
     for number, raw in enumerate(lines, start):
         line = to_text(raw)
@@ -460,11 +508,14 @@ def iter_messages(lines: Iterable[str | bytes], start: int = 1) -> Iterator[LogM
         plen = prefix_length(clean)
         body = clean[plen:]
         if block is not None:
-            if _continue_block(block, clean[:plen], body):
+            if block.takes(clean) if isinstance(block, _PytestBlock) else _continue_block(block, clean[:plen], body):
                 block.last_line = number
                 continue
             yield block.to_message()
             block = None
+        if pytest_marked(clean):
+            block = _PytestBlock(number, clean)
+            continue
         # pytest's margin takes each line's indentation with it: a traceback inside one cannot be
         # followed as a block (its frames look like messages), so its lines are read one by one
         if body.startswith(TRACEBACK_HEADER) and not _PYTEST_MARGIN_END.search(clean, 0, plen):

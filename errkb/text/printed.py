@@ -55,23 +55,36 @@ def printed_forms(text: str) -> list[tuple[int, str]]:
     return out[:MAX_FORMS]
 
 
+def pytest_marked(line: str) -> bool:
+    """True for a line of pytest's failure margin: ``E`` then a space, or ``E`` alone."""
+    return line[:1] == PYTEST_MARK and (len(line) == 1 or line[1] == " ")
+
+
+def unmarked(run: list[str]) -> str | None:
+    """A run of pytest-marked lines without the margin they share (the ``E`` and the
+    spaces every non-blank line has after it), blank edge lines left off; None for a run
+    of blank lines only."""
+    bodies = [line[1:].rstrip() for line in run]
+    margin = min((len(b) - len(b.lstrip(" ")) for b in bodies if b.strip()), default=None)
+    if margin is None:
+        return None
+    return "\n".join(b[margin:] for b in bodies).strip("\n")
+
+
 def pytest_runs(lines: list[str]) -> list[tuple[int, str]]:
-    """Each run of pytest-marked lines (``E`` then a space, or ``E`` alone for a blank line)
-    without its margin: ``(its first line number, its text)``. A run of blank lines only is
-    none."""
+    """Each run of pytest-marked lines without its margin: ``(its first line number, its
+    text)``. A run of blank lines only is none."""
     runs: list[tuple[int, str]] = []
     start = None
     for number, line in enumerate([*lines, ""], 1):
-        marked = line[:1] == PYTEST_MARK and (len(line) == 1 or line[1] == " " or line[1:].isspace())
-        if marked and number <= len(lines):
+        if number <= len(lines) and pytest_marked(line):
             if start is None:
                 start = number
             continue
         if start is not None:
-            run = [lines[n - 1][1:].rstrip() for n in range(start, number)]
-            margin = min((len(r) - len(r.lstrip(" ")) for r in run if r.strip()), default=None)
-            if margin is not None:
-                runs.append((start, "\n".join(r[margin:] for r in run).strip("\n")))
+            text = unmarked(lines[start - 1 : number - 1])
+            if text is not None:
+                runs.append((start, text))
             start = None
     return runs
 
