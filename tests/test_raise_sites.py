@@ -93,6 +93,50 @@ def test_local_message_variable_assigned_once_is_followed():
     assert site.message_kind == "variable"
 
 
+def test_a_format_string_held_by_a_local_is_the_template():
+    """torch's sm_120 warning: a local bound once to a literal, formatted where it is warned;
+    a nested function reads its enclosing function's; a name bound twice is no literal."""
+    site = one_site(
+        """
+        def _check_cubins():
+            incompatible_device_warn = \"\"\"
+        {} with CUDA capability sm_{} is not compatible with the current PyTorch installation.
+        \"\"\"
+            for name in names:
+                if bad:
+                    raise RuntimeError(incompatible_device_warn.format(name, cap))
+        """
+    )
+    assert site.template.pattern().startswith("\\n([\\s\\S]+?) with CUDA capability sm_([\\s\\S]+?) is not compatible")
+    nested = one_site(
+        """
+        def outer():
+            fmt = "Found GPU%d %s which requires CUDA_VERSION >= %d to work properly"
+            def inner():
+                raise RuntimeError(fmt % (1, "x", 3))
+            inner()
+        """
+    )
+    assert nested.template.pattern().startswith("Found GPU(.+?) (.+?) which requires CUDA_VERSION >= (.+?) to work")
+    twice = sites_in_source(textwrap.dedent(
+        """
+        def f(x):
+            fmt = "a {} template that is long enough to be one"
+            if x:
+                fmt = "another {} template that is long enough"
+            raise ValueError(fmt.format(x))
+        """), "pkg/mod.py")
+    assert [site.template for site in twice] == [None]  # a site, untemplated
+    # a parameter of the same name as a module constant is the parameter: no literal
+    shadowed = sites_in_source(textwrap.dedent(
+        """
+        FMT = "the module's {} template, long enough to be one"
+        def f(x, FMT):
+            raise ValueError(FMT.format(x))
+        """), "pkg/mod.py")
+    assert [site.template for site in shadowed] == [None]
+
+
 @pytest.mark.parametrize(
     "body, reason",
     [

@@ -1306,13 +1306,33 @@ class _SiteFinder:
         translated = _gettext_literal(node)
         if translated is not None:
             return translated
-        if isinstance(node, ast.Name) and node.id in self.constants:
-            value = self.constants[node.id]
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                return value.value
+        if isinstance(node, ast.Name):
+            return self._named_format_string(node.id)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self._format_string(node.left), self._format_string(node.right)
             return left + right
+        raise NoTemplate("format string is not a literal")
+
+
+    def _named_format_string(self, name: str) -> str:
+        """The literal a name of a ``%`` or ``.format`` template holds: a local (or an enclosing
+        function's variable) bound once, to a string literal (torch's ``incompatible_device_warn
+        = \"\"\"...\"\"\"`` then ``warnings.warn(incompatible_device_warn.format(...))``), else a
+        module constant. A name bound any other way is no literal."""
+        func = self.functions[-1] if self.functions else None
+        scope = func
+        while scope is not None:
+            found = self._locals(scope)
+            if name in found.bindings:
+                values = found.choices.get(name)
+                if values and len(values) == 1 and isinstance(values[0], ast.Constant) \
+                        and isinstance(values[0].value, str):
+                    return values[0].value
+                raise NoTemplate("format string is not a literal")
+            scope = self._parents.get(id(scope))
+        value = self.constants.get(name)
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return value.value
         raise NoTemplate("format string is not a literal")
 
 
