@@ -211,3 +211,21 @@ def test_a_long_pytest_log_gives_the_site_of_the_message_in_its_margin(store_db,
     assert out["matches"] == [] and out["sites"], out
     assert out["sites"][0]["line"] == 62 and not out["sites"][0].get("truncated")
     assert out["sites"][0]["sites"][0]["file"] == "torch/_dynamo/variables/functions.py"
+
+
+def test_a_message_the_paste_wrapped_over_lines_gets_its_site_at_the_line_it_begins(store_db):
+    """An issue's editor or a terminal wraps a long one-line message: its lines are joined back
+    for the known-site tier, as they are for the records, and the site says the line the
+    message begins on."""
+    wrapped = ('  File "/app/serve.py", line 12, in generate\n'
+               "ValueError: The decoder prompt (length 337896) is longer than the maximum model length of 128000. "
+               "Make sure that `max_model_len` is no smaller than the number of text tokens plus multimodal tokens. "
+               "For image inputs, the\n number of image tokens depends on the number of images, and possibly their "
+               "aspect ratios as well.")
+    out = json.loads(_errkb("explain", "--db", str(store_db), "--json", wrapped).stdout)
+    assert out["matches"] == [] and out["sites"], out
+    assert out["sites"][0]["line"] == 2 and not out["sites"][0].get("truncated")
+    assert {s["file"] for s in out["sites"][0]["sites"]} >= {"vllm/v1/engine/processor.py"}
+    # two other libraries' messages on two lines, joined, are no message of ours
+    joined = json.loads(_errkb("explain", "--db", str(store_db), "--json", "\n".join(FOREIGN)).stdout)
+    assert joined["sites"] == []

@@ -339,6 +339,11 @@ def _explain_text(kb: KnowledgeBase, lines: list[str], all_matches: bool, first_
             near = _near(kb, [m.text for m in messages])
     at = None if first_line is None else [first_line]
     sites = _sites(kb, [text], at) if not found else []
+    if not found and not sites and len(lines) > 1:
+        # a message the paste wrapped over lines (a terminal's width, an issue's editor): its
+        # lines joined back, each site at the line its message begins on
+        wrapped = [m.text for m in messages if m.source == "wrapped"]
+        sites = [_at_line(m, _line_of(lines, m.pattern) + (first_line or 1) - 1) for m in _sites(kb, wrapped)]
     if not found and not sites:
         # a paste cut short inside a message a library raises (a title at 80 characters)
         sites = _sites(kb, [text], at, cut=True)
@@ -355,7 +360,7 @@ def _sites(kb: KnowledgeBase, texts: list[str], first_lines: list[int] | None = 
     table's entry: one per table and message, as CUDA and NCCL share "invalid argument"), in order;
     with ``first_lines`` (where each text begins in a log), each match's line is the log's; with
     ``cut``, the messages each text stops inside (SiteIndex.match_cut) instead."""
-    from errkb.match.sites import SiteIndexError, SiteMatch
+    from errkb.match.sites import SiteIndexError
 
     try:
         index = kb.sites()
@@ -363,11 +368,28 @@ def _sites(kb: KnowledgeBase, texts: list[str], first_lines: list[int] | None = 
         for k, text in enumerate(texts):
             for m in index.match_cut(text) if cut else index.match(text):
                 if first_lines is not None:  # a line inside a normalised message is not a log line: its first
-                    m = SiteMatch(m.pattern, first_lines[k], m.trust, m.sites, m.meaning, m.truncated)
+                    m = _at_line(m, first_lines[k])
                 out.setdefault((m.meaning is not None and m.trust, m.pattern), m)
         return list(out.values())
     except SiteIndexError:
         return []  # the tier is an addition: an unreadable index leaves the curated answer whole
+
+
+def _line_of(lines: list[str], pattern: str) -> int:
+    """The first line (1-based) holding the start of a pattern's first literal words: where
+    its message begins in lines a paste wrapped; 1 when no line does."""
+    from errkb.match.chunks import chunks_of
+
+    first = next((c for c in chunks_of(pattern) if c and c.strip()), "")
+    words = " ".join(first.split()[:3])
+    return next((n for n, line in enumerate(lines, 1) if words and words in " ".join(line.split())), 1)
+
+
+def _at_line(match, line: int):
+    """A site match said at another line (of the paste rather than of the text it was found in)."""
+    from errkb.match.sites import SiteMatch
+
+    return SiteMatch(match.pattern, line, match.trust, match.sites, match.meaning, match.truncated)
 
 
 def _truncated(kb: KnowledgeBase, record_id: str, message: str) -> Found:
