@@ -573,8 +573,12 @@ def test_a_text_cut_short_inside_a_message_gets_its_site_marked_truncated(tmp_pa
     for before, line in (("\nfoo\n", 3), ("   \n\n\nfoo\nbar\n", 6), ("\tfoo\n", 2), ("\r\nfoo\r\n", 3),
                          ("\n" * 4100 + "foo\n", 4102)):
         assert [m.line_number for m in index.match_cut(before + title)] == [line], repr(before[:12])
-    # a logging format's " - ", a sentence's end, a text that stops right before a value
+    # a logging format's " - ", a sentence's end, a text that stops right before a value, pydantic's
+    # words before a validator's message (vLLM's config errors), not any other comma
+    assert index.match_cut("A note, Model architectures ['X'] are not supported for now.") == []
     for text in ("2024-05-01 10:00:00,123 - vllm - ERROR - Model architectures ['X'] are not supported for n",
+                 "Value error, Model architectures ['LlavaQwenForCausalLM'] are not supported for now.",
+                 "  Assertion failed, Model architectures ['X'] are not supported for now",
                  "Failed to load. Model architectures ['X'] are not supported",
                  "Model architectures ['X'] are not supported for now. Supported architectures: "):
         assert [s.file for m in index.match_cut(text) for s in m.sites] == ["vllm/model_executor/models/registry.py"]

@@ -1037,10 +1037,16 @@ def served_patterns(index_path: Path | None = None) -> tuple[dict, list[Served]]
 
 def _message_may_begin(marked: str, at: int) -> bool:
     """Whether a message may begin at ``at`` of a folded text (``marked``: errkb.match.chunks.
-    fold_marked): at its start or a line's, or after what ends a prefix (_MESSAGE_AFTER),
-    not inside a sentence."""
+    fold_marked): at its start or a line's, or after what ends a prefix (_MESSAGE_AFTER) or
+    pydantic's words before a validator's message ("Value error, "), not inside a sentence."""
     before = at - 1 - (at > 0 and marked[at - 1] == " ")  # past the one space a folded text has there
-    return before < 0 or marked[at - 1] == "\n" or marked[before] in _MESSAGE_AFTER
+    if before < 0 or marked[at - 1] == "\n" or marked[before] in _MESSAGE_AFTER:
+        return True
+    if marked[before] != ",":
+        return False
+    from errkb.text.normalize import PYDANTIC_WRAPPERS
+
+    return any(marked.endswith(w + ",", 0, before + 1) for w in PYDANTIC_WRAPPERS)
 
 
 def _head_start(head: list[str | None], text: str, end: int) -> int | None:

@@ -274,12 +274,13 @@ def _add_line_forms(line: str, out: list[Message], depth: int) -> None:
         # A validator's exception as pydantic prints it under "1 validation error for X":
         # "  Value error, <message> [type=value_error, input_value=..., input_type=...]".
         message = _PYDANTIC_SUFFIX.sub("", body[wrapped.end():])
-        out.append(Message(message, _PYDANTIC_CLASSES[wrapped.group(1)], "message"))
+        out.append(Message(message, PYDANTIC_WRAPPERS[wrapped.group(1)], "message"))
 
 
-_PYDANTIC_ERROR = re.compile(r"\s{0,8}(Value error|Assertion failed), ")
+# pydantic's words before a validator's message, and the class each stands for
+PYDANTIC_WRAPPERS = {"Value error": "ValueError", "Assertion failed": "AssertionError"}
+_PYDANTIC_ERROR = re.compile(r"\s{0,8}(" + "|".join(PYDANTIC_WRAPPERS) + "), ")
 _PYDANTIC_SUFFIX = re.compile(r" \[type=\w{1,64}, input_value=.*\Z", re.DOTALL)
-_PYDANTIC_CLASSES = {"Value error": "ValueError", "Assertion failed": "AssertionError"}
 
 
 def text_messages(text: str | bytes, _depth: int = 0) -> list[Message]:
