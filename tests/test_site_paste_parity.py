@@ -239,6 +239,12 @@ SITE_PASTES = [
         "Error(s) happened\nx\nRuntimeError: Error(s) in loading state_dict for Net:\n  size mismatch for fc.weight",
         "RuntimeError: Error(s) in loading state_dict for Net: size mismatch for fc.weight: copying a param",
         "ValueError: max_tokens\tmust be  at least 1,   got 0.",
+        # a one-line message an issue's editor wrapped mid-sentence, under a traceback's frame:
+        # its lines joined back, its site at the line it begins on (explainer._line_of)
+        '  File "/app/serve.py", line 12, in generate\nValueError: The decoder prompt (length 337896) is longer '
+        "than the maximum model length of 128000. Make sure that `max_model_len` is no smaller than the number of "
+        "text tokens plus multimodal tokens. For image inputs, the\n number of image tokens depends on the number "
+        "of images, and possibly their aspect ratios as well.",
     ]),
 ]
 # Another library's messages (transformers, numpy): no site is theirs.

@@ -319,7 +319,7 @@ def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanat
 def _explain_text(kb: KnowledgeBase, lines: list[str], all_matches: bool, first_line: int | None = None) -> Explanation:
     """A short paste's explanation; with ``first_line``, the paste is a message quoted from a
     longer one that begins there, and its sites say that line."""
-    from errkb.text.normalize import iter_messages, text_messages
+    from errkb.text.normalize import iter_messages, text_messages, wrapped_messages
 
     text = "\n".join(lines)
     messages = [m for m in iter_messages(lines) if m.text.strip()]
@@ -342,7 +342,7 @@ def _explain_text(kb: KnowledgeBase, lines: list[str], all_matches: bool, first_
     if not found and not sites and len(lines) > 1:
         # a message the paste wrapped over lines (a terminal's width, an issue's editor): its
         # lines joined back, each site at the line its message begins on
-        wrapped = [m.text for m in messages if m.source == "wrapped"]
+        wrapped = [m.text for m in wrapped_messages(text)]
         sites = [_at_line(m, _line_of(lines, m.pattern) + (first_line or 1) - 1) for m in _sites(kb, wrapped)]
     if not found and not sites:
         # a paste cut short inside a message a library raises (a title at 80 characters)

@@ -315,18 +315,35 @@ def text_messages(text: str | bytes, _depth: int = 0) -> list[Message]:
         if error_class is not None:
             out.append(Message(_without_blank_edges(rest), error_class, "raw"))
     if len(lines) <= MAX_WRAP_LINES:
-        bodies = [strip_prefixes(line).strip() for line in lines]
-        for joined in ("".join(bodies), " ".join(b for b in bodies if b)):
-            out.append(Message(joined, None, "wrapped"))
-            error_class, rest = split_error_class(joined)
-            if error_class is not None:
-                out.append(Message(rest, error_class, "wrapped"))
+        out.extend(_wrapped_forms(lines))
     for msg in iter_messages(lines):
         for form in msg.candidates:
             out.append(form)
             if form.text[:1] == "\n" or form.text[-1:] == "\n":  # "RuntimeError: \nFound no ..."
                 out.append(Message(_without_blank_edges(form.text), form.error_class, form.source))
     return _dedupe(out)
+
+
+def wrapped_messages(text: str) -> list[Message]:
+    """The forms of ``text_messages`` that join a text's lines back into one message (an
+    issue's editor or a terminal wrapped it): none for one line or over MAX_WRAP_LINES."""
+    lines = strip_ansi(to_text(text).replace("\r\n", "\n")).split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return _dedupe(_wrapped_forms(lines)) if 1 < len(lines) <= MAX_WRAP_LINES else []
+
+
+def _wrapped_forms(lines: list[str]) -> list[Message]:
+    """The lines without their log prefixes and edge blanks, run together and space-separated,
+    each also with its error class split off where it has one."""
+    bodies = [strip_prefixes(line).strip() for line in lines]
+    out = []
+    for joined in ("".join(bodies), " ".join(b for b in bodies if b)):
+        out.append(Message(joined, None, "wrapped"))
+        error_class, rest = split_error_class(joined)
+        if error_class is not None:
+            out.append(Message(rest, error_class, "wrapped"))
+    return out
 
 
 def _without_blank_edges(text: str) -> str:

@@ -363,20 +363,27 @@
       var bareSplit = splitErrorClass(bare);
       if (bareSplit) { out.push(withoutBlankEdges(bareSplit[1])); }
     }
-    if (lines.length <= 50) {
-      var bodies = lines.map(function (l) { return pyStrip(stripPrefixes(l)); });
-      [bodies.join(""), bodies.filter(function (b) { return b; }).join(" ")].forEach(function (joined) {
-        out.push(joined);
-        var split = splitErrorClass(joined);
-        if (split) { out.push(split[1]); }
-      });
-    }
+    if (lines.length <= 50) { out = out.concat(wrappedMessages(lines.join("\n"))); }
     lines.forEach(function (line) {
       if (line.slice(-1) === "\r") { line = line.slice(0, -1); }
       out.push(line);
       var clean = stripAnsi(line);
       if (clean !== line) { out.push(clean); }
       addLineForms(clean, out, 0);
+    });
+    return dedupe(out);
+  }
+  // errkb.text.normalize.wrapped_messages (the texts only): a text's lines joined back into
+  // one message (an issue's editor or a terminal wrapped it); none for one line or over 50.
+  function wrappedMessages(text) {
+    var lines = stripAnsi(text.replace(/\r\n/g, "\n")).split("\n"), out = [];
+    while (lines.length && !pyStrip(lines[lines.length - 1])) { lines.pop(); }
+    if (lines.length < 2 || lines.length > 50) { return []; }
+    var bodies = lines.map(function (l) { return pyStrip(stripPrefixes(l)); });
+    [bodies.join(""), bodies.filter(function (b) { return b; }).join(" ")].forEach(function (joined) {
+      out.push(joined);
+      var split = splitErrorClass(joined);
+      if (split) { out.push(split[1]); }
     });
     return dedupe(out);
   }
@@ -1233,6 +1240,32 @@
     var seen = new Set();  // one per pattern; a table's entry one per table and message (explainer._sites)
     return out.filter(function (m) { var k = siteKey(m); if (seen.has(k)) { return false; } seen.add(k); return true; });
   }
+  // errkb.explain.explainer: a paste of several lines no site was found in, its lines joined
+  // back (wrappedMessages), each site at the line its message begins on (_line_of)
+  function wrappedSiteAnswer(text) {
+    if (text.split("\n").length < 2) { return []; }
+    var lines = text.split("\n"), out = [], seen = new Set(), waiting = false;
+    wrappedMessages(text).forEach(function (form) {
+      var got = siteAnswer(form);
+      if (typeof got === "string") { waiting = waiting || got === "loading"; return; }
+      got.forEach(function (m) {
+        if (seen.has(siteKey(m))) { return; }
+        seen.add(siteKey(m));
+        m.line = siteLineOf(lines, m.pattern);
+        out.push(m);
+      });
+    });
+    return waiting ? "loading" : out;
+  }
+  function pySplit(s) { var t = pyStrip(s); return t ? t.split(new RegExp(PY_SPACE + "+", "u")) : []; }
+  function siteLineOf(lines, pattern) {  // errkb.explain.explainer._line_of
+    var first = (siteChunks(pattern) || []).filter(function (c) { return c && pyStrip(c); })[0] || "";
+    var words = pySplit(first).slice(0, 3).join(" ");
+    for (var n = 0; n < lines.length; n++) {
+      if (words && pySplit(lines[n]).join(" ").indexOf(words) >= 0) { return n + 1; }
+    }
+    return 1;
+  }
   function siteKey(m) { return (m.meaning !== null ? m.trust : "") + "\u0000" + m.pattern; }
   function siteTemplate(pattern) {  // as explain shows it: the text, "…" for each value
     return (siteChunks(pattern) || []).map(function (c) { return c === null ? "…" : c; }).join("");
@@ -1396,6 +1429,7 @@
         var near = nearIndexNow().near(textMessages(pasteText(query), 0));
         // no record matched: where a library raises it, if a known site does (never a fix)
         var sites = siteAnswer(pasteText(query));
+        if (Array.isArray(sites) && !sites.length) { sites = wrappedSiteAnswer(pasteText(query)); }
         answer.setAttribute("data-sites", typeof sites === "string" ? sites : String(sites.length));
         if (sitesFailed.length) { answer.setAttribute("data-sites-missing", sitesFailed.join(" ")); }
         if (typeof sites !== "string" && sites.length) {
