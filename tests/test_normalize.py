@@ -265,3 +265,33 @@ def test_a_run_of_pytests_margin_is_one_message_as_printed():
     # a level that ends in E is no margin: its traceback is a block as before
     block = list(iter_messages(["SEVERE    Traceback (most recent call last):", '  File "x", line 1', "KeyError: 'a'"]))
     assert [(m.kind, m.text, m.error_class) for m in block] == [("traceback", "'a'", "KeyError")]
+
+
+def test_a_pytest_run_keeps_the_exception_it_reports_its_root_cause_and_each_error_line():
+    """The exception pytest reports (its first line) stays a form when a traceback follows it
+    inside the margin; a run longer than MAX_PYTEST_LINES keeps its last lines, where a
+    quoted stderr's root cause is; each line naming an error class is a form of its own."""
+    from errkb.text.normalize import MAX_PYTEST_LINES
+
+    def forms(lines):
+        (message,) = [m for m in iter_messages(lines) if m.kind == "pytest"]
+        return message, {(c.text, c.error_class) for c in message.candidates}
+
+    outer = ["E       RuntimeError: Engine core initialization failed. See root cause above.", "E",
+             "E       Traceback (most recent call last):", 'E         File "p.py", line 314, in _bootstrap',
+             "E           self.run()", "E       KeyError: 'model_type'"]
+    message, found = forms(outer)
+    assert ("Engine core initialization failed. See root cause above.", "RuntimeError") in found
+    assert ("'model_type'", "KeyError") in found
+    assert (message.text, message.error_class) == ("Engine core initialization failed. See root cause above.",
+                                                   "RuntimeError")
+    stderr = [f"E       INFO loading shard {n}" for n in range(MAX_PYTEST_LINES + 50)]
+    long_run = ["E       RuntimeError: Server exited unexpectedly. stderr:", *stderr,
+                "E       ValueError: GPU memory utilization must be less than 1.0. Got 1.5."]
+    message, found = forms(long_run)
+    assert ("GPU memory utilization must be less than 1.0. Got 1.5.", "ValueError") in found
+    assert (message.first_line, message.last_line) == (1, len(long_run))
+    # a run of long lines past MAX_MESSAGE_CHARS in all: its last error line is still a form
+    wide = ["E       RuntimeError: worker output:", *["E       " + "x" * 1000] * 80,
+            "E       ValueError: GPU memory utilization must be less than 1.0. Got 1.5."]
+    assert ("GPU memory utilization must be less than 1.0. Got 1.5.", "ValueError") in forms(wide)[1]

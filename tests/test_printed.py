@@ -3,7 +3,7 @@ its line breaks written as escapes) read back as the program printed it."""
 
 from __future__ import annotations
 
-from errkb.text.printed import decode_escapes, escaped_literal, printed_forms, pytest_runs
+from errkb.text.printed import PrintedForm, decode_escapes, escaped_literal, printed_forms, pytest_runs
 
 GRAPH_BREAK = ("torch._dynamo.exc.Unsupported: can't handle functions not implemented in python\n"
                "  Explanation: Dynamo can only handle functions defined in python\n"
@@ -18,7 +18,9 @@ def test_pytest_margin_is_the_mark_and_the_indentation_every_line_shares():
     pasted = "\n".join(["    def test_compile(self):", ">       fn(x)", _pytest(GRAPH_BREAK), "",
                         "torch/_dynamo/variables/functions.py:1234: Unsupported"])
     assert pytest_runs(pasted.split("\n")) == [(3, GRAPH_BREAK)]
-    assert printed_forms(pasted)[0] == (3, GRAPH_BREAK)
+    assert printed_forms(pasted)[0] == PrintedForm(GRAPH_BREAK, 3, True)  # its lines are the paste's
+    # a run taken from its first non-blank line: line for line still
+    assert pytest_runs(["E", "E   ", *_pytest(GRAPH_BREAK).split("\n")]) == [(3, GRAPH_BREAK)]
 
 
 def test_a_blank_line_inside_the_message_keeps_the_run_and_each_run_is_its_own_form():
@@ -27,7 +29,7 @@ def test_a_blank_line_inside_the_message_keeps_the_run_and_each_run_is_its_own_f
     runs = pytest_runs([*first.split("\n"), "", "tests/x.py:3: AssertionError", *second.split("\n")])
     assert runs == [(1, "assert 1 == 2"), (4, message)]
     # the last run (the exception pytest ends with) is read first
-    assert [f for _, f in printed_forms("\n".join([first, "", *second.split("\n")]))][0] == message
+    assert [f.text for f in printed_forms("\n".join([first, "", *second.split("\n")]))][0] == message
 
 
 def test_lines_that_only_begin_with_E_are_no_margin():
@@ -51,11 +53,12 @@ def test_an_apostrophe_in_prose_opens_no_literal_and_the_most_escaped_literal_wi
 
 def test_a_literal_the_paste_cuts_off_runs_to_the_end_and_elision_gives_a_cut_form():
     pasted = "x = Unsupported('builtin isinstance() cannot determine type\\n  Explanation: Dynamo doesn\\'t have a rule to det..."
-    (_, whole), = [f for f in printed_forms(pasted) if f[1].endswith("det...")]
+    (whole,) = [f.text for f in printed_forms(pasted) if f.text.endswith("det...")]
     assert whole.startswith("Unsupported: builtin isinstance() cannot determine type\n")
     elided = "y = E('message one two three\\n  Explanation: traced into...o this especially')"
-    forms = [f for _, f in printed_forms(elided)]
-    assert forms == ["E: message one two three\n  Explanation: traced into...o this especially",
+    forms = printed_forms(elided)
+    assert all(f.first_line == 1 and not f.line_for_line for f in forms)  # a literal: all from its line
+    assert [f.text for f in forms] == ["E: message one two three\n  Explanation: traced into...o this especially",
                      "E: message one two three\n  Explanation: traced into"]
 
 

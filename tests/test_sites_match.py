@@ -576,6 +576,7 @@ def test_a_text_cut_short_inside_a_message_gets_its_site_marked_truncated(tmp_pa
     # a logging format's " - ", a sentence's end, a text that stops right before a value, pydantic's
     # words before a validator's message (vLLM's config errors), not any other comma
     assert index.match_cut("A note, Model architectures ['X'] are not supported for now.") == []
+    assert index.match_cut("DefaultValue error, Model architectures ['X'] are not supported for now.") == []
     for text in ("2024-05-01 10:00:00,123 - vllm - ERROR - Model architectures ['X'] are not supported for n",
                  "Value error, Model architectures ['LlavaQwenForCausalLM'] are not supported for now.",
                  "  Assertion failed, Model architectures ['X'] are not supported for now",

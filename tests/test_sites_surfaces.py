@@ -229,3 +229,24 @@ def test_a_message_the_paste_wrapped_over_lines_gets_its_site_at_the_line_it_beg
     # two other libraries' messages on two lines, joined, are no message of ours
     joined = json.loads(_errkb("explain", "--db", str(store_db), "--json", "\n".join(FOREIGN)).stdout)
     assert joined["sites"] == []
+
+
+def test_where_a_quoted_or_wrapped_message_begins_is_a_line_of_the_paste(store_db):
+    """A site read from a form of the paste says the paste's line: a wrapped message's first
+    words found across its line breaks, a curated table's entry by its text (no crash), a
+    decoded literal's line for every line of it, pytest's coloured margin read too."""
+    def sites(text: str) -> list:
+        out = _errkb("explain", "--db", str(store_db), "--json", text)
+        assert out.returncode in (0, 1), out.stderr
+        return [(s["pattern"][:40], s["line"]) for s in json.loads(out.stdout)["sites"]]
+
+    experimental = ("'trtllm_gen' is an experimental FlashInfer API: it provides no\ncompatibility guarantees and may "
+                    "change or be removed without deprecation.")
+    assert sites("INFO loading 'llama' weights\nwhile loading the kernel:\n" + experimental) == [
+        ("'(.+?)' is an experimental FlashInfer AP", 3)]
+    ptx = sites("INFO step 3\nRuntimeError: CUDA error: the provided PTX was compiled with an\nunsupported toolchain.")
+    assert ptx == [("the provided PTX was compiled with an un", 2)]
+    literal = "w = Foo('" + experimental.replace("'", "\\'").replace("\n", "\\n") + "')"
+    assert sites("first line\nsecond line\n" + literal) == [("'(.+?)' is an experimental FlashInfer AP", 3)]
+    coloured = "\n".join(f"\x1b[1m\x1b[31mE               {line}\x1b[0m" for line in GRAPH_BREAK.split("\n"))
+    assert [line for _, line in sites(">       fn(x)\n" + coloured)] == [2]

@@ -13,6 +13,7 @@ Records, the matcher and near matches come from the store's
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
 import re
@@ -301,6 +302,7 @@ def _decode(line: bytes | str) -> str:
 
 
 def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanation:
+    from errkb.text.normalize import strip_ansi
     from errkb.text.printed import printed_forms
 
     lines = [_decode(line).rstrip("\r") for line in head]
@@ -309,16 +311,32 @@ def _explain_short(kb: KnowledgeBase, head: list, all_matches: bool) -> Explanat
         return result
     # a paste that quotes its message (pytest's "E   " margin, a repr with its line breaks
     # written "\n") is read as the program printed it, where the paste as given found nothing
-    for first_line, form in printed_forms("\n".join(lines)):
-        printed = _explain_text(kb, form.split("\n"), all_matches, first_line)
+    for form in printed_forms(strip_ansi("\n".join(lines))):
+        form_lines = form.text.split("\n")
+        if len(form_lines) > TEXT_MAX_LINES or len(form.text) > TEXT_MAX_BYTES:
+            continue  # a decoded literal is no way round the short path's bounds
+        printed = _explain_text(kb, form_lines, all_matches)
         if printed.found or printed.sites:
-            return printed
+            return _moved(printed, form.first_line, form.line_for_line)
     return result
 
 
-def _explain_text(kb: KnowledgeBase, lines: list[str], all_matches: bool, first_line: int | None = None) -> Explanation:
-    """A short paste's explanation; with ``first_line``, the paste is a message quoted from a
-    longer one that begins there, and its sites say that line."""
+def _moved(result: Explanation, first_line: int, line_for_line: bool) -> Explanation:
+    """``result`` of a form quoted in a paste, its line numbers the paste's: each line of the
+    form is the paste's line ``first_line`` on when the form keeps the paste's lines (a pytest
+    run), else every line is ``first_line`` (a literal decoded from one place)."""
+    def line(n: int) -> int:
+        return first_line + n - 1 if line_for_line else first_line
+
+    result.sites = [_at_line(m, line(m.line_number)) for m in result.sites]
+    for f in result.found:
+        if f.occurrences is not None:
+            f.occurrences = Occurrences(f.occurrences.count, line(f.occurrences.first_line), line(f.occurrences.last_line))
+    return result
+
+
+def _explain_text(kb: KnowledgeBase, lines: list[str], all_matches: bool) -> Explanation:
+    """A short paste's explanation."""
     from errkb.text.normalize import iter_messages, text_messages, wrapped_messages
 
     text = "\n".join(lines)
@@ -337,16 +355,15 @@ def _explain_text(kb: KnowledgeBase, lines: list[str], all_matches: bool, first_
         found = [_truncated(kb, record_id, message) for record_id, message in kb.truncated(messages)]
         if not found:
             near = _near(kb, [m.text for m in messages])
-    at = None if first_line is None else [first_line]
-    sites = _sites(kb, [text], at) if not found else []
+    sites = _sites(kb, [text]) if not found else []
     if not found and not sites and len(lines) > 1:
         # a message the paste wrapped over lines (a terminal's width, an issue's editor): its
         # lines joined back, each site at the line its message begins on
         wrapped = [m.text for m in wrapped_messages(text)]
-        sites = [_at_line(m, _line_of(lines, m.pattern) + (first_line or 1) - 1) for m in _sites(kb, wrapped)]
+        sites = [_at_line(m, _line_of(lines, m)) for m in _sites(kb, wrapped)]
     if not found and not sites:
         # a paste cut short inside a message a library raises (a title at 80 characters)
-        sites = _sites(kb, [text], at, cut=True)
+        sites = _sites(kb, [text], cut=True)
     words: list[str] = []
     hits: list = []
     if not found and not near and not sites and len(text.split()) <= SEARCH_WORDS:
@@ -375,14 +392,28 @@ def _sites(kb: KnowledgeBase, texts: list[str], first_lines: list[int] | None = 
         return []  # the tier is an addition: an unreadable index leaves the curated answer whole
 
 
-def _line_of(lines: list[str], pattern: str) -> int:
-    """The first line (1-based) holding the start of a pattern's first literal words: where
-    its message begins in lines a paste wrapped; 1 when no line does."""
+def _line_of(lines: list[str], match) -> int:
+    """The line (1-based) a site's message begins on in lines a paste wrapped: where the first
+    words of its first literal with letters or digits (a curated table's message: its text)
+    are, read across the line breaks; 1 when they are not there."""
     from errkb.match.chunks import chunks_of
 
-    first = next((c for c in chunks_of(pattern) if c and c.strip()), "")
-    words = " ".join(first.split()[:3])
-    return next((n for n, line in enumerate(lines, 1) if words and words in " ".join(line.split())), 1)
+    if match.meaning is not None:
+        literal = match.pattern
+    else:
+        try:
+            literal = next((c for c in chunks_of(match.pattern) if c and any(ch.isalnum() for ch in c)), "")
+        except ValueError:  # not a miner-built pattern: no words to look for
+            literal = ""
+    words = " ".join(literal.split()[:3])
+    starts, pieces, at = [], [], 0
+    for line in lines:
+        piece = " ".join(line.split())
+        starts.append(at)
+        pieces.append(piece)
+        at += len(piece) + 1
+    found = " ".join(pieces).find(words) if words else -1
+    return bisect.bisect_right(starts, found) if found >= 0 else 1
 
 
 def _at_line(match, line: int):

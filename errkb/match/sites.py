@@ -1046,7 +1046,10 @@ def _message_may_begin(marked: str, at: int) -> bool:
         return False
     from errkb.text.normalize import PYDANTIC_WRAPPERS
 
-    return any(marked.endswith(w + ",", 0, before + 1) for w in PYDANTIC_WRAPPERS)
+    # the wrapper's own words, not the end of a longer word ("DefaultValue error, ")
+    return any(marked.endswith(w + ",", 0, before + 1)
+               and (before - len(w) < 1 or not (marked[before - len(w) - 1].isalnum() or marked[before - len(w) - 1] == "_"))
+               for w in PYDANTIC_WRAPPERS)
 
 
 def _head_start(head: list[str | None], text: str, end: int) -> int | None:

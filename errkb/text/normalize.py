@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator
 
 from errkb.plain import Plain
@@ -471,30 +472,51 @@ class _TracebackBlock:
 
 class _PytestBlock:
     """A run of lines in pytest's failure margin (errkb.text.printed): the exception pytest
-    shows, read as one message, its lines as the program printed them."""
+    shows, read as one message, its lines as the program printed them. Its first line and its
+    last MAX_PYTEST_LINES - 1 are kept (the root cause at the end of a quoted stderr)."""
 
     def __init__(self, first_line: int, line: str) -> None:
         self.first_line = first_line
         self.last_line = first_line
-        self.lines = [line[:MAX_MESSAGE_CHARS]]
+        self.head = line[:MAX_MESSAGE_CHARS]
+        self.tail: deque[str] = deque(maxlen=MAX_PYTEST_LINES - 1)
+        self.lines = 1
 
     def takes(self, line: str) -> bool:
         if not pytest_marked(line):
             return False
-        if len(self.lines) < MAX_PYTEST_LINES:  # the rest of a longer run is read, not kept
-            self.lines.append(line[:MAX_MESSAGE_CHARS])
+        self.tail.append(line[:MAX_MESSAGE_CHARS])
+        self.lines += 1
         return True
 
     def to_message(self) -> LogMessage:
-        lines = (unmarked(self.lines) or "").split("\n")
-        # a traceback inside the margin (a subprocess's, a chained one): its last exception
-        block = _last_traceback(lines, self.first_line) if any(line.startswith(TRACEBACK_HEADER) for line in lines) \
-            else None
-        if block is None:
-            # otherwise the run is the exception as pytest prints it: class, message, its lines
-            block = _TracebackBlock(self.first_line, "")
-            block.exceptions = [lines]
-        message = block.to_message()
+        """Its forms, the most telling last (as the matcher reads them): each other line that
+        names an error class, the last traceback inside it (a subprocess's, a chained one),
+        then the exception pytest reports, its first line on (whole only where no line was
+        left out)."""
+        kept = self.lines == 1 + len(self.tail)
+        lines = (unmarked([self.head, *self.tail]) or "").split("\n")
+        header = next((n for n, line in enumerate(lines) if line.startswith(TRACEBACK_HEADER)), None)
+        reported = lines[:header] if header is not None else lines
+        while reported and not reported[-1].strip():
+            reported.pop()
+        if not kept:
+            reported = reported[:1]  # its continuation may be among the lines left out
+        candidates: list[Message] = []
+        named = 0
+        for line in lines[1:]:
+            stripped = line.strip()
+            error_class, rest = split_error_class(stripped)
+            if error_class is not None and named < MAX_CHAIN:
+                named += 1
+                candidates += [Message(stripped, error_class, "traceback"), Message(rest, error_class, "traceback")]
+        inner = _last_traceback(lines[header:], self.first_line) if header is not None else None
+        if inner is not None:
+            candidates += inner.to_message().candidates
+        outer = _TracebackBlock(self.first_line, "")
+        outer.exceptions = [reported] if reported else []
+        message = outer.to_message() if reported else (inner.to_message() if inner is not None else outer.to_message())
+        message.candidates = _dedupe([*candidates, *message.candidates])
         message.last_line = self.last_line
         message.kind = "pytest"
         return message

@@ -32,26 +32,43 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "0"
 _HEX_DIGITS = {"x": 2, "u": 4, "U": 8}
 
 
-def printed_forms(text: str) -> list[tuple[int, str]]:
-    """``(line number, text)`` for each message the paste quotes, as the program printed it,
-    the most likely first; empty when the paste quotes none."""
-    forms: list[tuple[int, str]] = []
-    lines = text.split("\n")
-    for first, run in reversed(pytest_runs(lines)):
-        forms.append((first, run))
+class PrintedForm:
+    """A message a paste quotes, as the program printed it: ``text``, the paste's line it
+    begins on (``first_line``), and whether its lines are the paste's lines one for one
+    (``line_for_line``: a pytest run) or all come from that one line (a decoded literal)."""
+
+    __slots__ = ("text", "first_line", "line_for_line")
+
+    def __init__(self, text: str, first_line: int, line_for_line: bool) -> None:
+        self.text = text
+        self.first_line = first_line
+        self.line_for_line = line_for_line
+
+    def __repr__(self) -> str:
+        return f"PrintedForm({self.text!r}, {self.first_line}, {self.line_for_line})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PrintedForm) and (self.text, self.first_line, self.line_for_line) == (
+            other.text, other.first_line, other.line_for_line)
+
+
+def printed_forms(text: str) -> list[PrintedForm]:
+    """Each message the paste quotes, as the program printed it, the most likely first;
+    empty when the paste quotes none."""
+    forms = [PrintedForm(run, first, True) for first, run in reversed(pytest_runs(text.split("\n")))]
     literal = escaped_literal(text)
     if literal is not None:
         first, message = literal
-        forms.append((first, message))
+        forms.append(PrintedForm(message, first, False))
         elided = _before_elision(message)
         if elided is not None:
-            forms.append((first, elided))
+            forms.append(PrintedForm(elided, first, False))
     seen: set[str] = {text}
     out = []
-    for first, form in forms:
-        if form.strip() and form not in seen:
-            seen.add(form)
-            out.append((first, form))
+    for form in forms:
+        if form.text.strip() and form.text not in seen:
+            seen.add(form.text)
+            out.append(form)
     return out[:MAX_FORMS]
 
 
@@ -73,12 +90,12 @@ def unmarked(run: list[str]) -> str | None:
 
 def pytest_runs(lines: list[str]) -> list[tuple[int, str]]:
     """Each run of pytest-marked lines without its margin: ``(its first line number, its
-    text)``. A run of blank lines only is none."""
+    text)``, the run taken from its first non-blank line. A run of blank lines only is none."""
     runs: list[tuple[int, str]] = []
     start = None
     for number, line in enumerate([*lines, ""], 1):
         if number <= len(lines) and pytest_marked(line):
-            if start is None:
+            if start is None and line[1:].strip():
                 start = number
             continue
         if start is not None:

@@ -1251,20 +1251,31 @@
       got.forEach(function (m) {
         if (seen.has(siteKey(m))) { return; }
         seen.add(siteKey(m));
-        m.line = siteLineOf(lines, m.pattern);
+        m.line = siteLineOf(lines, m);
         out.push(m);
       });
     });
     return waiting ? "loading" : out;
   }
   function pySplit(s) { var t = pyStrip(s); return t ? t.split(new RegExp(PY_SPACE + "+", "u")) : []; }
-  function siteLineOf(lines, pattern) {  // errkb.explain.explainer._line_of
-    var first = (siteChunks(pattern) || []).filter(function (c) { return c && pyStrip(c); })[0] || "";
-    var words = pySplit(first).slice(0, 3).join(" ");
-    for (var n = 0; n < lines.length; n++) {
-      if (words && pySplit(lines[n]).join(" ").indexOf(words) >= 0) { return n + 1; }
-    }
-    return 1;
+  function siteLineOf(lines, m) {  // errkb.explain.explainer._line_of
+    var literal = m.meaning !== null ? m.pattern :
+      (siteChunks(m.pattern) || []).filter(function (c) { return c && /[\p{L}\p{N}]/u.test(c); })[0] || "";
+    var words = pySplit(literal).slice(0, 3).join(" ");
+    var starts = [], pieces = [], at = 0;
+    lines.forEach(function (line) {
+      var piece = pySplit(line).join(" ");
+      starts.push(at);
+      pieces.push(piece);
+      at += codePoints(piece) + 1;
+    });
+    var joined = pieces.join(" ");
+    var found = words ? joined.indexOf(words) : -1;
+    if (found < 0) { return 1; }
+    found = codePoints(joined.slice(0, found));
+    var n = 0;
+    while (n < starts.length && starts[n] <= found) { n++; }
+    return n;
   }
   function siteKey(m) { return (m.meaning !== null ? m.trust : "") + "\u0000" + m.pattern; }
   function siteTemplate(pattern) {  // as explain shows it: the text, "…" for each value
