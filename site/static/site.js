@@ -235,6 +235,7 @@
     String.raw`|(?P<glog>[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d{1,9} {1,16}\d{1,10} [\w./-]{1,255}:\d{1,10}\] ?)` +
     String.raw`|(?P<proc>\([\w.-]{1,100}(?: [\w.-]{1,40}=[\w.-]{1,40}){1,4}\) ?)` +
     String.raw`|(?P<rank>\[rank\d{1,6}\]: ?)` +
+    String.raw`|(?P<pytest>E {3,64})` +
     String.raw`|(?P<file>\[[\w./<>-]{1,255}:\d{1,10}(?: [^\]\n]{1,100})?\] ?)` +
     String.raw`|(?P<pylog>` + LEVEL + String.raw`:(?:[A-Za-z_][\w.]{0,200}:(?=\S))?(?: {1,16})?)` +
     String.raw`|(?P<loguru>\| ?` + LEVEL + String.raw` {0,16}\| ?(?:[\w.<>]{1,255}:[\w.<>]{0,255}:?\d{1,10} - )?)` +
@@ -245,7 +246,7 @@
   var ERROR_LINE = pyRegExp(String.raw`((?:[A-Za-z_]\w{0,100}\.){0,12}[A-Za-z_]\w{0,100}` +
     String.raw`(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure|Iteration|Timeout|Refused|Denied|NotFound|Err|Exists))` +
     String.raw`(?::(?: |$)|$)`, "uy");
-  var PREFIX_FAMILIES = ["ts", "vllm", "syslog", "glog", "proc", "rank", "file", "pylog", "loguru", "loguru2", "blevel", "level"];
+  var PREFIX_FAMILIES = ["ts", "vllm", "syslog", "glog", "proc", "rank", "pytest", "file", "pylog", "loguru", "loguru2", "blevel", "level"];
   var TERMINAL_PREFIXES = { syslog: 1, glog: 1, file: 1, pylog: 1, loguru: 1, loguru2: 1 };
   var LEVEL_PREFIXES = { vllm: 1, pylog: 1, loguru: 1, loguru2: 1, blevel: 1, level: 1 };
   var LEVEL_ONLY = { pylog: pyRegExp(LEVEL + ":", "uy"), loguru: pyRegExp(String.raw`\| ?` + LEVEL + String.raw` {0,16}\| ?`, "uy"),
@@ -362,20 +363,27 @@
       var bareSplit = splitErrorClass(bare);
       if (bareSplit) { out.push(withoutBlankEdges(bareSplit[1])); }
     }
-    if (lines.length <= 50) {
-      var bodies = lines.map(function (l) { return pyStrip(stripPrefixes(l)); });
-      [bodies.join(""), bodies.filter(function (b) { return b; }).join(" ")].forEach(function (joined) {
-        out.push(joined);
-        var split = splitErrorClass(joined);
-        if (split) { out.push(split[1]); }
-      });
-    }
+    if (lines.length <= 50) { out = out.concat(wrappedMessages(lines.join("\n"))); }
     lines.forEach(function (line) {
       if (line.slice(-1) === "\r") { line = line.slice(0, -1); }
       out.push(line);
       var clean = stripAnsi(line);
       if (clean !== line) { out.push(clean); }
       addLineForms(clean, out, 0);
+    });
+    return dedupe(out);
+  }
+  // errkb.text.normalize.wrapped_messages (the texts only): a text's lines joined back into
+  // one message (an issue's editor or a terminal wrapped it); none for one line or over 50.
+  function wrappedMessages(text) {
+    var lines = stripAnsi(text.replace(/\r\n/g, "\n")).split("\n"), out = [];
+    while (lines.length && !pyStrip(lines[lines.length - 1])) { lines.pop(); }
+    if (lines.length < 2 || lines.length > 50) { return []; }
+    var bodies = lines.map(function (l) { return pyStrip(stripPrefixes(l)); });
+    [bodies.join(""), bodies.filter(function (b) { return b; }).join(" ")].forEach(function (joined) {
+      out.push(joined);
+      var split = splitErrorClass(joined);
+      if (split) { out.push(split[1]); }
     });
     return dedupe(out);
   }
@@ -1232,6 +1240,43 @@
     var seen = new Set();  // one per pattern; a table's entry one per table and message (explainer._sites)
     return out.filter(function (m) { var k = siteKey(m); if (seen.has(k)) { return false; } seen.add(k); return true; });
   }
+  // errkb.explain.explainer: a paste of several lines no site was found in, its lines joined
+  // back (wrappedMessages), each site at the line its message begins on (_line_of)
+  function wrappedSiteAnswer(text) {
+    if (text.split("\n").length < 2) { return []; }
+    var lines = text.split("\n"), out = [], seen = new Set(), waiting = false;
+    wrappedMessages(text).forEach(function (form) {
+      var got = siteAnswer(form);
+      if (typeof got === "string") { waiting = waiting || got === "loading"; return; }
+      got.forEach(function (m) {
+        if (seen.has(siteKey(m))) { return; }
+        seen.add(siteKey(m));
+        m.line = siteLineOf(lines, m);
+        out.push(m);
+      });
+    });
+    return waiting ? "loading" : out;
+  }
+  function pySplit(s) { var t = pyStrip(s); return t ? t.split(new RegExp(PY_SPACE + "+", "u")) : []; }
+  function siteLineOf(lines, m) {  // errkb.explain.explainer._line_of
+    var literal = m.meaning !== null ? m.pattern :
+      (siteChunks(m.pattern) || []).filter(function (c) { return c && /[\p{L}\p{N}]/u.test(c); })[0] || "";
+    var words = pySplit(literal).slice(0, 3).join(" ");
+    var starts = [], pieces = [], at = 0;
+    lines.forEach(function (line) {
+      var piece = pySplit(line).join(" ");
+      starts.push(at);
+      pieces.push(piece);
+      at += codePoints(piece) + 1;
+    });
+    var joined = pieces.join(" ");
+    var found = words ? joined.indexOf(words) : -1;
+    if (found < 0) { return 1; }
+    found = codePoints(joined.slice(0, found));
+    var n = 0;
+    while (n < starts.length && starts[n] <= found) { n++; }
+    return n;
+  }
   function siteKey(m) { return (m.meaning !== null ? m.trust : "") + "\u0000" + m.pattern; }
   function siteTemplate(pattern) {  // as explain shows it: the text, "…" for each value
     return (siteChunks(pattern) || []).map(function (c) { return c === null ? "…" : c; }).join("");
@@ -1395,6 +1440,7 @@
         var near = nearIndexNow().near(textMessages(pasteText(query), 0));
         // no record matched: where a library raises it, if a known site does (never a fix)
         var sites = siteAnswer(pasteText(query));
+        if (Array.isArray(sites) && !sites.length) { sites = wrappedSiteAnswer(pasteText(query)); }
         answer.setAttribute("data-sites", typeof sites === "string" ? sites : String(sites.length));
         if (sitesFailed.length) { answer.setAttribute("data-sites-missing", sitesFailed.join(" ")); }
         if (typeof sites !== "string" && sites.length) {
