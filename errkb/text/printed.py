@@ -21,6 +21,8 @@ one scan of the text, without regular expressions over it.
 
 from __future__ import annotations
 
+from errkb.plain import Plain
+
 # pytest marks every line of the exception with this, then the test's indentation.
 PYTEST_MARK = "E"
 # Forms kept from one paste: the pytest runs and literals a paste quotes one message in.
@@ -32,24 +34,17 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "0"
 _HEX_DIGITS = {"x": 2, "u": 4, "U": 8}
 
 
-class PrintedForm:
+class PrintedForm(Plain):
     """A message a paste quotes, as the program printed it: ``text``, the paste's line it
     begins on (``first_line``), and whether its lines are the paste's lines one for one
     (``line_for_line``: a pytest run) or all come from that one line (a decoded literal)."""
 
-    __slots__ = ("text", "first_line", "line_for_line")
+    _fields = ("text", "first_line", "line_for_line")
 
     def __init__(self, text: str, first_line: int, line_for_line: bool) -> None:
         self.text = text
         self.first_line = first_line
         self.line_for_line = line_for_line
-
-    def __repr__(self) -> str:
-        return f"PrintedForm({self.text!r}, {self.first_line}, {self.line_for_line})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PrintedForm) and (self.text, self.first_line, self.line_for_line) == (
-            other.text, other.first_line, other.line_for_line)
 
 
 def printed_forms(text: str) -> list[PrintedForm]:
