@@ -247,6 +247,12 @@ SITE_PASTES = [
         "of images, and possibly their aspect ratios as well.",
     ]),
 ]
+# Real graph-break pastes (tests/fixtures/pastes_sites_fresh6.jsonl) that quote their message:
+# pytest's "E   " margin, a repr with its line breaks written "\n" (errkb.text.printed). The
+# box reads the quoted forms as explain does, each site at the paste's line.
+PRINTED_PASTES = [p["text"] for p in map(json.loads, (Path(__file__).parent / "fixtures" / "pastes_sites_fresh6.jsonl")
+                                         .read_text(encoding="utf-8").splitlines())
+                  if "\nE " in p["text"] or p["text"].startswith("E ") or "\\n" in p["text"]]
 # Another library's messages (transformers, numpy): no site is theirs.
 FOREIGN = [
     "ValueError: The checkpoint you are trying to load has model type `foo` but Transformers does not recognize "
@@ -354,7 +360,7 @@ def test_paste_box_agrees_with_explain_on_known_sites(built, index_page):
     file, line, function, condition, kind, releases, commit and link, in order) equals
     explain --json's, on real site-only messages and on texts of sampled served patterns."""
     db, _site = built
-    texts = SITE_PASTES + sampled_site_texts()
+    texts = SITE_PASTES + PRINTED_PASTES + sampled_site_texts()
     disagree = []
     kinds: Counter = Counter()
     for text in texts:
@@ -367,6 +373,8 @@ def test_paste_box_agrees_with_explain_on_known_sites(built, index_page):
     assert disagree == []
     for text in WHITESPACE_PASTES:  # agreeing on nothing would prove nothing
         assert cli_outcome(db, text)["kind"] == "site", text
+    # the quoted pastes whose site is read whole (an elided repr is read cut short: the CLI's alone)
+    assert sum(cli_outcome(db, text)["kind"] == "site" for text in PRINTED_PASTES) >= 2
     torchrun = cli_outcome(db, TORCHRUN_PASTE)["sites"]
     assert [(s["trust"], s["line"]) for s in torchrun] == [("elastic", 1), ("elastic", 5)], torchrun
     assert kinds["site"] >= len(texts) // 2, kinds
@@ -433,3 +441,31 @@ return Array.from(a.querySelectorAll('li.site-match')).map(li => ({
     # the curated line alone, twice, in a log: its record, and no site for it
     got = site_outcome(index_page, f"INFO a\n{curated}\nINFO b\n{curated}")
     assert got["kind"] == "match" and site_answer(index_page)["sites"] == 0
+
+
+PRINTED_TEXTS = [
+    "E       ValueError: bad\nE         second line\nE\nE       ",
+    "E   a\nplain\nE   RuntimeError: x\nE     y",
+    "err = Unsupported('torch.* op returned non-Tensor\\n  Explanation: it doesn\\'t trace...o this\\n')",
+    "x = foo.bar.Baz(\"a\\tb\\x41\\u00e9\\U0001F600\\uD800 escapes \\d kept\\n\")",
+    "it's a 'quote' and don't 'count\\n this one' ok",
+    "cut off 'no closing quote\\n runs to the end",
+    "lower(\"lowercase callee does not name a class\\n at all\")",
+    "E" * 5 + "\nE E E E\nE\tno",
+    "'short\\n'",
+    "json {\"msg\": \"Line one of the message\\nLine two ... and more\\\\ path\"}",
+    "ünïcödé 'ĉaractères accentués\\nsur deux lignes'",
+]
+
+
+def test_the_boxs_printed_forms_are_explains(index_page):
+    """errkb.text.printed's forms, ported: the same texts, first lines and kinds on edge cases
+    (apostrophes, cut-off and unknown escapes, \\x/\\u/\\U and surrogates, elision, blank runs)."""
+    from errkb.text.printed import printed_forms
+
+    for text in PRINTED_TEXTS + PRINTED_PASTES:
+        want = [[f.text, f.first_line, f.line_for_line] for f in printed_forms(text)]
+        got = index_page.execute_script(
+            "return window.errkbPrintedForms(arguments[0]).map(f => [f.text, f.first, f.lineForLine]);", text)
+        assert got == want, text
+    assert sum(bool(printed_forms(t)) for t in PRINTED_TEXTS) >= 7  # most of them quote a form

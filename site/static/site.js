@@ -387,6 +387,117 @@
     });
     return dedupe(out);
   }
+  // ---- errkb.text.printed: a paste as the program printed it, where the paste quotes its
+  // message (pytest's "E   " margin; a string literal with its line breaks written \n)
+  var PRINTED_MAX_FORMS = 4, PRINTED_MIN_LITERAL_ALNUM = 12, TEXT_MAX_LINES = 50;  // printed.*, explainer.TEXT_MAX_LINES
+  var PRINTED_ESCAPES = { n: "\n", t: "\t", r: "\r", "\\": "\\", "'": "'", "\"": "\"", "0": "\0", a: "\x07", b: "\b",
+                          f: "\f", v: "\v" };
+  var PRINTED_HEX = { x: 2, u: 4, U: 8 };
+  var PY_SPACE_CHAR = new RegExp("^" + PY_SPACE + "$", "u");
+  function isAlnum(ch) { return /^[\p{L}\p{N}]$/u.test(ch); }
+  function pytestMarked(line) { return line.charAt(0) === "E" && (line.length === 1 || line.charAt(1) === " "); }
+  function unmarked(run) {
+    var bodies = run.map(function (l) { return pyRstrip(l.slice(1)); }), margin = null;
+    bodies.forEach(function (b) {
+      if (!pyStrip(b)) { return; }
+      var m = b.length - b.replace(/^ +/, "").length;
+      if (margin === null || m < margin) { margin = m; }
+    });
+    if (margin === null) { return null; }
+    return bodies.map(function (b) { return b.slice(margin); }).join("\n").replace(/^\n+|\n+$/g, "");
+  }
+  function pytestRuns(lines) {
+    var runs = [], start = null;
+    for (var number = 1; number <= lines.length + 1; number++) {
+      var line = number <= lines.length ? lines[number - 1] : "";
+      if (number <= lines.length && pytestMarked(line)) {
+        if (start === null && pyStrip(line.slice(1))) { start = number; }
+        continue;
+      }
+      if (start !== null) {
+        var text = unmarked(lines.slice(start - 1, number - 1));
+        if (text !== null) { runs.push([start, text]); }
+        start = null;
+      }
+    }
+    return runs;
+  }
+  function decodeEscapes(body) {
+    var out = [], i = 0, n = body.length;
+    while (i < n) {
+      var c = body[i];
+      if (c !== "\\" || i + 1 >= n) { out.push(c); i++; continue; }
+      var e = body[i + 1];
+      if (Object.prototype.hasOwnProperty.call(PRINTED_ESCAPES, e)) { out.push(PRINTED_ESCAPES[e]); i += 2; continue; }
+      var width = Object.prototype.hasOwnProperty.call(PRINTED_HEX, e) ? PRINTED_HEX[e] : 0;
+      var digits = width ? body.slice(i + 2, i + 2 + width) : "";
+      if (width && digits.length === width && /^[0-9a-fA-F]+$/.test(digits)) {
+        var code = parseInt(digits, 16);
+        out.push(code < 0x110000 && !(code >= 0xD800 && code <= 0xDFFF) ? String.fromCodePoint(code) : "\ufffd");
+        i += 2 + width;
+        continue;
+      }
+      out.push(c);
+      i++;
+    }
+    return out.join("");
+  }
+  function calledName(text, quote) {
+    var i = quote - 1;
+    while (i >= 0 && (text[i] === " " || text[i] === "\t")) { i--; }
+    if (i < 0 || text[i] !== "(") { return null; }
+    var end = i;
+    i--;
+    while (i >= 0 && (isAlnum(text[i]) || text[i] === "_" || text[i] === ".")) { i--; }
+    var name = text.slice(i + 1, end).replace(/^\.+|\.+$/g, "");
+    var first = name.split(".").pop().charAt(0);
+    return first && first === first.toUpperCase() && first !== first.toLowerCase() ? name : null;
+  }
+  function escapedLiteral(text) {
+    var best = null, i = 0, n = text.length;
+    while (i < n) {
+      var quote = text[i];
+      if ((quote !== "'" && quote !== "\"") || (i && isAlnum(text[i - 1]))) { i++; continue; }  // "doesn't"
+      var j = i + 1, escapes = 0;
+      while (j < n && text[j] !== quote) {
+        if (text[j] === "\\" && j + 1 < n) { escapes++; j++; }
+        j++;
+      }
+      if (escapes && (best === null || escapes > best[0])) { best = [escapes, i, j]; }
+      i = j + 1;
+    }
+    if (best === null) { return null; }
+    var message = decodeEscapes(text.slice(best[1] + 1, best[2])), alnum = 0;
+    for (var ch of message) { if (isAlnum(ch)) { alnum++; } }
+    if (alnum < PRINTED_MIN_LITERAL_ALNUM) { return null; }
+    var name = calledName(text, best[1]);
+    return [text.slice(0, best[1]).split("\n").length, name !== null ? name + ": " + message : message];
+  }
+  function beforeElision(message) {
+    var at = message.indexOf("...");
+    while (at !== -1) {
+      var before = at > 0 ? message[at - 1] : "", after = message.slice(at + 3, at + 4);
+      if (before && after && !PY_SPACE_CHAR.test(before) && !PY_SPACE_CHAR.test(after) && after !== ".") {
+        return message.slice(0, at);
+      }
+      at = message.indexOf("...", at + 3);
+    }
+    return null;
+  }
+  function printedForms(text) {  // errkb.text.printed.printed_forms
+    var forms = pytestRuns(text.split("\n")).reverse().map(function (r) { return { text: r[1], first: r[0], lineForLine: true }; });
+    var literal = escapedLiteral(text);
+    if (literal !== null) {
+      forms.push({ text: literal[1], first: literal[0], lineForLine: false });
+      var elided = beforeElision(literal[1]);
+      if (elided !== null) { forms.push({ text: elided, first: literal[0], lineForLine: false }); }
+    }
+    var seen = new Set([text]), out = [];
+    forms.forEach(function (f) { if (pyStrip(f.text) && !seen.has(f.text)) { seen.add(f.text); out.push(f); } });
+    return out.slice(0, PRINTED_MAX_FORMS);
+  }
+  window.errkbPrintedForms = printedForms;  // for tests
+
   function withoutBlankEdges(text) {
     var lines = text.split("\n"), first = 0, last = lines.length;
     while (first < last && !pyStrip(lines[first])) { first++; }
@@ -1329,6 +1440,33 @@
     });
     return waiting ? "loading" : out;
   }
+  // errkb.explain.explainer._explain_short: where the paste as given found no record and no
+  // site, each form it quotes (printedForms) is answered as a paste of its own, its sites'
+  // lines the paste's. {hit, texts} or {sites, form}; null for none, "loading" while waiting.
+  function printedAnswer(pasted) {
+    if (pasted.split("\n").length > TEXT_MAX_LINES) { return null; }  // a log: explain's log path
+    var forms = printedForms(stripAnsi(pasted));
+    for (var k = 0; k < forms.length; k++) {
+      var form = forms[k];
+      if (form.text.split("\n").length > TEXT_MAX_LINES) { continue; }  // no way round the bounds
+      var texts = pasteForms(form.text), hit = exactAnswer(texts, form.text);
+      if (!hit) {
+        var repaired = repairedForms(texts, form.text);
+        hit = repaired.length ? exactAnswer(repaired, form.text) : null;
+        if (hit) { texts = repaired; }
+      }
+      if (!hit) { hit = truncatedAnswer(textMessages(form.text, 0), form.text); }
+      if (hit) { return { hit: hit, texts: texts }; }
+      var sites = siteAnswer(form.text);
+      if (Array.isArray(sites) && !sites.length) { sites = wrappedSiteAnswer(form.text); }
+      if (sites === "loading") { return "loading"; }  // an earlier form first, as explain reads them
+      if (Array.isArray(sites) && sites.length) {
+        sites.forEach(function (m) { m.line = form.lineForLine ? form.first + m.line - 1 : form.first; });
+        return { sites: sites, form: form };
+      }
+    }
+    return null;
+  }
   function showSites(matches, heading, log) {
     var box = element("div", "site-answer");
     box.appendChild(element("p", "answer-head", heading || "Where it is raised (a known site: errkb has no fix for it):"));
@@ -1399,6 +1537,17 @@
       }
       // on explain's own forms of the text (errkb.text.normalize.text_messages), as the CLI does
       if (!hit && complete()) { hit = truncatedAnswer(textMessages(pasteText(query), 0), query); }
+      var sites = null, printed = null;
+      if (!hit && complete()) {
+        sites = siteAnswer(pasteText(query));
+        if (Array.isArray(sites) && !sites.length) { sites = wrappedSiteAnswer(pasteText(query)); }
+        if (Array.isArray(sites) && !sites.length) {
+          printed = printedAnswer(pasteText(query));
+          if (printed === "loading") { sites = "loading"; }
+          if (printed && printed.hit) { hit = printed.hit; texts = printed.texts; }
+          if (printed && printed.sites) { sites = printed.sites; }
+        }
+      }
       if (hit) {
         kind = hit.kind;
         answer.setAttribute("data-id", hit.r.id);
@@ -1421,8 +1570,9 @@
         }
         // a log's other error lines raised at known sites, after its known errors (as explain);
         // asked once every record has loaded (a line's record may be in a chunk still loading)
-        if (hit.truncated) {
-          answer.setAttribute("data-sites", "0");  // a text that begins a record: explain's text mode, no sites
+        if (hit.truncated || (printed && printed.hit)) {
+          // a text that begins a record, a record of a quoted form: explain's text mode, no sites
+          answer.setAttribute("data-sites", "0");
         } else if (!complete()) {
           answer.setAttribute("data-sites", "loading");
         } else {
@@ -1437,10 +1587,9 @@
         kind = "loading";
         answer.appendChild(element("p", "answer-head", "No exact match in the records loaded so far; similar records are shown once the rest has loaded."));
       } else {
-        var near = nearIndexNow().near(textMessages(pasteText(query), 0));
-        // no record matched: where a library raises it, if a known site does (never a fix)
-        var sites = siteAnswer(pasteText(query));
-        if (Array.isArray(sites) && !sites.length) { sites = wrappedSiteAnswer(pasteText(query)); }
+        // no record matched: where a library raises it, if a known site does (never a fix);
+        // near matches of the text answered (a quoted form's, where one found its site)
+        var near = nearIndexNow().near(textMessages(printed && printed.sites ? printed.form.text : pasteText(query), 0));
         answer.setAttribute("data-sites", typeof sites === "string" ? sites : String(sites.length));
         if (sitesFailed.length) { answer.setAttribute("data-sites-missing", sitesFailed.join(" ")); }
         if (typeof sites !== "string" && sites.length) {
