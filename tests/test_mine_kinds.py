@@ -575,3 +575,163 @@ def test_what_a_helper_call_keeps_of_its_arguments():
         (27, r"Kernel launch failed\n  Explanation: ([\s\S]+?)"),
         (29, r"bad config: the cache size is negative"),
     ]
+
+
+CLASSES = '''
+class TorchDynamoException(RuntimeError):
+    pass
+
+class ShortenTraceback(TorchDynamoException):
+    def __init__(self, *args, first_useful_frame=None, **kwargs):
+        super().__init__(*args, **kwargs)
+
+class BackendCompilerFailed(ShortenTraceback):
+    def __init__(self, backend_fn, inner_exception, first_useful_frame=None):
+        self.backend_name = getattr(backend_fn, "__name__", "?")
+        msg = f"backend={self.backend_name!r} raised:\\n{type(inner_exception).__name__}: {inner_exception}"
+        super().__init__(msg, first_useful_frame=first_useful_frame)
+
+class EngineDeadError(Exception):
+    ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+
+    def __init__(self, *args, suppress_context: bool = False, **kwargs):
+        super().__init__(self.ENGINE_DEAD_MESSAGE, *args, **kwargs)
+
+class PassedOnError(ValueError):
+    def __init__(self, message):
+        super().__init__(message)
+
+class OldStyleError(Exception):
+    def __init__(self, n):
+        Exception.__init__(self, "the old style base call builds this message with %d things" % n)
+
+class Printed(OldStyleError):
+    def __str__(self):
+        return f"an error class that prints its own message for {self.args}"
+
+class Registry:
+    def __init__(self):
+        super().__init__("a class that is no exception builds no message here")
+
+def f():
+    raise EngineDeadError()
+'''
+
+
+def test_a_message_an_exception_class_builds_is_a_site_of_the_class():
+    """vLLM's EngineDeadError: every `raise EngineDeadError()` prints the text its __init__
+    hands its base, which no raise site shows. The class builds it: a "factory" site in its
+    __init__ (or __str__), also as a traceback prints it, after the class's name."""
+    sites = {(s.template.pattern() if s.template else s.reason): s
+             for s in sites_in_source(CLASSES, "exc.py", kinds=ALL_KINDS) if s.kind == "factory"}
+    engine = sites[r"EngineCore encountered an issue\. See stack trace \(above\) for the root cause\."]
+    assert (engine.function, engine.error_class, engine.line) == ("EngineDeadError.__init__", "EngineDeadError", 19)
+    assert r"EngineDeadError: EngineCore encountered an issue\. See stack trace \(above\) for the root cause\." in sites
+    # a local template, a class of this module's own hierarchy three levels down
+    backend = sites[r"BackendCompilerFailed: backend=([\s\S]+?) raised:\n([\s\S]+?): ([\s\S]+?)"]
+    assert (backend.function, backend.error_class) == ("BackendCompilerFailed.__init__", "BackendCompilerFailed")
+    assert sites["the old style base call builds this message with (.+?) things"].error_class == "OldStyleError"
+    assert sites["an error class that prints its own message for (.+?)"].function == "Printed.__str__"
+    # a parameter handed on is the caller's message; a class that is no exception builds none
+    assert not any("Registry" in (s.function or "") or "PassedOn" in (s.function or "") for s in sites.values())
+    assert len(sites) == 8
+
+
+def test_a_deep_hostile_hierarchy_is_bounded():
+    chain = "class E0(Exception):\n    pass\n" + "".join(f"class E{i}(E{i - 1}):\n    pass\n" for i in range(1, 3000))
+    chain += "class E3000(E2999):\n    def __init__(self):\n        super().__init__('a message built by a class far down the chain')\n"
+    # levels past the ones followed are not read: no recursion, no quadratic walk
+    assert sites_in_source(chain, "deep.py", kinds=ALL_KINDS) == []
+
+
+def test_a_message_collected_in_a_list_and_joined_gives_each_check_its_own():
+    """vLLM's PEFTHelper.validate_legal appends one message per failed check and raises them
+    joined: a user whose one check failed reads that item alone (fresh 8's LoRA rank paste)."""
+    source = '''
+class PEFTHelper:
+    def validate_legal(self, lora_config):
+        error_msg = self._validate_features()
+        if self.r > lora_config.max_lora_rank:
+            error_msg.append(
+                f"LoRA rank {self.r} is greater than max_lora_rank"
+                f" {lora_config.max_lora_rank}.")
+        if self.bias != "none" and not lora_config.bias_enabled:
+            error_msg.append("Adapter bias cannot be used without bias_enabled.")
+        if error_msg:
+            raise ValueError(f"{' '.join(error_msg)}")
+
+def other(items):
+    problems = ["the first problem of a list written out in full"]
+    raise RuntimeError("; ".join(problems))
+'''
+    found = {(s.line, s.template.pattern()) for s in sites_in_source(source, "vllm/lora/peft_helper.py", kinds=ALL_KINDS)
+             if s.template}
+    assert found == {(12, r"LoRA rank (.+?) is greater than max_lora_rank (.+?)\."),
+                     (12, r"Adapter bias cannot be used without bias_enabled\."),
+                     (16, "the first problem of a list written out in full")}
+
+
+def test_cpp_messages_built_with_fmt_format_and_c10ds_macros():
+    """c10d's socket errors (fresh 7 and 9: "The client socket has timed out after 600000ms while
+    trying to connect to (10.0.0.1, 29500).") are fmt::format strings: a format's replacement
+    fields are values, "{{" a brace; C10D_THROW_ERROR names its class; C10D_ERROR and
+    C10D_WARNING log a format and its values."""
+    source = """
+void SocketConnectOp::throwTimeoutError() const {
+  auto msg = fmt::format(
+      "The client socket has timed out after {} while trying to connect to ({}, {}).",
+      opts_->connect_timeout(),
+      host_,
+      port_);
+
+  C10D_ERROR(msg);
+
+  C10D_THROW_ERROR(TimeoutError, msg);
+}
+
+bool SocketListenOp::tryListen(int family) {
+    C10D_WARNING(
+        "The server socket has failed to listen on {} (errno: {} - {}) {{braces}}.", addr, err.value(), err.message());
+    C10D_THROW_ERROR(DistNetworkError, fmt::format("The server socket on {:>8} has timed out waiting {0}.", port_, x));
+}
+"""
+    found = [(s.line, s.function, s.kind, s.error_class, s.template.pattern()) for s in cpp_sites(source, "socket.cpp")]
+    timeout = r"The client socket has timed out after (.+?) while trying to connect to \((.+?), (.+?)\)\."
+    assert found == [
+        (9, "SocketConnectOp::throwTimeoutError", "log", "ERROR", timeout),
+        (11, "SocketConnectOp::throwTimeoutError", "C++", "TimeoutError", timeout),
+        (15, "SocketListenOp::tryListen", "log", "WARNING",
+         r"The server socket has failed to listen on (.+?) \(errno: (.+?) - (.+?)\) \{braces\}\."),
+        (17, "SocketListenOp::tryListen", "C++", "DistNetworkError",
+         r"The server socket on (.+?) has timed out waiting (.+?)\."),
+    ]
+
+
+def _seconds(source: str) -> float:
+    import time
+
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        sites_in_source(source, "hostile.py", kinds=ALL_KINDS)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def test_hostile_joined_lists_and_class_bodies_stay_linear():
+    """A function of thousands of appends joined by as many raises, and an exception class of
+    thousands of __init__s: each list is read once (and up to MAX_JOINED_ITEMS items), each
+    class's methods once, so four times the code costs about four times the time, not sixteen."""
+    def joined(n: int) -> str:
+        body = "".join(f"    errors.append('the message number {k} of a long list of messages')\n" for k in range(n))
+        body += "".join("    if errors:\n        raise ValueError(' '.join(errors))\n" for _ in range(n))
+        return "def check():\n    errors = []\n" + body
+
+    def inits(n: int) -> str:
+        return "class ManyError(Exception):\n" + "".join(
+            f"    def __init__(self):\n        super().__init__('built message number {k} of a long class body')\n"
+            for k in range(n))
+
+    for make in (joined, inits):
+        small, large = _seconds(make(500)), _seconds(make(2000))
+        assert large < small * 9, (make.__name__, small, large)

@@ -30,7 +30,11 @@ _CHECKS = ("TORCH_CHECK", "TORCH_CHECK_VALUE", "TORCH_CHECK_TYPE", "TORCH_CHECK_
 _ERRORS = ("FLASHINFER_ERROR", "AT_ERROR", "TORCH_WARN", "TORCH_WARN_ONCE")
 # c10's: the first argument names the error class (c10::<Type>), then as above.
 _TYPED_CHECKS = ("TORCH_CHECK_WITH",)  # (Type, cond, msg...)
-_TYPED_ERRORS = ("C10_THROW_ERROR",)  # (Type, msg...)
+_TYPED_ERRORS = ("C10_THROW_ERROR", "C10D_THROW_ERROR")  # (Type, msg...)
+# c10d's logging macros: their arguments are fmt::format's (a format string, then its values),
+# and what they log is what a rank prints before it throws ("[c10d] The client socket has
+# timed out after 600000ms while trying to connect to (10.0.0.1, 29500).").
+_FMT_LOGS = {"C10D_ERROR": "ERROR", "C10D_WARNING": "WARNING"}
 # tvm-ffi's checks and throws: the arguments name the condition (and the error kind), the
 # message is what is streamed after the call (``<< "a" << x;``). ``ICHECK`` raises InternalError,
 # which reaches Python as a RuntimeError.
@@ -47,7 +51,7 @@ _CLASS = {"TORCH_CHECK_VALUE": "ValueError", "TORCH_CHECK_TYPE": "TypeError", "T
           "TORCH_CHECK_NOT_IMPLEMENTED": "NotImplementedError", "TORCH_CHECK_LINALG": "LinAlgError",
           "TORCH_WARN": "UserWarning", "TORCH_WARN_ONCE": "UserWarning"}
 _SITE = re.compile(r"\b(" + "|".join(sorted(_CHECKS + _ERRORS + _TYPED_CHECKS + _TYPED_ERRORS + _TVM_CHECKS + _TVM_THROWS
-                                             + _KERNEL_ASSERTS,
+                                             + _KERNEL_ASSERTS + tuple(_FMT_LOGS),
                                              key=len, reverse=True)) + r")\s*\(|"
                    r"\bthrow\s+(?:std::)?([A-Za-z_]\w*(?:_error|Error|_argument|_range|Exception))\s*\(")
 # An argument list longer than this is not a message a person wrote.
@@ -64,6 +68,9 @@ _STRUCTURED = re.compile(r"^(TORCH_(?:PRECOMPUTE_)?(?:META|IMPL)_FUNC2?)\s*\(\s*
 _STREAM = re.compile(r"^\s*([A-Za-z_]\w*)\.str\(\)\s*$")
 _NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*$")
 _STR_CALL = re.compile(r"^\s*(?:c10::)?str\s*\(")
+_FMT_CALL = re.compile(r"^\s*(?:::)?(?:fmt|std)::format\s*\(")
+# A replacement field of a format string: "{}", "{0}", "{:>8}", "{name}" ("{{" and "}}" are braces).
+_FMT_FIELD = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
 # How far back a message variable's definition is looked for.
 _LOOK_BACK = 4000
 
@@ -110,6 +117,10 @@ def cpp_sites(text: str, file: str) -> Iterator[CppSite]:
                 error_class, condition, pieces = _tvm_site(macro, args, text, end)
                 template = _template(_expand(pieces, text[max(0, m.start() - _LOOK_BACK) : m.start()]))
                 yield CppSite(file, line, function, error_class, template, condition, None)
+                continue
+            if macro in _FMT_LOGS:
+                pieces = _expand(_fmt_pieces(args), text[max(0, m.start() - _LOOK_BACK) : m.start()])
+                yield CppSite(file, line, function, _FMT_LOGS[macro], _template(pieces), None, None, kind="log")
                 continue
             if macro in _TYPED_CHECKS + _TYPED_ERRORS:
                 if len(args) < 2:
@@ -323,6 +334,10 @@ def _expand(pieces: list[str], before: str) -> list[str]:
             return _expand(_variable_pieces(before, name.group(1)), "")
     out: list[str] = []
     for piece in pieces:
+        formatted = _FMT_CALL.match(piece)
+        if formatted and piece.rstrip().endswith(")"):
+            out.extend(_fmt_pieces(_arguments(piece.rstrip()[:-1] + ")", formatted.end())))
+            continue
         call = _STR_CALL.match(piece)
         if call and piece.rstrip().endswith(")"):
             inner = piece.rstrip()[:-1]
@@ -346,10 +361,42 @@ def _variable_pieces(before: str, name: str) -> list[str]:
     body = before[decl[-1].end() :]
     end = _statement_end(body)
     expr = body[:end].strip()
+    formatted = _FMT_CALL.match(expr)
+    if formatted and expr.endswith(")"):
+        return _fmt_pieces(_arguments(expr, formatted.end()))
     call = _STR_CALL.match(expr)
     if call and expr.endswith(")"):
         return _arguments(expr, call.end())
     return _split_top(expr, "+")
+
+
+def _fmt_pieces(args: list[str]) -> list[str]:
+    """``fmt::format("a {} b {:x}", x, y)``'s arguments as the message's pieces: the format
+    string cut at its replacement fields (each a value, the argument it names where it names
+    one), ``{{``/``}}`` its braces; a format that is not a literal is one value."""
+    if not args:
+        raise NoTemplate("format call without a format string")
+    fmt = _string_literal(args[0])
+    if fmt is None:
+        return args
+    values = iter(args[1:])
+    pieces: list[str] = []
+    at = 0
+    for field in _FMT_FIELD.finditer(fmt):
+        text = fmt[at : field.start()] + (field.group()[0] if field.group() in ("{{", "}}") else "")
+        if text:
+            pieces.append(_c_literal(text))
+        if field.group() not in ("{{", "}}"):
+            pieces.append(next(values, field.group()))
+        at = field.end()
+    if fmt[at:]:
+        pieces.append(_c_literal(fmt[at:]))
+    return pieces
+
+
+def _c_literal(text: str) -> str:
+    """``text`` written as a C string literal (what _string_literal reads back)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
 
 
 def _statement_end(body: str) -> int:

@@ -141,6 +141,8 @@ def sites_in_source(text: str, file: str, warnings: bool = False, kinds: frozens
     functions = {node.name: node for node in tree.body
                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and bindings[node.name] == 1}
     finder = _SiteFinder(file, lines, _module_constants(tree, bindings), kinds, functions, _parents_of(tree))
+    if "factory" in kinds:
+        finder.exception_classes = _exception_classes(tree)
     if helpers is not None and "raise" in kinds:
         module = module_of(file)
         for name, func in functions.items():
@@ -790,6 +792,9 @@ def _parents_of(tree: ast.Module) -> dict[int, ast.FunctionDef | ast.AsyncFuncti
 # A message chosen among assignments or a helper's returns gives one pattern per choice, up
 # to this many (vLLM's "... model length of {n}. {suggestion}" has two suggestions).
 MAX_ALTERNATIVES = 8
+# A list a function collects its messages in is read up to this many items (a hostile
+# function of thousands of appends, joined by as many raises, stays linear).
+MAX_JOINED_ITEMS = 256
 
 # The sub-expressions one message may be built from (choices within choices within helpers):
 # past this the site is counted as untemplated, so a hostile file stays linear.
@@ -836,6 +841,11 @@ class _SiteFinder:
         self.raising_helpers: dict[str, RaisingHelper] = {}
         self.imported: dict[str, tuple[str, str]] = {}
         self.calls: list | None = None
+        # this module's exception classes (by name): the message one builds in its __init__
+        # or __str__ is what every raise of it prints (vLLM's EngineDeadError)
+        self.exception_classes: set[str] = set()
+        self._methods: dict[int, set[int]] = {}  # id(class) -> ids of its body's statements
+        self._joined_memo: dict[tuple[int, str], tuple[list[ast.expr], list[ast.stmt]] | None] = {}
 
     def visit(self, tree: ast.Module) -> None:
         self._statements(tree.body)
@@ -855,6 +865,12 @@ class _SiteFinder:
             if isinstance(stmt, ast.Raise):
                 if stmt.exc is not None and "raise" in self.kinds:  # a bare `raise` re-raises: no new message
                     self._add_site(stmt, lambda stmt=stmt: _exception_and_message(stmt.exc), "raise")
+                continue
+            built = self._built_by_class(stmt)
+            if built is not None:
+                node, class_name, message = built
+                self._add_site(node, lambda class_name=class_name, message=message: (class_name, message), "factory",
+                               printed_as=class_name)
                 continue
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
                 call = stmt.value
@@ -959,7 +975,48 @@ class _SiteFinder:
             self._locals_cache[key] = _locals_of(func)
         return self._locals_cache[key]
 
-    def _add_site(self, node: ast.stmt | ast.expr, class_and_message, site_kind: str, condition: str | None = None) -> None:
+    def _built_by_class(self, stmt: ast.stmt) -> tuple[ast.AST, str, ast.expr] | None:
+        """(node, class, message) where ``stmt`` is where an exception class of this module
+        builds its message: the text its ``__init__`` hands its base (``super().__init__(msg)``,
+        ``Base.__init__(self, msg)``) or its ``__str__`` returns. Every ``raise Class(...)``
+        prints it, wherever it is (a raise site of the class sees only its arguments). A
+        parameter handed on as it came is the caller's message, not one built here."""
+        cls, func = self.classes[-1], self.functions[-1]
+        if (cls is None or func is None or func.name not in ("__init__", "__str__")
+                or cls.name not in self.exception_classes):
+            return None
+        methods = self._methods.get(id(cls))
+        if methods is None:  # once per class: a hostile class of thousands of methods stays linear
+            methods = self._methods[id(cls)] = {id(node) for node in cls.body}
+        if id(func) not in methods:
+            return None
+        if func.name == "__str__":
+            message = stmt.value if isinstance(stmt, ast.Return) and stmt.value is not None else None
+        else:
+            call = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
+            target = call.func if call is not None else None
+            if not (isinstance(target, ast.Attribute) and target.attr == "__init__"):
+                return None
+            if isinstance(target.value, ast.Call) and isinstance(target.value.func, ast.Name) \
+                    and target.value.func.id == "super":
+                args = call.args
+            elif isinstance(target.value, (ast.Name, ast.Attribute)):  # Base.__init__(self, msg)
+                args = call.args[1:]
+            else:
+                return None
+            message = args[0] if args and not isinstance(args[0], ast.Starred) else None
+            if message is None or (isinstance(message, ast.Name)
+                                   and message.id in {a.arg for a in func.args.args + func.args.kwonlyargs}):
+                return None
+        if message is None:
+            return None
+        message = _class_constant(cls, message) or message
+        if not _message_like(message):
+            return None
+        return stmt, cls.name, message
+
+    def _add_site(self, node: ast.stmt | ast.expr, class_and_message, site_kind: str, condition: str | None = None,
+                  printed_as: str | None = None) -> None:
         error_class = None
         self._raise_line = node.lineno
         self._budget = EXPANSION_BUDGET
@@ -969,6 +1026,12 @@ class _SiteFinder:
             seen: set[tuple] = set()
             # a helper call's messages come templated (helper_call_templates)
             found_templates = [(t, "helper call") for t in message] if isinstance(message, list) else self._templates(message)
+            if printed_as is not None:
+                # as a traceback prints it ("torch._dynamo.exc.BackendCompilerFailed: backend=...
+                # raised:"): the class's name is the message's own text there, and makes a short
+                # message specific enough to serve (errkb.match.sites' trust rule)
+                found_templates = [*found_templates, *((Template.of([f"{printed_as}: "]) + t, kind)
+                                                       for t, kind in found_templates)]
             for template, kind in found_templates:
                 try:
                     template = usable_template(template)
@@ -1022,15 +1085,56 @@ class _SiteFinder:
             return [(t, kind) for t in templates]
         if isinstance(node, ast.Tuple):
             return [(t, "tuple") for t in self._tuple_templates(node, depth)]
+        if (isinstance(node, ast.JoinedStr) and len(node.values) == 1 and isinstance(node.values[0], ast.FormattedValue)
+                and node.values[0].conversion == -1 and node.values[0].format_spec is None
+                and isinstance(node.values[0].value, ast.Call) and self._joined_list(node.values[0].value) is not None):
+            return self._templates(node.values[0].value, depth + 1)  # f"{' '.join(errors)}"
         if isinstance(node, ast.JoinedStr):
             return [(t, "f-string") for t in self._fstring_templates(node, depth)]
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             return [(t, "concatenation") for t in self._concatenation_templates(node, depth)]
         if isinstance(node, ast.Call):
+            collected = self._joined_list(node)
+            if collected is not None:
+                values, where = collected
+                return [(t, "joined list") for t in self._alternatives(values, depth, where)]
             helper = self._helper(node.func, node.lineno)
             if helper is not None:
                 return [(t, "helper") for t in self._helper_templates(helper, depth)]
         return [self._template(node, depth)]
+
+    def _joined_list(self, call: ast.Call) -> tuple[list[ast.expr], list[ast.stmt]] | None:
+        """(items, statements) where ``call`` joins a list this function collects its messages
+        in (``errors.append(f"LoRA rank {r} is greater than ...")`` under each check, then
+        ``raise ValueError(" ".join(errors))``: vLLM's PEFTHelper.validate_legal): each item is
+        the message when its check alone fails, read where it is appended. None otherwise."""
+        func = self.functions[-1]
+        if not (func is not None and isinstance(call.func, ast.Attribute) and call.func.attr == "join"
+                and isinstance(call.func.value, ast.Constant) and isinstance(call.func.value.value, str)
+                and len(call.args) == 1 and not call.keywords and isinstance(call.args[0], ast.Name)):
+            return None
+        name = call.args[0].id
+        key = (id(func), name)
+        if key in self._joined_memo:
+            return self._joined_memo[key]
+        values: list[ast.expr] = []
+        where: list[ast.stmt] = []
+        for stmt in _statements_of(func.body):
+            if len(values) >= MAX_JOINED_ITEMS:
+                break
+            value = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign, ast.AugAssign)) else None
+            if (isinstance(stmt, ast.Expr) and isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                    and value.func.attr == "append" and isinstance(value.func.value, ast.Name)
+                    and value.func.value.id == name and len(value.args) == 1):
+                values.append(value.args[0])
+                where.append(stmt)
+            elif (isinstance(value, ast.List) and (
+                    (isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets))
+                    or (isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name))):
+                values.extend(e for e in value.elts if not isinstance(e, ast.Starred))
+                where.extend(stmt for e in value.elts if not isinstance(e, ast.Starred))
+        found = self._joined_memo[key] = (values[:MAX_JOINED_ITEMS], where[:MAX_JOINED_ITEMS]) if values else None
+        return found
 
     def _alternatives(self, values: list[ast.expr], depth: int, where: list[ast.stmt] | None = None) -> list[Template]:
         """Each value's templates; ``where`` gives the statement each value is assigned in,
@@ -1319,8 +1423,7 @@ class _SiteFinder:
         function's variable) bound once, to a string literal (torch's ``incompatible_device_warn
         = \"\"\"...\"\"\"`` then ``warnings.warn(incompatible_device_warn.format(...))``), else a
         module constant. A name bound any other way is no literal."""
-        func = self.functions[-1] if self.functions else None
-        scope = func
+        scope = self.functions[-1] if self.functions else None
         while scope is not None:
             found = self._locals(scope)
             if name in found.bindings:
@@ -1433,8 +1536,6 @@ def _exception_and_message(exc: ast.expr) -> tuple[str, ast.expr]:
         if keyword.arg in _MESSAGE_KEYWORDS:
             return name, keyword.value
     raise NoTemplate("no message argument")
-
-
 
 
 # Built-in exceptions whose str() of several arguments is the repr of their tuple, which is
@@ -1624,6 +1725,45 @@ def _response_type_and_message(call: ast.Call) -> tuple[str | None, ast.expr]:
             raise NoTemplate("second argument is not an error type: not create_error_response(message, err_type)")
         return err_type.value, message
     return None, message
+
+
+_EXCEPTION_NAME_ENDS = ("Error", "Exception", "Warning", "Failed", "Failure", "Exit", "Interrupt", "Timeout")
+# how many levels of a module's own exception hierarchy are followed (torch._dynamo's
+# BackendCompilerFailed -> ShortenTraceback -> TorchDynamoException -> RuntimeError)
+_CLASS_DEPTH = 8
+
+
+def _base_name(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _exception_classes(tree: ast.Module) -> set[str]:
+    """The names of the exception classes a module defines: named as one, deriving from a
+    class named as one, or from one of the module's own (a bounded number of levels)."""
+    classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    found = {c.name for c in classes if c.name.endswith(_EXCEPTION_NAME_ENDS) or any(
+        _base_name(b).endswith(_EXCEPTION_NAME_ENDS) or _base_name(b) == "BaseException" for b in c.bases)}
+    for _ in range(_CLASS_DEPTH):
+        more = {c.name for c in classes if c.name not in found and any(_base_name(b) in found for b in c.bases)}
+        if not more:
+            break
+        found |= more
+    return found
+
+
+def _class_constant(cls: ast.ClassDef, node: ast.expr) -> ast.expr | None:
+    """The text a class attribute holds where ``node`` reads one (``self.ENGINE_DEAD_MESSAGE``,
+    ``Class.MESSAGE``) and the class body assigns it a string once; else None."""
+    if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls", cls.name)):
+        return None
+    values = [stmt.value for stmt in cls.body
+              if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None
+              and any(isinstance(t, ast.Name) and t.id == node.attr
+                      for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]))]
+    if len(values) == 1 and _is_string_expr(values[0]):
+        return values[0]
+    return None
 
 
 def _names_exception_class(func: ast.expr) -> bool:
