@@ -128,7 +128,14 @@ def foreign(wheels: list[Path]) -> None:
                 continue
             # The very wording (code copied between libraries: vLLM's copies of transformers'
             # models, torch._numpy's of numpy) is a shared message, not a false match.
-            if any("".join(c for c in chunks_of(x.pattern) if c) == _literal(m, x.pattern) for x in hits):
+            # A form after a class's or a value's name ("AxisError: axis 3 is out of bounds ..."
+            # from a class that builds its message) is the same wording as the message itself.
+            forms = [m]
+            for _ in range(2):  # "AxisError: 3: axis 3 is out of bounds ..." (a class, then a value)
+                head, colon, rest = forms[-1].partition(": ")
+                if colon and " " not in head:
+                    forms.append(rest)
+            if any("".join(c for c in chunks_of(x.pattern) if c) == _literal(f, x.pattern) for x in hits for f in forms):
                 same += 1
             else:
                 served += 1

@@ -246,6 +246,10 @@ SITE_PASTES = [
         "text tokens plus multimodal tokens. For image inputs, the\n number of image tokens depends on the number "
         "of images, and possibly their aspect ratios as well.",
     ]),
+    # a "half" pattern whose value between two literals (a list of 19 choices) is most of the line
+    "(APIServer pid=966592) KeyError: 'invalid tool call parser: openai (chose from { deepseek_v3, glm45, "
+    "granite-20b-fc, granite, hermes, hunyuan_a13b, internlm, jamba, kimi_k2, llama4_pythonic, llama4_json, "
+    "llama3_json, minimax, mistral, phi4_mini_json, pythonic, qwen3_coder, step3, xlam })'",
 ]
 # Real graph-break pastes (tests/fixtures/pastes_sites_fresh6.jsonl) that quote their message:
 # pytest's "E   " margin, a repr with its line breaks written "\n" (errkb.text.printed). The

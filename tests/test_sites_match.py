@@ -591,3 +591,60 @@ def test_a_text_cut_short_inside_a_message_gets_its_site_marked_truncated(tmp_pa
     # a hostile line: bounded lookups (MAX_CUT_LOOKUPS), the last MAX_CUT_TEXT characters only
     assert index.match_cut(": The decoder prompt (length " * 50_000) == []
     assert index.match_cut("Model architectures " * 50_000 + "x") == []
+
+
+def test_a_class_built_message_answers_once_and_a_short_one_by_its_printed_form(tmp_path):
+    """The miner gives a class-built message twice: alone and after the class's name. The
+    message alone answers where it is trusted (one answer per site, not two); a short one
+    ("backend=... raised:") is served only as a traceback prints it, after the class's name."""
+    data = SiteIndexData()
+    engine = r"EngineCore encountered an issue\. See stack trace \(above\) for the root cause\."
+    backend = r"backend=([\s\S]+?) raised:\n([\s\S]+?): ([\s\S]+?)"
+    rows = [{"p": p, "f": f, "n": n, "fn": fn, "c": None, "k": "factory", "e": e} for p, f, n, fn, e in (
+        (engine, "vllm/v1/engine/exceptions.py", 19, "EngineDeadError.__init__", "EngineDeadError"),
+        ("EngineDeadError: " + engine, "vllm/v1/engine/exceptions.py", 19, "EngineDeadError.__init__", "EngineDeadError"),
+        (backend, "torch/_dynamo/exc.py", 92, "BackendCompilerFailed.__init__", "BackendCompilerFailed"),
+        ("BackendCompilerFailed: " + backend, "torch/_dynamo/exc.py", 92, "BackendCompilerFailed.__init__",
+         "BackendCompilerFailed"))]
+    part = Part("vllm", "0.34.0", None)
+    part.rows = rows
+    data.add(part)
+    path = tmp_path / "sites" / "sites.jsonl.gz"
+    data.write(path)
+    index = SiteIndex.load(path, cache=tmp_path / "cache")
+    found = index.match("(APIServer pid=1) vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."
+                        " See stack trace (above) for the root cause.")
+    assert [(m.pattern, m.sites[0].function) for m in found] == [(engine, "EngineDeadError.__init__")]
+    paste = ("    raise BackendCompilerFailed(self.compiler_fn, e) from e\n"
+             "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\n"
+             "CalledProcessError: Command '['/usr/bin/gcc']' returned non-zero exit status 1.")
+    found = index.match(paste)
+    assert [(m.line_number, m.sites[0].describe()) for m in found] == [
+        (2, "built at torch/_dynamo/exc.py:92 in BackendCompilerFailed.__init__; seen in vllm 0.34.0")]
+    # its message alone is too short to tell from another library's
+    assert index.match("backend='inductor' raised:\nCalledProcessError: boom") == []
+
+
+def test_a_half_patterns_values_between_its_literals_are_its_own_text(tmp_path):
+    """vLLM's KeyError "invalid tool call parser: openai (chose from { ...19 parsers... })" (fresh
+    9): its literal text is a third of the line, its list a value between two of its literals.
+    What it matched from its first literal to its last covers the message; a value it ends with
+    is not its own (any text may follow), so there the literal text alone counts, as before."""
+    data = SiteIndexData()
+    part = Part("vllm", "0.10.1", None)
+    part.rows = [{"p": p, "f": "vllm/entrypoints/openai/api_server.py", "n": n, "fn": "validate_api_server_args", "c": None,
+                  "k": "raise", "e": "KeyError"} for p, n in (
+        (r"invalid tool call parser: (.+?) \(chose from \{ (.+?) \}\)", 1790),
+        ("could not load the tokenizer configuration from (.+?)", 1800))]
+    data.add(part)
+    path = tmp_path / "sites" / "sites.jsonl.gz"
+    data.write(path)
+    index = SiteIndex.load(path, cache=tmp_path / "cache")
+    parsers = ", ".join(f"parser_{k}" for k in range(19))
+    line = f"(APIServer pid=966592) KeyError: 'invalid tool call parser: openai (chose from {{ {parsers} }})'"
+    assert [(m.trust, m.sites[0].line) for m in index.match(line)] == [("half", 1790)]
+    assert [m and m.trust for m in index.match_lines([line])] == ["half"]
+    # a short match in a long line of other text: still only where it covers half the line
+    assert index.match("while loading the plugin registry we could not go on: " * 3
+                       + "invalid tool call parser: x (chose from { a })") == []
+    assert index.match("could not load the tokenizer configuration from " + "/a/very/long/path" * 8) == []

@@ -56,7 +56,7 @@ MIN_PROSE_ALNUM = 30
 # Prose this long is one message's own sentence wherever it appears: served on any line
 # (measured on the same foreign messages: see docs/mining.md).
 MIN_SENTENCE_ALNUM = 60
-_CACHE_FORMAT = "sites-cache-v9"  # in the cache files' names: bump when the layout or the trust rule changes
+_CACHE_FORMAT = "sites-cache-v10"  # in the cache files' names: bump when the layout or the trust rule changes
 # On one line, at most this many candidate patterns are verified (most specific first):
 # the bound that keeps a hostile line of anchor words linear.
 MAX_CANDIDATES_PER_LINE = 256
@@ -147,13 +147,22 @@ _PYTHON_MESSAGES = (
 _PYTHON_JOINED = "\n".join(_PYTHON_MESSAGES)  # one C-speed search rules out most patterns
 
 
-def _trusted_on(entry: dict, folded_line: str) -> bool:
-    """Whether a served pattern that matched ``folded_line`` is trusted there: a "half"
-    one only where its literal text covers half the line's message (the rule's one home at
-    match time). A log line's header (timestamp, level, process, rank, file:line: what
-    errkb.text.normalize.prefix_length strips, names aside) is not foreign text the pattern
-    could be lost in: it does not count. A logger's name does: it may be another library's."""
-    return entry["t"] != "half" or _covers_half(entry["L"], folded_line)
+def _trusted_on(entry: dict, folded_line: str, span: tuple[int, int] | None = None) -> bool:
+    """Whether a served pattern that matched ``folded_line`` (at ``span`` of the folded text
+    it was matched in) is trusted there: a "half" one only where its text covers half the
+    line's message (the rule's one home at match time). A log line's header (timestamp,
+    level, process, rank, file:line: what errkb.text.normalize.prefix_length strips, names
+    aside) is not foreign text the pattern could be lost in: it does not count. A logger's
+    name does: it may be another library's. Its text is its literal text, and where it ends
+    in a literal, all it matched from its first literal to its last: a value between two
+    of its literals is its own (vLLM's "invalid tool call parser: openai (chose from { ...
+    nineteen parsers ... })"), where a value it ends with may be anything after it."""
+    if entry["t"] != "half":
+        return True
+    length = entry["L"]
+    if span is not None and entry["fchunks"][-1] is not None:
+        length = max(length, span[1] - span[0])
+    return _covers_half(length, folded_line)
 
 
 def _covers_half(length: int, folded_line: str) -> bool:
@@ -510,7 +519,7 @@ class SiteIndex:
             number = text.count("\n", 0, at) + 1
             # spanning lines is its own text's: a line break at its edges (before a value
             # its wildcard takes) does not count
-            if "\n" not in held.strip(" \t\n\r\f\v") and not _trusted_on(entry, fold_space(lines[number - 1])):
+            if "\n" not in held.strip(" \t\n\r\f\v") and not _trusted_on(entry, fold_space(lines[number - 1]), span):
                 continue
             found.append((number, -entry["L"], i))
         found.sort()
@@ -628,7 +637,7 @@ class SiteIndex:
                     multiline.add(i)
                 continue
             span = _message_span(entry["fchunks"], folded, marked) if whole_message else _chunks_span(entry["fchunks"], folded)
-            if span is not None and _trusted_on(entry, folded):
+            if span is not None and _trusted_on(entry, folded, span):
                 out.append((-entry["L"], i))
         return out
 
@@ -674,8 +683,8 @@ class SiteIndex:
                     i = ids[0]
                     entry = self._entries.get(i) or self._entry(i)
                     folded = fold_space(line)  # as _confirm matches it
-                    if entry["multiline"] or _message_span(entry["fchunks"], folded, fold_marked(line, folded)) is None \
-                            or not _trusted_on(entry, folded):
+                    span = None if entry["multiline"] else _message_span(entry["fchunks"], folded, fold_marked(line, folded))
+                    if span is None or not _trusted_on(entry, folded, span):
                         continue
                     confirmed = [(-entry["L"], i)]
                 else:
@@ -1015,7 +1024,7 @@ def served_patterns(index_path: Path | None = None) -> tuple[dict, list[Served]]
         except ValueError:
             continue
         level, _, length = trust(pattern, chunks)
-        if level is None:
+        if level is None or _printed_form_not_needed(by_pattern, pattern):
             continue
         words = set(_words_of(chunks))
         kept.append((pattern, level, length, words))
@@ -1035,6 +1044,17 @@ def served_patterns(index_path: Path | None = None) -> tuple[dict, list[Served]]
     return header, served
 
 
+def _printed_form_not_needed(by_pattern: dict[str, list[dict]], pattern: str) -> bool:
+    """Whether ``pattern`` is a message an exception class builds, as a traceback prints it
+    ("EngineDeadError: EngineCore encountered ...": errkb.mine.raise_sites gives both forms)
+    whose message alone is trusted too: then the message alone answers, once per site."""
+    rows = by_pattern[pattern]
+    return all(
+        row["k"] == "factory" and row["e"] and pattern.startswith(row["e"] + ": ")
+        and any(other["f"] == row["f"] and other["n"] == row["n"] for other in by_pattern.get(pattern[len(row["e"]) + 2:], ()))
+        for row in rows) and trust(pattern[len(rows[0]["e"]) + 2:])[0] is not None
+
+
 def _message_may_begin(marked: str, at: int) -> bool:
     """Whether a message may begin at ``at`` of a folded text (``marked``: errkb.match.chunks.
     fold_marked): at its start or a line's, or after what ends a prefix (_MESSAGE_AFTER) or
@@ -1046,10 +1066,14 @@ def _message_may_begin(marked: str, at: int) -> bool:
         return False
     from errkb.text.normalize import PYDANTIC_WRAPPERS
 
-    # the wrapper's own words, not the end of a longer word ("DefaultValue error, ")
-    return any(marked.endswith(w + ",", 0, before + 1)
-               and (before - len(w) < 1 or not (marked[before - len(w) - 1].isalnum() or marked[before - len(w) - 1] == "_"))
-               for w in PYDANTIC_WRAPPERS)
+    for wrapper in PYDANTIC_WRAPPERS:
+        if not marked.endswith(wrapper + ",", 0, before + 1):
+            continue
+        start = before - len(wrapper)  # where the wrapper's words begin
+        # the wrapper's own words, not the end of a longer word ("DefaultValue error, ")
+        if start == 0 or not (marked[start - 1].isalnum() or marked[start - 1] == "_"):
+            return True
+    return False
 
 
 def _head_start(head: list[str | None], text: str, end: int) -> int | None:
