@@ -1289,6 +1289,11 @@
   }
   // errkb.match.sites.SiteIndex.match, then explain's one match per pattern: returns
   // "loading", "absent", or the matches (pattern, line, trust, meaning, sites).
+  // errkb.match.sites._trusted_on: a "half" pattern's text is its literal text, and where it ends
+  // in a literal, all it matched (its values between its literals are its own)
+  function siteCovered(e, chunks, folded, span) {
+    return chunks[chunks.length - 1] !== null ? Math.max(e[3], codePoints(folded.slice(span[0], span[1]))) : e[3];
+  }
   function siteAnswer(text) {
     if (sitesHeadState === "absent") { return "absent"; }
     if (sitesHeadState === "none") {
@@ -1316,8 +1321,9 @@
         var chunks = siteChunks(e[1]);
         if (!chunks) { return; }
         if (chunks.some(function (c) { return c !== null && c.indexOf("\n") >= 0; })) { multiline.set(e[0], e); return; }
-        if (messageSpan(siteFoldedChunks(e[1]), folded, marked) === null) { return; }
-        if (!e[2] && e[3] * 2 < stripped) { return; }  // "half": its literal text covers half the line
+        var span = messageSpan(siteFoldedChunks(e[1]), folded, marked);
+        if (span === null) { return; }
+        if (!e[2] && siteCovered(e, chunks, folded, span) * 2 < stripped) { return; }  // "half": its text covers half the line
         found.push([n + 1, e]);
       });
     });
@@ -1332,7 +1338,7 @@
       var number = text.slice(0, at).split("\n").length;
       // joined onto one line (a line break at its edges does not count): "half" must cover half of it
       if (held.replace(/^[ \t\n\r\f\v]+|[ \t\n\r\f\v]+$/g, "").indexOf("\n") < 0 &&
-          !e[2] && e[3] * 2 < messageLength(foldSpace(lines[number - 1]))) { return; }
+          !e[2] && siteCovered(e, siteChunks(e[1]), foldedText, span) * 2 < messageLength(foldSpace(lines[number - 1]))) { return; }
       found.push([number, e]);
     });
     found.sort(function (p, q) { return p[0] - q[0] || q[1][3] - p[1][3] || p[1][0] - q[1][0]; });
@@ -1541,7 +1547,7 @@
       if (!hit && complete()) {
         sites = siteAnswer(pasteText(query));
         if (Array.isArray(sites) && !sites.length) { sites = wrappedSiteAnswer(pasteText(query)); }
-        if (Array.isArray(sites) && !sites.length) {
+        if ((Array.isArray(sites) && !sites.length) || sites === "absent") {  // a site built without the layer too
           printed = printedAnswer(pasteText(query));
           if (printed === "loading") { sites = "loading"; }
           if (printed && printed.hit) { hit = printed.hit; texts = printed.texts; }
