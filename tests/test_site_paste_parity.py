@@ -459,6 +459,12 @@ PRINTED_TEXTS = [
     "'short\\n'",
     "json {\"msg\": \"Line one of the message\\nLine two ... and more\\\\ path\"}",
     "ünïcödé 'ĉaractères accentués\\nsur deux lignes'",
+    # an astral letter before a quote (an apostrophe) and in a called name; Python's white space
+    # at a margin line's end (U+0085 is, U+FEFF is not): the review's cases
+    "x = \U0001d400'first line of the message\\nsecond line of it'",
+    "raise \U0001d400Error('first line of the message\\nsecond line of it')",
+    "E   first line of the message here\ufeff\nE   second line",
+    "E   first line of the message here\x85\nE   second line",
 ]
 
 

@@ -625,6 +625,24 @@ def test_a_class_built_message_answers_once_and_a_short_one_by_its_printed_form(
     assert index.match("backend='inductor' raised:\nCalledProcessError: boom") == []
 
 
+def test_a_printed_form_stronger_than_its_message_is_kept(tmp_path):
+    """A prose ("half") message whose printed form is strong (the class's name is a rare token):
+    both are served, so a line with more text than the message still gets its site (review)."""
+    data = SiteIndexData()
+    queue = "the request could not be scheduled because the queue is full"
+    part = Part("vllm", "0.34.0", None)
+    part.rows = [{"p": p, "f": "vllm/exceptions.py", "n": 170, "fn": "QueueOverflowError.__init__", "c": None,
+                  "k": "factory", "e": "QueueOverflowError"} for p in (queue, "QueueOverflowError: " + queue)]
+    data.add(part)
+    path = tmp_path / "sites" / "sites.jsonl.gz"
+    data.write(path)
+    index = SiteIndex.load(path, cache=tmp_path / "cache")
+    assert (trust(queue)[0], trust("QueueOverflowError: " + queue)[0]) == ("half", "strong")
+    line = ("while serving the chat completion for the client we hit an error in the frontend: "
+            f"vllm.exceptions.QueueOverflowError: {queue}")
+    assert [m.pattern for m in index.match(line)] == ["QueueOverflowError: " + queue]
+
+
 def test_a_half_patterns_values_between_its_literals_are_its_own_text(tmp_path):
     """vLLM's KeyError "invalid tool call parser: openai (chose from { ...19 parsers... })" (fresh
     9): its literal text is a third of the line, its list a value between two of its literals.
@@ -635,7 +653,8 @@ def test_a_half_patterns_values_between_its_literals_are_its_own_text(tmp_path):
     part.rows = [{"p": p, "f": "vllm/entrypoints/openai/api_server.py", "n": n, "fn": "validate_api_server_args", "c": None,
                   "k": "raise", "e": "KeyError"} for p, n in (
         (r"invalid tool call parser: (.+?) \(chose from \{ (.+?) \}\)", 1790),
-        ("could not load the tokenizer configuration from (.+?)", 1800))]
+        ("could not load the tokenizer configuration from (.+?)", 1800),
+        (r"could not read the tokenizer configuration from (.+?)\.", 1810))]
     data.add(part)
     path = tmp_path / "sites" / "sites.jsonl.gz"
     data.write(path)
@@ -648,3 +667,8 @@ def test_a_half_patterns_values_between_its_literals_are_its_own_text(tmp_path):
     assert index.match("while loading the plugin registry we could not go on: " * 3
                        + "invalid tool call parser: x (chose from { a })") == []
     assert index.match("could not load the tokenizer configuration from " + "/a/very/long/path" * 8) == []
+    # a value the pattern does not enclose, before its sentence's end, may be any text (review)
+    foreign = ("the mirror because transformers raised OSError: we could not connect to huggingface.co to "
+               "resolve the file and no local copy was found either.")
+    assert index.match("could not read the tokenizer configuration from " + foreign) == []
+    assert index.match_lines(["could not read the tokenizer configuration from " + foreign]) == [None]

@@ -147,22 +147,53 @@ _PYTHON_MESSAGES = (
 _PYTHON_JOINED = "\n".join(_PYTHON_MESSAGES)  # one C-speed search rules out most patterns
 
 
-def _trusted_on(entry: dict, folded_line: str, span: tuple[int, int] | None = None) -> bool:
-    """Whether a served pattern that matched ``folded_line`` (at ``span`` of the folded text
-    it was matched in) is trusted there: a "half" one only where its text covers half the
-    line's message (the rule's one home at match time). A log line's header (timestamp,
-    level, process, rank, file:line: what errkb.text.normalize.prefix_length strips, names
-    aside) is not foreign text the pattern could be lost in: it does not count. A logger's
-    name does: it may be another library's. Its text is its literal text, and where it ends
-    in a literal, all it matched from its first literal to its last: a value between two
-    of its literals is its own (vLLM's "invalid tool call parser: openai (chose from { ...
-    nineteen parsers ... })"), where a value it ends with may be anything after it."""
+def _trusted_on(entry: dict, folded_line: str, span: tuple[int, int] | None = None,
+                folded: str | None = None) -> bool:
+    """Whether a served pattern that matched ``folded_line`` (at ``span`` of ``folded``, the
+    folded text it was matched in: the line itself by default) is trusted there: a "half" one
+    only where its text covers half the line's message (the rule's one home at match time).
+    A log line's header (timestamp, level, process, rank, file:line: what
+    errkb.text.normalize.prefix_length strips, names aside) is not foreign text the pattern
+    could be lost in: it does not count. A logger's name does: it may be another library's.
+    Its text is its literal text and the values it encloses in a pair of its own brackets or
+    quotes (vLLM's "invalid tool call parser: openai (chose from { ...nineteen parsers... })"):
+    those are its own; a value it does not enclose ("... configuration from (.+?)\\.") may be
+    any text, and does not count."""
     if entry["t"] != "half":
         return True
     length = entry["L"]
-    if span is not None and entry["fchunks"][-1] is not None:
-        length = max(length, span[1] - span[0])
+    if span is not None:
+        length += _enclosed_length(entry["fchunks"], folded_line if folded is None else folded, span)
     return _covers_half(length, folded_line)
+
+
+# A value a pattern encloses: its literal before ends in an opener, its literal after begins
+# with the closer (a space between allowed).
+_CLOSERS = {"(": ")", "[": "]", "{": "}", "<": ">", "'": "'", '"': '"', "`": "`"}
+
+
+def _enclosed_length(chunks: list[str | None], text: str, span: tuple[int, int]) -> int:
+    """How many characters of ``text`` the values ``chunks`` (folded) encloses in its own
+    brackets or quotes take, where it matched at ``span``: its literals placed as
+    errkb.match.chunks.message_span places them (leftmost, the last where the span ends)."""
+    last = max((k for k, c in enumerate(chunks) if c is not None), default=-1)
+    placed: list[tuple[int, int, int]] = []  # (chunk index, start, end) of each literal
+    pos, gap = span[0], 0
+    for k, chunk in enumerate(chunks):
+        if chunk is None:
+            gap += 1
+            continue
+        at = span[1] - len(chunk) if k == last else text.find(chunk, pos + gap)
+        if at < pos + gap:
+            return 0
+        placed.append((k, at, at + len(chunk)))
+        pos, gap = at + len(chunk), 0
+    total = 0
+    for (k1, _, end), (k2, start, _) in zip(placed, placed[1:]):
+        before, after = chunks[k1].rstrip(" "), chunks[k2].lstrip(" ")
+        if k2 - k1 == 2 and before and after and _CLOSERS.get(before[-1]) == after[0]:
+            total += start - end
+    return total
 
 
 def _covers_half(length: int, folded_line: str) -> bool:
@@ -519,7 +550,8 @@ class SiteIndex:
             number = text.count("\n", 0, at) + 1
             # spanning lines is its own text's: a line break at its edges (before a value
             # its wildcard takes) does not count
-            if "\n" not in held.strip(" \t\n\r\f\v") and not _trusted_on(entry, fold_space(lines[number - 1]), span):
+            if "\n" not in held.strip(" \t\n\r\f\v") and not _trusted_on(entry, fold_space(lines[number - 1]), span,
+                                                                           folded):
                 continue
             found.append((number, -entry["L"], i))
         found.sort()
@@ -1047,12 +1079,14 @@ def served_patterns(index_path: Path | None = None) -> tuple[dict, list[Served]]
 def _printed_form_not_needed(by_pattern: dict[str, list[dict]], pattern: str) -> bool:
     """Whether ``pattern`` is a message an exception class builds, as a traceback prints it
     ("EngineDeadError: EngineCore encountered ...": errkb.mine.raise_sites gives both forms)
-    whose message alone is trusted too: then the message alone answers, once per site."""
+    whose message alone is trusted as much (strong, or both "half"): then the message alone
+    answers, once per site. A printed form stronger than its message is kept: the class's name
+    makes it specific where the message alone must cover half its line."""
     rows = by_pattern[pattern]
     return all(
         row["k"] == "factory" and row["e"] and pattern.startswith(row["e"] + ": ")
         and any(other["f"] == row["f"] and other["n"] == row["n"] for other in by_pattern.get(pattern[len(row["e"]) + 2:], ()))
-        for row in rows) and trust(pattern[len(rows[0]["e"]) + 2:])[0] is not None
+        for row in rows) and trust(pattern[len(rows[0]["e"]) + 2:])[0] in ("strong", trust(pattern)[0])
 
 
 def _message_may_begin(marked: str, at: int) -> bool:

@@ -70,7 +70,7 @@ _NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*$")
 _STR_CALL = re.compile(r"^\s*(?:c10::)?str\s*\(")
 _FMT_CALL = re.compile(r"^\s*(?:::)?(?:fmt|std)::format\s*\(")
 # A replacement field of a format string: "{}", "{0}", "{:>8}", "{name}" ("{{" and "}}" are braces).
-_FMT_FIELD = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
+_FMT_FIELD = re.compile(r"\{\{|\}\}|\{(?:[^{}]|\{[^{}]*\})*\}")  # a nested width: "{:{}}"
 # How far back a message variable's definition is looked for.
 _LOOK_BACK = 4000
 
@@ -101,7 +101,8 @@ def cpp_sites(text: str, file: str) -> Iterator[CppSite]:
         at = bisect.bisect_right(def_lines, line) - 1
         function = definitions[at][1] if at >= 0 else ""
         macro, thrown = m.group(1), m.group(2)
-        error_class = thrown or _CLASS.get(macro or "", "RuntimeError")
+        error_class = thrown or _FMT_LOGS.get(macro or "") or _CLASS.get(macro or "", "RuntimeError")
+        kind = "log" if macro in _FMT_LOGS else "C++"
         condition, template, reason = None, None, None
         try:
             args, end = _arguments_end(text, m.end())
@@ -142,7 +143,7 @@ def cpp_sites(text: str, file: str) -> Iterator[CppSite]:
             template = _template(pieces)
         except NoTemplate as e:
             reason = str(e)
-        yield CppSite(file, line, function, error_class, template, condition, reason)
+        yield CppSite(file, line, function, error_class, template, condition, reason, kind=kind)
 
 
 def _condition(expr: str) -> str | None:

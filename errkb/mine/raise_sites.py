@@ -845,6 +845,8 @@ class _SiteFinder:
         # or __str__ is what every raise of it prints (vLLM's EngineDeadError)
         self.exception_classes: set[str] = set()
         self._methods: dict[int, set[int]] = {}  # id(class) -> ids of its body's statements
+        self._constants_of: dict[int, dict[str, list[ast.expr]]] = {}  # id(class) -> _class_constants
+        self._joined_templates: dict[tuple[int, str], list[Template]] = {}
         self._joined_memo: dict[tuple[int, str], tuple[list[ast.expr], list[ast.stmt]] | None] = {}
 
     def visit(self, tree: ast.Module) -> None:
@@ -1000,17 +1002,27 @@ class _SiteFinder:
             if isinstance(target.value, ast.Call) and isinstance(target.value.func, ast.Name) \
                     and target.value.func.id == "super":
                 args = call.args
-            elif isinstance(target.value, (ast.Name, ast.Attribute)):  # Base.__init__(self, msg)
+            elif isinstance(target.value, (ast.Name, ast.Attribute)) and _base_name(target.value) in {
+                    _base_name(b) for b in cls.bases}:  # Base.__init__(self, msg), Base one of its bases
                 args = call.args[1:]
             else:
                 return None
             message = args[0] if args and not isinstance(args[0], ast.Starred) else None
-            if message is None or (isinstance(message, ast.Name)
-                                   and message.id in {a.arg for a in func.args.args + func.args.kwonlyargs}):
+            arguments = func.args
+            parameters = {a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}
+            parameters.update(a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None)
+            if message is None or (isinstance(message, ast.Name) and message.id in parameters):
                 return None
         if message is None:
             return None
-        message = _class_constant(cls, message) or message
+        if isinstance(message, ast.Attribute) and isinstance(message.value, ast.Name) \
+                and message.value.id in ("self", "cls", cls.name):  # self.ENGINE_DEAD_MESSAGE
+            constants = self._constants_of.get(id(cls))
+            if constants is None:  # once per class: a class of thousands of them stays linear
+                constants = self._constants_of[id(cls)] = _class_constants(cls)
+            values = constants.get(message.attr, [])
+            if len(values) == 1 and _is_string_expr(values[0]):
+                message = values[0]
         if not _message_like(message):
             return None
         return stmt, cls.name, message
@@ -1096,8 +1108,13 @@ class _SiteFinder:
         if isinstance(node, ast.Call):
             collected = self._joined_list(node)
             if collected is not None:
-                values, where = collected
-                return [(t, "joined list") for t in self._alternatives(values, depth, where)]
+                key = (id(self.functions[-1]), node.args[0].id)
+                templates = self._joined_templates.get(key)
+                if templates is None:  # once per list: as many raises of it stay linear
+                    values, where = collected
+                    templates = self._joined_templates[key] = self._alternatives(values, depth, where,
+                                                                                  limit=MAX_JOINED_ITEMS)
+                return [(t, "joined list") for t in templates]
             helper = self._helper(node.func, node.lineno)
             if helper is not None:
                 return [(t, "helper") for t in self._helper_templates(helper, depth)]
@@ -1136,9 +1153,11 @@ class _SiteFinder:
         found = self._joined_memo[key] = (values[:MAX_JOINED_ITEMS], where[:MAX_JOINED_ITEMS]) if values else None
         return found
 
-    def _alternatives(self, values: list[ast.expr], depth: int, where: list[ast.stmt] | None = None) -> list[Template]:
-        """Each value's templates; ``where`` gives the statement each value is assigned in,
-        where its own names are read (``msg = f"{msg} is deprecated"`` reads the earlier ``msg``)."""
+    def _alternatives(self, values: list[ast.expr], depth: int, where: list[ast.stmt] | None = None,
+                      limit: int = MAX_ALTERNATIVES) -> list[Template]:
+        """Each value's templates (the first ``limit``); ``where`` gives the statement each value
+        is assigned in, where its own names are read (``msg = f"{msg} is deprecated"`` reads the
+        earlier ``msg``)."""
         out: list[Template] = []
         saved = self._target
         for n, value in enumerate(values):
@@ -1155,7 +1174,7 @@ class _SiteFinder:
                 self._target = saved
         if not out:
             raise NoTemplate("message is a variable")
-        return out[:MAX_ALTERNATIVES]
+        return out[:limit]
 
     def _fstring_templates(self, node: ast.JoinedStr, depth: int) -> list[Template]:
         """An f-string whose fields name string constants or locals assigned string text
@@ -1727,7 +1746,11 @@ def _response_type_and_message(call: ast.Call) -> tuple[str | None, ast.expr]:
     return None, message
 
 
-_EXCEPTION_NAME_ENDS = ("Error", "Exception", "Warning", "Failed", "Failure", "Exit", "Interrupt", "Timeout")
+# A base named so is an exception class (Python's own and a package's: ValueError,
+# TorchDynamoException, UserWarning); a class is one where a base is, or one of the module's own.
+_EXCEPTION_BASE_ENDS = ("Error", "Exception", "Warning")
+_EXCEPTION_BASES = frozenset({"BaseException", "KeyboardInterrupt", "SystemExit", "GeneratorExit", "StopIteration",
+                              "StopAsyncIteration"})
 # how many levels of a module's own exception hierarchy are followed (torch._dynamo's
 # BackendCompilerFailed -> ShortenTraceback -> TorchDynamoException -> RuntimeError)
 _CLASS_DEPTH = 8
@@ -1738,11 +1761,13 @@ def _base_name(node: ast.expr) -> str:
 
 
 def _exception_classes(tree: ast.Module) -> set[str]:
-    """The names of the exception classes a module defines: named as one, deriving from a
-    class named as one, or from one of the module's own (a bounded number of levels)."""
+    """The names of the exception classes a module defines: deriving from a class named as
+    one (``Exception``, ``ValueError``, ``TorchDynamoException``) or from one of the module's
+    own (a bounded number of levels). A class's own name says nothing: a ``RequestTimeout``
+    or a ``ProcessExit`` with no such base is a value, and its ``__str__`` no message."""
     classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
-    found = {c.name for c in classes if c.name.endswith(_EXCEPTION_NAME_ENDS) or any(
-        _base_name(b).endswith(_EXCEPTION_NAME_ENDS) or _base_name(b) == "BaseException" for b in c.bases)}
+    found = {c.name for c in classes if any(
+        _base_name(b).endswith(_EXCEPTION_BASE_ENDS) or _base_name(b) in _EXCEPTION_BASES for b in c.bases)}
     for _ in range(_CLASS_DEPTH):
         more = {c.name for c in classes if c.name not in found and any(_base_name(b) in found for b in c.bases)}
         if not more:
@@ -1751,19 +1776,15 @@ def _exception_classes(tree: ast.Module) -> set[str]:
     return found
 
 
-def _class_constant(cls: ast.ClassDef, node: ast.expr) -> ast.expr | None:
-    """The text a class attribute holds where ``node`` reads one (``self.ENGINE_DEAD_MESSAGE``,
-    ``Class.MESSAGE``) and the class body assigns it a string once; else None."""
-    if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-            and node.value.id in ("self", "cls", cls.name)):
-        return None
-    values = [stmt.value for stmt in cls.body
-              if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None
-              and any(isinstance(t, ast.Name) and t.id == node.attr
-                      for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]))]
-    if len(values) == 1 and _is_string_expr(values[0]):
-        return values[0]
-    return None
+def _class_constants(cls: ast.ClassDef) -> dict[str, list[ast.expr]]:
+    """Each name the class body assigns, with every value it assigns it."""
+    out: dict[str, list[ast.expr]] = {}
+    for stmt in cls.body:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+                if isinstance(target, ast.Name):
+                    out.setdefault(target.id, []).append(stmt.value)
+    return out
 
 
 def _names_exception_class(func: ast.expr) -> bool:
