@@ -58,6 +58,14 @@ def test_header_only_keeps_a_loggers_name():
         ("[rank12]:   File \"x.py\", line 3, in f", "  File \"x.py\", line 3, in f"),
         ("Aug 16 03:07:54 worker-2 python[61178]: KeyError: 'x'", "KeyError: 'x'"),
         ("I0816 01:13:49.301394    2120 prober.go:107] probe failed", "probe failed"),
+        # PyTorch's C++ (c10) log header: glog's, bracketed, no thread, a 3- or 4-digit date; before
+        # 2.2 the level alone
+        ("[E521 15:43:02.707733876 socket.cpp:1023] [c10d] The client socket has timed out",
+         "[c10d] The client socket has timed out"),
+        ("[W1220 15:40:19.894087820 TCPStore.cpp:358] [c10d] TCP client failed",
+         "[c10d] TCP client failed"),
+        ("[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout",
+         "[Rank 0] Watchdog caught collective operation timeout"),
         ("ERROR:app.db:ValueError: Could not deduce type from expr.", "ValueError: Could not deduce type from expr."),
         ("2026-08-23 00:24:21.529 | ERROR    | ingest:312 - JaxprTypeError: oops", "JaxprTypeError: oops"),
         ("[ERROR] disk full", "disk full"),

@@ -45,8 +45,10 @@ _PREFIX = re.compile(
     r"|(?P<vllm>" + _LEVEL + r" \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})? ?(?:[\w.-]{1,255}\.py:\d{1,10}\] ?)?)"
     # syslog: Aug 16 03:07:54 host prog[pid]:
     r"|(?P<syslog>[A-Z][a-z]{2} [ \d]?\d \d{2}:\d{2}:\d{2} [\w.-]{1,255} [\w./@-]{1,255}?(?:\[\d{1,10}\])?: ?)"
-    # glog / absl: I0816 01:13:49.301394    2120 prober.go:107]
-    r"|(?P<glog>[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d{1,9} {1,16}\d{1,10} [\w./-]{1,255}:\d{1,10}\] ?)"
+    # glog / absl: I0816 01:13:49.301394    2120 prober.go:107]; PyTorch's C++ (c10) logs it
+    # bracketed without the thread: [W220 15:40:19.894087820 TCPStore.cpp:358], before 2.2 with
+    # its level alone: [E ProcessGroupNCCL.cpp:563]
+    r"|(?P<glog>\[?[IWEF](?:\d{3,4} \d{2}:\d{2}:\d{2}\.\d{1,9}(?: {1,16}\d{1,10})?)? [\w./-]{1,255}:\d{1,10}\] ?)"
     # (EngineCore_DP0 pid=1234) / (Worker pid=12) / (VllmWorker rank=0 pid=3)
     r"|(?P<proc>\([\w.-]{1,100}(?: [\w.-]{1,40}=[\w.-]{1,40}){1,4}\) ?)"
     # [rank0]: / [rank12]:
