@@ -232,7 +232,7 @@
     String.raw`(?P<ts>\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2}| ?UTC)?\]?(?: \| | - | ?))` +
     String.raw`|(?P<vllm>` + LEVEL + String.raw` \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})? ?(?:[\w.-]{1,255}\.py:\d{1,10}\] ?)?)` +
     String.raw`|(?P<syslog>[A-Z][a-z]{2} [ \d]?\d \d{2}:\d{2}:\d{2} [\w.-]{1,255} [\w./@-]{1,255}?(?:\[\d{1,10}\])?: ?)` +
-    String.raw`|(?P<glog>[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d{1,9} {1,16}\d{1,10} [\w./-]{1,255}:\d{1,10}\] ?)` +
+    String.raw`|(?P<glog>\[?[IWEF](?:\d{3,4} \d{2}:\d{2}:\d{2}\.\d{1,9}(?: {1,16}\d{1,10})?)? [\w./-]{1,255}:\d{1,10}\] ?)` +
     String.raw`|(?P<proc>\([\w.-]{1,100}(?: [\w.-]{1,40}=[\w.-]{1,40}){1,4}\) ?)` +
     String.raw`|(?P<rank>\[rank\d{1,6}\]: ?)` +
     String.raw`|(?P<pytest>E {3,64})` +
@@ -258,6 +258,7 @@
   // U+001C-U+001F and U+0085
   var PY_SPACE = "[\\t\\n\\v\\f\\r \\x1c-\\x1f\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
   var PY_STRIP = new RegExp("^" + PY_SPACE + "+|" + PY_SPACE + "+$", "gu");
+  var PY_RSTRIP = new RegExp(PY_SPACE + "+$", "u");
   function pyStrip(s) { return s.replace(PY_STRIP, ""); }
   function stripAnsi(text) { return text.indexOf("\x1b") < 0 ? text : text.replace(NORM_ANSI, ""); }
   // errkb.text.normalize.prefix_length; headerOnly is its names=False (a logger's name stays)
@@ -395,6 +396,10 @@
   var PRINTED_HEX = { x: 2, u: 4, U: 8 };
   var PY_SPACE_CHAR = new RegExp("^" + PY_SPACE + "$", "u");
   function isAlnum(ch) { return /^[\p{L}\p{N}]$/u.test(ch); }
+  function charBefore(text, i) {  // the character that ends at i, a surrogate pair whole (Python's text[i - 1])
+    var low = text.charCodeAt(i - 1), high = i >= 2 ? text.charCodeAt(i - 2) : 0;
+    return low >= 0xDC00 && low <= 0xDFFF && high >= 0xD800 && high <= 0xDBFF ? text.slice(i - 2, i) : text.charAt(i - 1);
+  }
   function pytestMarked(line) { return line.charAt(0) === "E" && (line.length === 1 || line.charAt(1) === " "); }
   function unmarked(run) {
     var bodies = run.map(function (l) { return pyRstrip(l.slice(1)); }), margin = null;
@@ -447,17 +452,20 @@
     while (i >= 0 && (text[i] === " " || text[i] === "\t")) { i--; }
     if (i < 0 || text[i] !== "(") { return null; }
     var end = i;
-    i--;
-    while (i >= 0 && (isAlnum(text[i]) || text[i] === "_" || text[i] === ".")) { i--; }
-    var name = text.slice(i + 1, end).replace(/^\.+|\.+$/g, "");
-    var first = name.split(".").pop().charAt(0);
-    return first && first === first.toUpperCase() && first !== first.toLowerCase() ? name : null;
+    while (i > 0) {
+      var ch = charBefore(text, i);
+      if (!(isAlnum(ch) || ch === "_" || ch === ".")) { break; }
+      i -= ch.length;
+    }
+    var name = text.slice(i, end).replace(/^\.+|\.+$/g, "");
+    var first = Array.from(name.split(".").pop())[0];
+    return first && /^\p{Uppercase}$/u.test(first) ? name : null;  // str.isupper() of one character
   }
   function escapedLiteral(text) {
     var best = null, i = 0, n = text.length;
     while (i < n) {
       var quote = text[i];
-      if ((quote !== "'" && quote !== "\"") || (i && isAlnum(text[i - 1]))) { i++; continue; }  // "doesn't"
+      if ((quote !== "'" && quote !== "\"") || (i && isAlnum(charBefore(text, i)))) { i++; continue; }  // "doesn't"
       var j = i + 1, escapes = 0;
       while (j < n && text[j] !== quote) {
         if (text[j] === "\\" && j + 1 < n) { escapes++; j++; }
@@ -1042,7 +1050,7 @@
   // where the paste ends gets the period (a line inside a paste is as it was printed).
   var CLOSERS = /[)\]'"`]+$/;
   var ADJACENT_LITERALS = /(["'])[ \t]+\1/g;
-  function pyRstrip(s) { return s.replace(/[\s\x1c-\x1f]+$/u, ""); }
+  function pyRstrip(s) { return s.replace(PY_RSTRIP, ""); }  // str.rstrip(): Python's white space
   function pasteEnd(query) {
     var lines = stripAnsi(pasteText(query).replace(/\r\n/g, "\n")).split("\n");
     while (lines.length && !pyStrip(lines[lines.length - 1])) { lines.pop(); }
@@ -1289,10 +1297,30 @@
   }
   // errkb.match.sites.SiteIndex.match, then explain's one match per pattern: returns
   // "loading", "absent", or the matches (pattern, line, trust, meaning, sites).
-  // errkb.match.sites._trusted_on: a "half" pattern's text is its literal text, and where it ends
-  // in a literal, all it matched (its values between its literals are its own)
-  function siteCovered(e, chunks, folded, span) {
-    return chunks[chunks.length - 1] !== null ? Math.max(e[3], codePoints(folded.slice(span[0], span[1]))) : e[3];
+  // errkb.match.sites._trusted_on: a "half" pattern's text is its literal text and the values it
+  // encloses in a pair of its own brackets or quotes (_enclosed_length), where it matched at span
+  var SITE_CLOSERS = { "(": ")", "[": "]", "{": "}", "<": ">", "'": "'", "\"": "\"", "`": "`" };
+  function siteCovered(e, fchunks, folded, span) {
+    var last = -1, placed = [], pos = span[0], gap = 0, total = 0;
+    fchunks.forEach(function (c, k) { if (c !== null) { last = k; } });
+    for (var k = 0; k < fchunks.length; k++) {
+      var c = fchunks[k];
+      if (c === null) { gap++; continue; }
+      var from = advance(folded, pos, gap);
+      var at = from < 0 ? -1 : k === last ? span[1] - c.length : folded.indexOf(c, from);
+      if (from < 0 || at < from) { return e[3]; }
+      placed.push([k, at, at + c.length]);
+      pos = at + c.length;
+      gap = 0;
+    }
+    for (var n = 1; n < placed.length; n++) {
+      var before = fchunks[placed[n - 1][0]].replace(/ +$/, ""), after = fchunks[placed[n][0]].replace(/^ +/, "");
+      if (placed[n][0] - placed[n - 1][0] === 2 && before && after &&
+          Object.prototype.hasOwnProperty.call(SITE_CLOSERS, before.slice(-1)) && SITE_CLOSERS[before.slice(-1)] === after.charAt(0)) {
+        total += codePoints(folded.slice(placed[n - 1][2], placed[n][1]));
+      }
+    }
+    return e[3] + total;
   }
   function siteAnswer(text) {
     if (sitesHeadState === "absent") { return "absent"; }
@@ -1323,7 +1351,7 @@
         if (chunks.some(function (c) { return c !== null && c.indexOf("\n") >= 0; })) { multiline.set(e[0], e); return; }
         var span = messageSpan(siteFoldedChunks(e[1]), folded, marked);
         if (span === null) { return; }
-        if (!e[2] && siteCovered(e, chunks, folded, span) * 2 < stripped) { return; }  // "half": its text covers half the line
+        if (!e[2] && siteCovered(e, siteFoldedChunks(e[1]), folded, span) * 2 < stripped) { return; }  // "half": its text covers half the line
         found.push([n + 1, e]);
       });
     });
@@ -1338,7 +1366,7 @@
       var number = text.slice(0, at).split("\n").length;
       // joined onto one line (a line break at its edges does not count): "half" must cover half of it
       if (held.replace(/^[ \t\n\r\f\v]+|[ \t\n\r\f\v]+$/g, "").indexOf("\n") < 0 &&
-          !e[2] && siteCovered(e, siteChunks(e[1]), foldedText, span) * 2 < messageLength(foldSpace(lines[number - 1]))) { return; }
+          !e[2] && siteCovered(e, siteFoldedChunks(e[1]), foldedText, span) * 2 < messageLength(foldSpace(lines[number - 1]))) { return; }
       found.push([number, e]);
     });
     found.sort(function (p, q) { return p[0] - q[0] || q[1][3] - p[1][3] || p[1][0] - q[1][0]; });
