@@ -303,3 +303,44 @@ def test_a_pytest_run_keeps_the_exception_it_reports_its_root_cause_and_each_err
     wide = ["E       RuntimeError: worker output:", *["E       " + "x" * 1000] * 80,
             "E       ValueError: GPU memory utilization must be less than 1.0. Got 1.5."]
     assert ("GPU memory utilization must be less than 1.0. Got 1.5.", "ValueError") in forms(wide)[1]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    # openai's client: the status, then the server's body as a dict's repr (vllm#13513)
+    ("openai.BadRequestError: Error code: 400 - {'object': 'error', 'message': 'At most 1 image(s) may be provided "
+     "in one request.', 'type': 'BadRequestError', 'param': None, 'code': 400}",
+     "At most 1 image(s) may be provided in one request."),
+    # a message with an apostrophe is repr'd in double quotes; escapes decoded; nested bodies
+    ("Error code: 400 - {'error': {'message': \"This model's maximum context length is 4096 tokens.\\nReduce it\", "
+     "'type': 'invalid_request_error'}}", "This model's maximum context length is 4096 tokens.\nReduce it"),
+    ('Error code: 404 - {"object": "error", "message": "The model `x` does not exist.", "code": 404}',
+     "The model `x` does not exist."),
+])
+def test_an_api_clients_error_line_yields_the_servers_message(text, message):
+    from errkb.text.normalize import client_error_message, unwrapped_messages
+
+    assert client_error_message(text.split(": ", 1)[1] if text.startswith("openai.") else text) == message
+    assert message in [m.text for m in text_messages(text)]
+    assert unwrapped_messages(text) == [message]
+
+
+def test_unwrapped_messages_are_what_wrappers_carry_and_nothing_else():
+    """The known-site tier reads these alone: a JSON line's message, pydantic's validator
+    message, an API client's body message; a plain line, a class and its message, a body with
+    no message, an unclosed string and a line that only mentions "Error code" give none."""
+    from errkb.text.normalize import unwrapped_messages
+
+    text = "\n".join([
+        '{"level": "error", "message": "a JSON line carries this message"}',
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig",
+        "Value error, Model Runner V2 does not yet support: ngram [type=value_error, input_value={}, input_type=dict]",
+        "ValueError: a plain message is its own line",
+        "RuntimeError: Error code: 500 - {'detail': 'no message key here'}",
+        "Error code: 400 - {'message': 'an unclosed string never ends",
+        "We saw Error code: 400 - {'message': 'not at the start of the message'}",
+    ])
+    assert unwrapped_messages(text) == ["a JSON line carries this message", "Model Runner V2 does not yet support: ngram"]
+    # a string that never closes is read at most 8,000 characters (a key's value opened by one
+    # quote closes at the next of its kind, so a body of many keys is read once, linearly)
+    assert unwrapped_messages("Error code: 400 - {'message': '" + "x" * 100_000) == []
+    assert unwrapped_messages("Error code: 400 - {'message': '" + "x" * 9_000 + "'}") == []

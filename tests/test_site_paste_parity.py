@@ -226,6 +226,15 @@ SITE_PASTES = [
     "vllm.exceptions.VLLMValidationError: top_p must be in (0, 1], got 0. (parameter=top_p, value=0)",
     "  Value error, max_tokens must be at least 1, got 0. [type=value_error, input_value=ArgsKwargs((), {}), "
     "input_type=ArgsKwargs]",
+    # a message a wrapper carries, read alone (errkb.text.normalize.unwrapped_messages): pydantic's
+    # validator message under its title, openai's client error body, vLLM's JSON error body
+    "pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig\nValue error, Model Runner V2 "
+    "does not yet support: ngram/ngram_gpu speculative decoding [type=value_error, input_value=ArgsKwargs((), "
+    "{'model_co... 'shutdown_timeout': 0}), input_type=ArgsKwargs]",
+    "openai.BadRequestError: Error code: 400 - {'object': 'error', 'message': 'At most 1 image(s) may be provided in "
+    "one request.', 'type': 'BadRequestError', 'param': None, 'code': 400}",
+    '{"object":"error","message":"At most 1 image(s) may be provided in one request.","type":"BadRequestError",'
+    '"param":null,"code":400}',
     # torchrun's summary: the curated torchrun table (no library word needed on its lines)
     (TORCHRUN_PASTE := "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n====\n"
                        "train.py FAILED\n  exitcode  : -6 (pid: 56213)\n"

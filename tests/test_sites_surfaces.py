@@ -250,3 +250,29 @@ def test_where_a_quoted_or_wrapped_message_begins_is_a_line_of_the_paste(store_d
     assert sites("first line\nsecond line\n" + literal) == [("'(.+?)' is an experimental FlashInfer AP", 3)]
     coloured = "\n".join(f"\x1b[1m\x1b[31mE               {line}\x1b[0m" for line in GRAPH_BREAK.split("\n"))
     assert [line for _, line in sites(">       fn(x)\n" + coloured)] == [2]
+
+
+def test_a_message_a_wrapper_carries_is_read_alone_for_its_site(store_db):
+    """A "half" (prose) message inside a wrapper's text: pydantic's "Value error, ...
+    [type=value_error, input_value=...]" (intel-xpu-backend-for-triton#7166), openai's client
+    "Error code: 400 - {'object': 'error', 'message': '...', ...}" (vllm#13513), vLLM's JSON
+    error body. The wrapper's words are not text the message is lost in: the message is read
+    alone, its site at the line it is on. The same words outside a wrapper, under as much
+    foreign text, stay unserved."""
+    pydantic = ("pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig\n"
+                "Value error, Model Runner V2 does not yet support: ngram/ngram_gpu speculative decoding "
+                "[type=value_error, input_value=ArgsKwargs((), {'model_co... 'shutdown_timeout': 0}), "
+                "input_type=ArgsKwargs]\nFor further information visit https://errors.pydantic.dev/2.13/v/value_error")
+    client = ("openai.BadRequestError: Error code: 400 - {'object': 'error', 'message': 'At most 1 image(s) may be "
+              "provided in one request.', 'type': 'BadRequestError', 'param': None, 'code': 400}")
+    body = ('{"object":"error","message":"At most 1 image(s) may be provided in one request.",'
+            '"type":"BadRequestError","param":null,"code":400}')
+    for text, line, file in ((pydantic, 2, "vllm/config/vllm.py"), (client, 1, "vllm/entrypoints/chat_utils.py"),
+                             (body, 1, "vllm/entrypoints/chat_utils.py")):
+        out = json.loads(_errkb("explain", "--db", str(store_db), "--json", text).stdout)
+        assert out["matches"] == [] and out["sites"], (text, out)
+        assert out["sites"][0]["line"] == line and out["sites"][0]["trust"] == "half", out["sites"][0]
+        assert file in {s["file"] for s in out["sites"][0]["sites"]}
+    loose = ("We saw this on our cluster last night after the upgrade to the new image: At most 1 image(s) may be "
+             "provided in one request. and then the server stopped answering entirely")
+    assert json.loads(_errkb("explain", "--db", str(store_db), "--json", loose).stdout)["sites"] == []

@@ -337,7 +337,7 @@ def _moved(result: Explanation, first_line: int, line_for_line: bool) -> Explana
 
 def _explain_text(kb: KnowledgeBase, lines: list[str], all_matches: bool) -> Explanation:
     """A short paste's explanation."""
-    from errkb.text.normalize import iter_messages, text_messages, wrapped_messages
+    from errkb.text.normalize import iter_messages, text_messages, unwrapped_messages, wrapped_messages
 
     text = "\n".join(lines)
     messages = [m for m in iter_messages(lines) if m.text.strip()]
@@ -361,6 +361,11 @@ def _explain_text(kb: KnowledgeBase, lines: list[str], all_matches: bool) -> Exp
         # lines joined back, each site at the line its message begins on
         wrapped = [m.text for m in wrapped_messages(text)]
         sites = [_at_line(m, _line_of(lines, m)) for m in _sites(kb, wrapped)]
+    if not found and not sites:
+        # a message inside a wrapper's text (pydantic's "Value error, ... [type=...]", an API
+        # client's "Error code: 400 - {... 'message': '...'}", a JSON log line), read alone: the
+        # wrapper's words are not foreign text the message could be lost in
+        sites = [_at_line(m, _line_of(lines, m)) for m in _sites(kb, unwrapped_messages(text))]
     if not found and not sites:
         # a paste cut short inside a message a library raises (a title at 80 characters)
         sites = _sites(kb, [text], cut=True)

@@ -271,6 +271,9 @@ def _add_line_forms(line: str, out: list[Message], depth: int) -> None:
     if error_class is not None:
         out.append(Message(body, error_class, "line"))
         out.append(Message(rest, error_class, "message"))
+        carried = client_error_message(rest)
+        if carried is not None:
+            out.append(Message(carried, None, "message"))
         return
     wrapped = _PYDANTIC_ERROR.match(body)
     if wrapped is not None:
@@ -278,6 +281,58 @@ def _add_line_forms(line: str, out: list[Message], depth: int) -> None:
         # "  Value error, <message> [type=value_error, input_value=..., input_type=...]".
         message = _PYDANTIC_SUFFIX.sub("", body[wrapped.end():])
         out.append(Message(message, PYDANTIC_WRAPPERS[wrapped.group(1)], "message"))
+        return
+    carried = client_error_message(body)
+    if carried is not None:
+        out.append(Message(carried, None, "message"))
+
+
+# An HTTP API client's error: the status, then the body the server sent as the client prints
+# it (openai's APIStatusError: "Error code: 400 - {'object': 'error', 'message': 'At most 1
+# image(s) may be provided in one request.', 'type': 'BadRequestError', ...}", the body a
+# Python dict's repr, or JSON). The server's message is its first "message" value.
+_CLIENT_ERROR = re.compile(r"Error code: [1-5][0-9][0-9] - \{")
+_BODY_MESSAGE = re.compile(r"""(['"])message\1: ?(?:'((?:[^'\\\n]|\\[^\n]){1,8000})'|"((?:[^"\\\n]|\\[^\n]){1,8000})")""")
+
+
+def unwrapped_messages(text: str, _depth: int = 0) -> list[str]:
+    """The messages a wrapper carries on a text's lines, each once, in order: a JSON line's
+    message, a validator's message as pydantic prints it ("Value error, <message> [type=...]"),
+    the message in an API client's error body (:func:`client_error_message`). What the
+    known-site tier reads alone: the wrapper's words are not text a message is lost in."""
+    out: list[str] = []
+    for line in strip_ansi(to_text(text).replace("\r\n", "\n")).split("\n"):
+        body = strip_prefixes(line)
+        inner = json_message(body)
+        if inner is not None:
+            if _depth < 2:
+                out.append(inner)
+                out.extend(unwrapped_messages(inner, _depth + 1))
+            continue
+        error_class, rest = split_error_class(body)
+        wrapped = _PYDANTIC_ERROR.match(body) if error_class is None else None
+        if wrapped is not None:
+            out.append(_PYDANTIC_SUFFIX.sub("", body[wrapped.end():]))
+            continue
+        carried = client_error_message(rest if error_class is not None else body)
+        if carried is not None:
+            out.append(carried)
+    return list(dict.fromkeys(m for m in out if m.strip()))
+
+
+def client_error_message(text: str) -> str | None:
+    """The message an API client's error line carries in the server's body (its escapes
+    decoded), else None."""
+    head = _CLIENT_ERROR.match(text)
+    if head is None:
+        return None
+    found = _BODY_MESSAGE.search(text, head.end() - 1)
+    if found is None:
+        return None
+    from errkb.text.printed import decode_escapes
+
+    message = decode_escapes(found.group(2) if found.group(2) is not None else found.group(3))
+    return message if message.strip() else None
 
 
 # pydantic's words before a validator's message, and the class each stands for
