@@ -779,3 +779,106 @@ def test_hostile_joined_lists_and_class_bodies_stay_linear():
     for make in (joined, inits, constants):
         small, large = _seconds(make(500)), _seconds(make(2000))
         assert large < small * 9, (make.__name__, small, large)
+
+
+TORCH_CHECKS_SOURCE = '''
+import torch
+import torch._prims_common as utils
+from torch._prims_common import check
+
+def matmul_meta(a, b, dim):
+    torch._check(a.dim() == 2, lambda: f"expected 2D tensor but got {a.dim()}D")
+    torch._check_index(dim < 3, lambda: "index out of range for dim 0 of meta tensor")
+    torch._check_with(ValueError, dim > 1, lambda: f"dim must be greater than one, got {dim}")
+    utils.check(a.ndim == 3, lambda: "expected a batch of matrices here", exc_type=TypeError)
+    check(a.ndim == 4, lambda: f"expected four dimensions for input, got {a.ndim}")
+    msg = "the shapes cannot be multiplied together"
+    torch._check(a.shape[1] == b.shape[0], lambda: msg)
+    torch._check(a.shape[1] == b.shape[0])
+    torch._check(a.shape[0] > 0, "not a callable: raises TypeError, not this text")
+    other._check(a, lambda: "a method of that name on something else is not torch's")
+'''
+
+
+def test_torchs_checks_raise_their_lambdas_message_when_the_condition_fails():
+    """torch._check(cond, lambda: msg) and its family (torch._check_index, _check_value,
+    _check_type, _check_with, torch._prims_common.check before 2.1) raise the lambda's text
+    when ``cond`` is false: thousands of torch's meta kernels and decompositions check so, and
+    torch.compile users paste what they raise."""
+    got = [(s.line, s.error_class, s.template.pattern(), s.condition) for s in
+           sites_in_source(TORCH_CHECKS_SOURCE, "torch/_meta_registrations.py", kinds=ALL_KINDS) if s.template]
+    assert got == [
+        (7, "RuntimeError", "expected 2D tensor but got (.+?)D", "a.dim() != 2"),
+        (8, "IndexError", "index out of range for dim 0 of meta tensor", "dim >= 3"),
+        (9, "ValueError", "dim must be greater than one, got (.+?)", "dim <= 1"),
+        (10, "TypeError", "expected a batch of matrices here", "a.ndim != 3"),
+        (11, "RuntimeError", "expected four dimensions for input, got (.+?)", "a.ndim != 4"),
+        (13, "RuntimeError", "the shapes cannot be multiplied together", "a.shape[1] != b.shape[0]"),
+    ]
+
+
+INDUCTOR_EXC = '''
+from torch._dynamo.exc import ShortenTraceback
+from torch._dynamo import exc
+import torch.nn as nn
+
+class GPUTooOldForTriton(ShortenTraceback):
+    def __init__(self, device_props, first_useful_frame):
+        super().__init__(
+            f"Found {device_props.name} which is too old to be supported by the triton GPU compiler, "
+            "which is used as the backend.",
+            first_useful_frame=first_useful_frame,
+        )
+
+class Deeper(GPUTooOldForTriton):
+    def __str__(self):
+        return "a deeper message of the triton family here"
+
+class ViaAttribute(exc.ShortenTraceback):
+    def __init__(self):
+        super().__init__("built through the attribute form of the base")
+
+class NotAnError(nn.Module):
+    def __init__(self):
+        super().__init__("a module's name handed to its base is no message")
+'''
+
+DYNAMO_EXC = '''
+class TorchDynamoException(RuntimeError):
+    pass
+
+class ShortenTraceback(TorchDynamoException):
+    def __init__(self, *args, first_useful_frame, **kwargs):
+        super().__init__(*args, **kwargs)
+'''
+
+
+def test_a_class_whose_exception_base_is_imported_builds_its_message_too(tmp_path):
+    """torch 2.7 on raises "Found <GPU> which is too old to be supported by the triton GPU
+    compiler" from torch._inductor.exc.GPUTooOldForTriton, whose base ShortenTraceback is
+    imported from torch._dynamo.exc. Read across the release, the base is an exception class,
+    so the message the class builds is a site (and its subclasses' too); a class whose
+    imported base is none (nn.Module) builds no message."""
+    import zipfile
+
+    from errkb.mine.releases import LIBRARIES, read_release
+
+    wheel = tmp_path / "torch-9.0.0-cp311-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("torch/_inductor/exc.py", INDUCTOR_EXC)  # read before the module of its base
+        zf.writestr("torch/_dynamo/exc.py", DYNAMO_EXC)
+        zf.writestr("torch/nn/__init__.py", "class Module:\n    def __init__(self, name=None):\n        pass\n")
+    rows = read_release(wheel, LIBRARIES["torch"], "9.0.0", commit="a" * 40).rows
+    got = {(r["fn"], r["k"], r["e"], r["p"]) for r in rows}
+    too_old = (r"Found (.+?) which is too old to be supported by the triton GPU compiler, "
+               r"which is used as the backend\.")
+    assert got == {
+        ("GPUTooOldForTriton.__init__", "factory", "GPUTooOldForTriton", too_old),
+        ("GPUTooOldForTriton.__init__", "factory", "GPUTooOldForTriton", "GPUTooOldForTriton: " + too_old),
+        ("Deeper.__str__", "factory", "Deeper", "a deeper message of the triton family here"),
+        ("Deeper.__str__", "factory", "Deeper", "Deeper: a deeper message of the triton family here"),
+        ("ViaAttribute.__init__", "factory", "ViaAttribute", "built through the attribute form of the base"),
+        ("ViaAttribute.__init__", "factory", "ViaAttribute", "ViaAttribute: built through the attribute form of the base"),
+    }
+    # read alone (errkb mine, drift), the module cannot tell: nothing is kept
+    assert [s for s in sites_in_source(INDUCTOR_EXC, "torch/_inductor/exc.py", kinds=ALL_KINDS) if s.template] == []

@@ -122,7 +122,7 @@ def _reason_kind(reason: str) -> str:
 
 def sites_in_source(text: str, file: str, warnings: bool = False, kinds: frozenset[str] | None = None,
                     helpers: dict[tuple[str, str], RaisingHelper] | None = None,
-                    calls: list[HelperCall] | None = None) -> list[RaiseSite]:
+                    calls: list[HelperCall] | None = None, classes: ReleaseClasses | None = None) -> list[RaiseSite]:
     """Every raise site of one Python file (and ``warnings.warn`` call, if asked; every
     kind in ``kinds`` when given). Raises SyntaxError/ValueError if the file does not parse.
 
@@ -131,7 +131,10 @@ def sites_in_source(text: str, file: str, warnings: bool = False, kinds: frozens
     file's are followed here and added to ``helpers`` as ``(module, name) -> RaisingHelper``; a
     call of a name imported from another module (``from .exc import unimplemented``) goes to
     ``calls`` as a :class:`HelperCall`, for the caller to keep where that module's function
-    turns out to be one (:func:`helper_call_templates`)."""
+    turns out to be one (:func:`helper_call_templates`). With ``classes``, a class whose base
+    is imported (torch._inductor's ``GPUTooOldForTriton(ShortenTraceback)``) is read as an
+    exception class too; the message it builds is kept in ``classes`` until the release's
+    read says whether that base is one (:class:`ReleaseClasses`)."""
     if kinds is None:
         kinds = frozenset({"raise", "warn"}) if warnings else frozenset({"raise"})
     tree = ast.parse(text, filename=file)
@@ -141,8 +144,14 @@ def sites_in_source(text: str, file: str, warnings: bool = False, kinds: frozens
     functions = {node.name: node for node in tree.body
                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and bindings[node.name] == 1}
     finder = _SiteFinder(file, lines, _module_constants(tree, bindings), kinds, functions, _parents_of(tree))
+    if "raise" in kinds or classes is not None:
+        finder.module_names = _module_names(tree, file)
     if "factory" in kinds:
         finder.exception_classes = _exception_classes(tree)
+        if classes is not None:
+            module = module_of(file)
+            classes.exceptions.update((module, name) for name in finder.exception_classes)
+            finder.pending_classes = _class_bases(tree, module, finder.exception_classes, finder.module_names)
     if helpers is not None and "raise" in kinds:
         module = module_of(file)
         for name, func in functions.items():
@@ -154,7 +163,36 @@ def sites_in_source(text: str, file: str, warnings: bool = False, kinds: frozens
             finder.imported = {name: target for name, target in _from_imports(tree, file).items() if bindings[name] == 1}
             finder.calls = calls
     finder.visit(tree)
+    if classes is not None:
+        for name, bases in finder.pending_classes.items():
+            classes.pending[(module, name)] = (bases, finder.pending_sites.get(name, []))
     return finder.sites
+
+
+@dataclass
+class ReleaseClasses:
+    """A release's exception classes, by (module, name), and the classes whose bases are
+    imported from another module of it (or derive from such a class), each with its bases
+    and the sites of the messages it builds: kept where a base turns out to be an exception
+    class once the whole release is read."""
+
+    exceptions: set[tuple[str, str]] = field(default_factory=set)
+    pending: dict[tuple[str, str], tuple[list[tuple[str, str]], list[RaiseSite]]] = field(default_factory=dict)
+
+    def resolved_sites(self) -> list[RaiseSite]:
+        """The sites of the pending classes that are exception classes (up to _CLASS_DEPTH
+        levels of them above a known one)."""
+        known = set(self.exceptions)
+        left = {key: bases for key, (bases, _) in self.pending.items()}
+        for _ in range(_CLASS_DEPTH):
+            more = [key for key, bases in left.items() if any(base in known for base in bases)]
+            if not more:
+                break
+            known.update(more)
+            for key in more:
+                del left[key]
+        return [site for key, (_, sites) in self.pending.items() if key in known and key not in self.exceptions
+                for site in sites]
 
 
 # A raising helper is short: a function that raises its first argument, perhaps after a check
@@ -587,6 +625,75 @@ def _from_imports(tree: ast.Module, file: str) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _module_names(tree: ast.Module, file: str) -> dict[str, str]:
+    """What each name a module's top-level imports bind stands for, as a dotted path:
+    ``import torch._prims_common as utils`` binds utils -> torch._prims_common, ``import
+    torch`` torch -> torch, ``from torch._prims_common import check`` check ->
+    torch._prims_common.check."""
+    out = {name: f"{module}.{original}" if module else original
+           for name, (module, original) in _from_imports(tree, file).items()}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                out[alias.asname or alias.name.split(".", 1)[0]] = alias.name if alias.asname else alias.name.split(".", 1)[0]
+    return out
+
+
+# torch's checks whose message is a callable, evaluated only when the check fails:
+# ``torch._check(x.dim() == 2, lambda: f"expected 2D, got {x.dim()}D")`` raises
+# RuntimeError("expected 2D, got 3D") (torch/__init__.py, 2.1 on; its meta kernels and
+# decompositions make thousands of them), ``torch._prims_common.check(b, s, exc_type)`` before.
+# name -> (the class it raises, the position of the condition; the message follows it)
+TORCH_CHECKS = {
+    "torch._check": ("RuntimeError", 0),
+    "torch._check_index": ("IndexError", 0),
+    "torch._check_value": ("ValueError", 0),
+    "torch._check_type": ("TypeError", 0),
+    "torch._check_not_implemented": ("NotImplementedError", 0),
+    "torch._check_tensor_all": ("RuntimeError", 0),
+    "torch._check_with": (None, 1),  # the class is its first argument
+    "torch._check_tensor_all_with": (None, 1),
+    "torch._prims_common.check": ("RuntimeError", 0),  # exc_type= names another
+}
+
+
+def _dotted(node: ast.expr, module_names: dict[str, str]) -> str | None:
+    """``a.b.c`` with its first name read as what the module's imports bind it to."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in module_names:
+        return None
+    return ".".join([module_names[node.id], *reversed(parts)])
+
+
+def _torch_check(call: ast.Call, module_names: dict[str, str]) -> tuple[str, ast.expr, ast.expr] | None:
+    """(class, message, condition) of a call of torch's check family whose message is a
+    lambda (a check given no message raises torch's generic "Expected cond to be True"), or None."""
+    name = _dotted(call.func, module_names)
+    if name not in TORCH_CHECKS or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    error_class, at = TORCH_CHECKS[name]
+    keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
+    args = list(call.args)
+    if error_class is None:
+        given = args[0] if args else keywords.get("error_type")
+        error_class = _base_name(given) if given is not None else ""
+        if not error_class:
+            return None
+    elif "exc_type" in keywords or (name == "torch._prims_common.check" and len(args) > 2):
+        given = keywords.get("exc_type", args[2] if len(args) > 2 else None)
+        error_class = _base_name(given) if given is not None else ""
+        if not error_class:
+            return None
+    test = args[at] if len(args) > at else keywords.get("cond", keywords.get("b"))
+    message = args[at + 1] if len(args) > at + 1 else keywords.get("message", keywords.get("s"))
+    if test is None or not isinstance(message, ast.Lambda) or message.args.args or message.args.vararg:
+        return None
+    return error_class, message.body, test
+
+
 def _message_like(node: ast.expr) -> bool:
     """An argument that reads as a message: text, an f-string, ``%``/``+`` with text, ``"...".format()``,
     or a name (a message built above the call: ``msg = f"..."; unimplemented(msg)``; one that
@@ -841,9 +948,16 @@ class _SiteFinder:
         self.raising_helpers: dict[str, RaisingHelper] = {}
         self.imported: dict[str, tuple[str, str]] = {}
         self.calls: list | None = None
+        # the module each name of this module's imports stands for (torch._check's family is
+        # recognised by what it is: `torch._check`, `utils.check` of `import torch._prims_common as utils`)
+        self.module_names: dict[str, str] = {}
         # this module's exception classes (by name): the message one builds in its __init__
         # or __str__ is what every raise of it prints (vLLM's EngineDeadError)
         self.exception_classes: set[str] = set()
+        # classes whose bases are another module's (name -> the bases, as (module, name)):
+        # their messages wait in pending_sites until the release is read (ReleaseClasses)
+        self.pending_classes: dict[str, list[tuple[str, str]]] = {}
+        self.pending_sites: dict[str, list[RaiseSite]] = {}
         self._methods: dict[int, set[int]] = {}  # id(class) -> ids of its body's statements
         self._constants_of: dict[int, dict[str, list[ast.expr]]] = {}  # id(class) -> _class_constants
         self._joined_templates: dict[tuple[int, str], list[Template]] = {}
@@ -871,8 +985,12 @@ class _SiteFinder:
             built = self._built_by_class(stmt)
             if built is not None:
                 node, class_name, message = built
+                before = len(self.sites)
                 self._add_site(node, lambda class_name=class_name, message=message: (class_name, message), "factory",
                                printed_as=class_name)
+                if class_name in self.pending_classes:  # the release's read decides
+                    self.pending_sites.setdefault(class_name, []).extend(self.sites[before:])
+                    del self.sites[before:]
                 continue
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
                 call = stmt.value
@@ -881,6 +999,12 @@ class _SiteFinder:
                     continue
                 if "log" in self.kinds and _is_logger_call(call):
                     self._add_site(call, lambda call=call: _log_level_and_message(call), "log")
+                    continue
+                check = _torch_check(call, self.module_names) if "raise" in self.kinds else None
+                if check is not None:
+                    error_class, message, test = check
+                    self._add_site(call, lambda error_class=error_class, message=message: (error_class, message),
+                                   "raise", condition=_negated(test))
                     continue
                 if isinstance(call.func, ast.Name) and (call.args or call.keywords):
                     helper = self.raising_helpers.get(call.func.id)
@@ -985,7 +1109,7 @@ class _SiteFinder:
         parameter handed on as it came is the caller's message, not one built here."""
         cls, func = self.classes[-1], self.functions[-1]
         if (cls is None or func is None or func.name not in ("__init__", "__str__")
-                or cls.name not in self.exception_classes):
+                or (cls.name not in self.exception_classes and cls.name not in self.pending_classes)):
             return None
         methods = self._methods.get(id(cls))
         if methods is None:  # once per class: a hostile class of thousands of methods stays linear
@@ -1774,6 +1898,30 @@ def _exception_classes(tree: ast.Module) -> set[str]:
             break
         found |= more
     return found
+
+
+def _class_bases(tree: ast.Module, module: str, found: set[str],
+                 module_names: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
+    """The module's classes that are not known exception classes but may be: each with its
+    bases as (module, name), where a base is imported (``from torch._dynamo.exc import
+    ShortenTraceback``, ``exc.Unsupported``) or another such class of this module."""
+    classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    local = {c.name for c in classes}
+    out: dict[str, list[tuple[str, str]]] = {}
+    for c in classes:
+        if c.name in found:
+            continue
+        bases = []
+        for b in c.bases:
+            if isinstance(b, ast.Name) and b.id in local:
+                bases.append((module, b.id))
+                continue
+            dotted = _dotted(b, module_names)
+            if dotted is not None and "." in dotted:
+                bases.append(tuple(dotted.rsplit(".", 1)))
+        if bases:
+            out[c.name] = bases
+    return out
 
 
 def _class_constants(cls: ast.ClassDef) -> dict[str, list[ast.expr]]:

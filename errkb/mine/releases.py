@@ -23,7 +23,15 @@ from pathlib import Path
 
 from errkb.match.sites import COPIES_MOST  # the rule for generated copies: one home, beside its reader
 from errkb.mine.cpp_sites import cpp_sites
-from errkb.mine.raise_sites import ALL_KINDS, HelperCall, RaisingHelper, helper_call_templates, sites_in_source
+from errkb.mine.raise_sites import (
+    ALL_KINDS,
+    HelperCall,
+    RaiseSite,
+    RaisingHelper,
+    ReleaseClasses,
+    helper_call_templates,
+    sites_in_source,
+)
 from errkb.mine.sources import BadArchive, archive_members, archive_provenance, decode_source
 from errkb.mine.templates import NoTemplate
 from errkb.mine.walk import excluded_reason
@@ -402,6 +410,9 @@ def read_release(archive: Path, library: Library, version: str, commit: str | No
         for template in templates:
             _add(part, seen, template.pattern(), call.file, call.line, call.function, call.condition, "raise",
                  helper.error_class)
+    # messages built by classes whose base is another module's exception class (torch._inductor's
+    # GPUTooOldForTriton(ShortenTraceback)): known only now
+    _add_sites(part, seen, helpers.classes.resolved_sites())
     part.keep_copies()
     part.rows.sort(key=_row_key)
     return part
@@ -413,6 +424,7 @@ class _Helpers:
     def __init__(self) -> None:
         self.found: dict[tuple[str, str], RaisingHelper] = {}
         self.calls: list[HelperCall] = []
+        self.classes = ReleaseClasses()
 
 
 def _read_members(part: Part, archive: Path, library: Library, wanted, seen: set[tuple], helpers: _Helpers,
@@ -454,21 +466,26 @@ def _read_members(part: Part, archive: Path, library: Library, wanted, seen: set
 def _read_member(part: Part, name: str, text: str, seen: set[tuple], helpers: _Helpers) -> None:
     if name.endswith(".py"):
         try:
-            sites = sites_in_source(text, name, kinds=ALL_KINDS, helpers=helpers.found, calls=helpers.calls)
+            sites = sites_in_source(text, name, kinds=ALL_KINDS, helpers=helpers.found, calls=helpers.calls,
+                                    classes=helpers.classes)
         except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
             part.skipped[f"unparsable Python ({type(e).__name__})"] += 1
             return
-        for s in sites:
-            if s.template is None:
-                part.untemplated[s.reason] += 1
-                continue
-            _add(part, seen, s.template.pattern(), name, s.line, s.function, s.condition, s.kind, s.error_class)
+        _add_sites(part, seen, sites)
         return
     for c in cpp_sites(text, name):
         if c.template is None:
             part.untemplated[f"C++: {c.reason}"] += 1
             continue
         _add(part, seen, c.template.pattern(), name, c.line, c.function, c.condition, c.kind, c.error_class)
+
+
+def _add_sites(part: Part, seen: set[tuple], sites: list[RaiseSite]) -> None:
+    for s in sites:
+        if s.template is None:
+            part.untemplated[s.reason] += 1
+            continue
+        _add(part, seen, s.template.pattern(), s.file, s.line, s.function, s.condition, s.kind, s.error_class)
 
 
 def _add(part: Part, seen: set[tuple], pattern: str, file: str, line: int, function: str, condition: str | None,
