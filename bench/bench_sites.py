@@ -113,10 +113,21 @@ def foreign(wheels: list[Path]) -> None:
     index = SiteIndex.load()
     for wheel in wheels:
         messages = _messages(wheel)
-        served = same = cut = cut_same = 0
+        served = same = cut = cut_same = beside = beside_same = 0
         cut_examples = []
         for m in messages:
             hits = [x for x in index.match(m) if x.meaning is None]
+            if hits:
+                # explain's listing beside a whole match: another library's longer message the
+                # text may be cut short inside (errkb.explain.explainer._longer_elsewhere)
+                libraries = {s.library for x in hits for s in x.sites}
+                longer = [x for x in index.match_cut(m)
+                          if x.meaning is None and x.sites and not {s.library for s in x.sites} & libraries]
+                if any(_begins_wording(m, x.pattern) for x in longer):
+                    beside_same += 1
+                elif longer:
+                    beside += 1
+                    cut_examples.append((m, longer[0].pattern))
             if not hits:
                 # explain's next try: a whole foreign message read as one of ours cut short
                 cuts = index.match_cut(m)
@@ -143,7 +154,8 @@ def foreign(wheels: list[Path]) -> None:
               f"{same} the same wording (shared code), {served} another message "
               f"(false: {served / max(1, len(messages)):.2%}); read as one cut short: {cut_same + cut}: "
               f"{cut_same} the beginning of the same wording, {cut} another message "
-              f"(false: {cut / max(1, len(messages)):.2%})")
+              f"(false: {cut / max(1, len(messages)):.2%}); another library's longer message beside a whole "
+              f"match: {beside_same + beside}: {beside_same} the same wording, {beside} another message")
         for m, pattern in cut_examples[:10]:
             print(f"  cut: {m[:100]!r} -> {pattern[:100]!r}")
     # Without the rule: every index pattern, on a sample (all patterns x all messages is slow).
@@ -174,7 +186,8 @@ def judge(paste: dict, answer: dict) -> str:
     ``table``) or ``none`` (the message's site is not covered: any code site is wrong). A
     curated table's answer to a ``site`` paste is right when its meaning says the message is
     raised (or logged) in one of ``files`` (the PyTorch table names the file each of its C++ errors is
-    raised in: "raised in aten/src/ATen/native/Convolution.cpp, ...")."""
+    raised in: "raised in aten/src/ATen/native/Convolution.cpp, ...", "raised by TORCH_CUDABLAS_CHECK in
+    aten/src/ATen/cuda/Exceptions.h")."""
     if any(m.get("tier") in ("curated", "variant") for m in answer.get("matches", [])):
         return "curated"
     matches = answer.get("sites") or []
@@ -184,7 +197,8 @@ def judge(paste: dict, answer: dict) -> str:
     if expect == "table":
         return "right" if paste["table"] in tables else ("wrong" if files or tables else "nothing")
     if expect == "site":
-        named = [f for m in matches if m.get("meaning") for f in re.findall(r"(?:raised|logged) in ([\w./-]+\w)", m["meaning"])]
+        named = [f for m in matches if m.get("meaning") for f in re.findall(r"(?:raised|logged)(?: by \w+)? in ([\w./-]+\w)",
+                                                                           m["meaning"])]
         if any(f.startswith(tuple(paste["files"])) for f in files + named):
             return "right"
         return "wrong" if files else "nothing"

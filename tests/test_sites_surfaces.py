@@ -276,3 +276,20 @@ def test_a_message_a_wrapper_carries_is_read_alone_for_its_site(store_db):
     loose = ("We saw this on our cluster last night after the upgrade to the new image: At most 1 image(s) may be "
              "provided in one request. and then the server stopped answering entirely")
     assert json.loads(_errkb("explain", "--db", str(store_db), "--json", loose).stdout)["sites"] == []
+
+
+def test_a_whole_message_another_library_continues_lists_that_library_too(store_db):
+    """FlashInfer 0.7.4's experimental cuDNN frontend raises torch's "view size is not compatible
+    ... subspaces)" without torch's "Use .reshape(...) instead.": a title that stops there
+    (temporal-shift-module#235, a PyTorch user) is whole for FlashInfer's and cut short for
+    torch's. Both are listed, the whole match first; the same library's longer wording in
+    another release is not (its release list already says where the message stands)."""
+    title = ("view size is not compatible with input tensor's size and stride (at least one dimension spans across "
+             "two contiguous subspaces).")
+    out = json.loads(_errkb("explain", "--db", str(store_db), "--json", title).stdout)
+    assert [(m.get("truncated", False), m["sites"][0]["library"]) for m in out["sites"]] == [
+        (False, "flashinfer"), (True, "torch")], out["sites"]
+    assert out["sites"][1]["sites"][0]["file"] == "aten/src/ATen/native/TensorShape.cpp"
+    same = json.loads(_errkb("explain", "--db", str(store_db), "--json",
+                             "ValueError: At most 1 image(s) may be provided in one request.").stdout)
+    assert [m.get("truncated", False) for m in same["sites"]] == [False], same["sites"]

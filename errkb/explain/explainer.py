@@ -356,6 +356,8 @@ def _explain_text(kb: KnowledgeBase, lines: list[str], all_matches: bool) -> Exp
         if not found:
             near = _near(kb, [m.text for m in messages])
     sites = _sites(kb, [text]) if not found else []
+    if sites:
+        sites += _longer_elsewhere(kb, text, sites)
     if not found and not sites and len(lines) > 1:
         # a message the paste wrapped over lines (a terminal's width, an issue's editor): its
         # lines joined back, each site at the line its message begins on
@@ -375,6 +377,19 @@ def _explain_text(kb: KnowledgeBase, lines: list[str], all_matches: bool) -> Exp
         # a short paste (a few words, a title): its words say what it is about
         words, hits = _search(kb, messages)
     return Explanation("text", found, near, len(lines), kb.skipped, [], kb.dataset_hash, hits, words, sites)
+
+
+def _longer_elsewhere(kb: KnowledgeBase, text: str, whole: list) -> list:
+    """Messages of other libraries that ``text``, a whole message of the libraries in
+    ``whole``, may be cut short inside: a library that copies another's message in part
+    (FlashInfer's experimental cuDNN frontend raises torch's "view size is not compatible
+    with input tensor's size and stride (...)" without torch's "Use .reshape(...) instead.")
+    cannot tell which raised a title that stops there; both are listed, the whole match first."""
+    libraries = {s.library for m in whole if m.meaning is None for s in m.sites}
+    if not libraries:
+        return []
+    return [m for m in _sites(kb, [text], cut=True)
+            if m.meaning is None and m.sites and not {s.library for s in m.sites} & libraries]
 
 
 def _sites(kb: KnowledgeBase, texts: list[str], first_lines: list[int] | None = None, cut: bool = False) -> list:
