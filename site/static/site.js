@@ -330,14 +330,51 @@
       textMessages(inner, depth + 1).forEach(function (t) { out.push(t); });
       return;
     }
-    var split = splitErrorClass(body);
-    if (split) { out.push(body); out.push(split[1]); return; }
+    var split = splitErrorClass(body), carried;
+    if (split) {
+      out.push(body); out.push(split[1]);
+      carried = clientErrorMessage(split[1]);
+      if (carried !== null) { out.push(carried); }
+      return;
+    }
     // a validator's exception as pydantic prints it: "  Value error, <message> [type=...]"
     var wrapped = PYDANTIC_ERROR.exec(body);
-    if (wrapped) { out.push(body.slice(wrapped[0].length).replace(PYDANTIC_SUFFIX, "")); }
+    if (wrapped) { out.push(body.slice(wrapped[0].length).replace(PYDANTIC_SUFFIX, "")); return; }
+    carried = clientErrorMessage(body);
+    if (carried !== null) { out.push(carried); }
   }
   var PYDANTIC_ERROR = /^\s{0,8}(?:Value error|Assertion failed), /;
   var PYDANTIC_SUFFIX = / \[type=\w{1,64}, input_value=[\s\S]*$/;
+  // errkb.text.normalize.client_error_message: the message in an API client's error body
+  // ("Error code: 400 - {'object': 'error', 'message': '...', ...}", a dict's repr or JSON)
+  var CLIENT_ERROR = /^Error code: [1-5][0-9][0-9] - \{/;
+  var BODY_MESSAGE = /(['"])message\1: ?(?:'((?:[^'\\\n]|\\[^\n]){1,8000})'|"((?:[^"\\\n]|\\[^\n]){1,8000})")/g;
+  function clientErrorMessage(text) {
+    var head = CLIENT_ERROR.exec(text);
+    if (!head) { return null; }
+    BODY_MESSAGE.lastIndex = head[0].length - 1;
+    var found = BODY_MESSAGE.exec(text);
+    if (!found) { return null; }
+    var message = decodeEscapes(found[2] !== undefined ? found[2] : found[3]);
+    return pyStrip(message) ? message : null;
+  }
+  // errkb.text.normalize.unwrapped_messages: the messages wrappers carry on a text's lines
+  // (a JSON line's, pydantic's validator message, an API client's body message), each once
+  function unwrappedMessages(text, depth) {
+    var out = [];
+    stripAnsi(text.replace(/\r\n/g, "\n")).split("\n").forEach(function (line) {
+      var body = stripPrefixes(line), inner = jsonMessage(body);
+      if (inner !== null) {
+        if (depth < 2) { out.push(inner); unwrappedMessages(inner, depth + 1).forEach(function (m) { out.push(m); }); }
+        return;
+      }
+      var split = splitErrorClass(body), wrapped = split ? null : PYDANTIC_ERROR.exec(body);
+      if (wrapped) { out.push(body.slice(wrapped[0].length).replace(PYDANTIC_SUFFIX, "")); return; }
+      var carried = clientErrorMessage(split ? split[1] : body);
+      if (carried !== null) { out.push(carried); }
+    });
+    return dedupe(out.filter(function (m) { return pyStrip(m); }));
+  }
   function dedupe(texts) {
     var seen = {};
     return texts.filter(function (t) { if (Object.prototype.hasOwnProperty.call(seen, "k" + t)) { return false; } seen["k" + t] = 1; return true; });
@@ -1402,6 +1439,22 @@
     });
     return waiting ? "loading" : out;
   }
+  // errkb.explain.explainer: a paste no site was found in, read as the messages its wrappers
+  // carry (unwrappedMessages), each site at the line its message begins on (_line_of)
+  function unwrappedSiteAnswer(text) {
+    var lines = text.split("\n"), out = [], seen = new Set(), waiting = false;
+    unwrappedMessages(text, 0).forEach(function (form) {
+      var got = siteAnswer(form);
+      if (typeof got === "string") { waiting = waiting || got === "loading"; return; }
+      got.forEach(function (m) {
+        if (seen.has(siteKey(m))) { return; }
+        seen.add(siteKey(m));
+        m.line = siteLineOf(lines, m);
+        out.push(m);
+      });
+    });
+    return waiting ? "loading" : out;
+  }
   function pySplit(s) { var t = pyStrip(s); return t ? t.split(new RegExp(PY_SPACE + "+", "u")) : []; }
   function siteLineOf(lines, m) {  // errkb.explain.explainer._line_of
     var literal = m.meaning !== null ? m.pattern :
@@ -1493,6 +1546,7 @@
       if (hit) { return { hit: hit, texts: texts }; }
       var sites = siteAnswer(form.text);
       if (Array.isArray(sites) && !sites.length) { sites = wrappedSiteAnswer(form.text); }
+      if (Array.isArray(sites) && !sites.length) { sites = unwrappedSiteAnswer(form.text); }
       if (sites === "loading") { return "loading"; }  // an earlier form first, as explain reads them
       if (Array.isArray(sites) && sites.length) {
         sites.forEach(function (m) { m.line = form.lineForLine ? form.first + m.line - 1 : form.first; });
@@ -1575,6 +1629,7 @@
       if (!hit && complete()) {
         sites = siteAnswer(pasteText(query));
         if (Array.isArray(sites) && !sites.length) { sites = wrappedSiteAnswer(pasteText(query)); }
+        if (Array.isArray(sites) && !sites.length) { sites = unwrappedSiteAnswer(pasteText(query)); }
         if ((Array.isArray(sites) && !sites.length) || sites === "absent") {  // a site built without the layer too
           printed = printedAnswer(pasteText(query));
           if (printed === "loading") { sites = "loading"; }
