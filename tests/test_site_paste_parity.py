@@ -235,11 +235,6 @@ SITE_PASTES = [
     "one request.', 'type': 'BadRequestError', 'param': None, 'code': 400}",
     '{"object":"error","message":"At most 1 image(s) may be provided in one request.","type":"BadRequestError",'
     '"param":null,"code":400}',
-    # an error response read with the type its body names ("NotFoundError: The model `x` does not exist.")
-    '{"object":"error","message":"The model `Qwen1.5-14B-Chat-GPTQ-Int8` does not exist.","type":"NotFoundError",'
-    '"param":null,"code":404}',
-    "openai.NotFoundError: Error code: 404 - {'object': 'error', 'message': 'The model `llama` does not exist.', "
-    "'type': 'NotFoundError', 'param': None, 'code': 404}",
     # torchrun's summary: the curated torchrun table (no library word needed on its lines)
     (TORCHRUN_PASTE := "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n====\n"
                        "train.py FAILED\n  exitcode  : -6 (pid: 56213)\n"

@@ -293,27 +293,3 @@ def test_a_whole_message_another_library_continues_lists_that_library_too(store_
     same = json.loads(_errkb("explain", "--db", str(store_db), "--json",
                              "ValueError: At most 1 image(s) may be provided in one request.").stdout)
     assert [m.get("truncated", False) for m in same["sites"]] == [False], same["sites"]
-
-
-def test_an_error_response_is_read_with_the_type_its_body_names(store_db):
-    """vLLM's OpenAI server answers an unknown model with {"object":"error","message":"The model
-    `x` does not exist.","type":"NotFoundError",...} (vllm#3486): the message alone is too
-    generic to serve (another API words its own so), the type beside it is not. The body read
-    as "NotFoundError: The model `x` does not exist." is the response site's message after its
-    type, as a traceback prints a class's message after the class; another API's message of
-    other words or another type gets nothing."""
-    body = ('{"object":"error","message":"The model `Qwen1.5-14B-Chat-GPTQ-Int8` does not exist.",'
-            '"type":"NotFoundError","param":null,"code":404}')
-    client = ("openai.NotFoundError: Error code: 404 - {'object': 'error', 'message': 'The model `llama` does not "
-              "exist.', 'type': 'NotFoundError', 'param': None, 'code': 404}")
-    for text in (body, client):
-        out = json.loads(_errkb("explain", "--db", str(store_db), "--json", text).stdout)
-        assert out["matches"] == [] and out["sites"], out
-        sites = out["sites"][0]["sites"]
-        assert out["sites"][0]["trust"] == "strong" and {s["kind"] for s in sites} == {"response"}, out["sites"][0]
-        assert "vllm/entrypoints/openai/serving_engine.py" in {s["file"] for s in sites}
-    for other in ('{"error": {"message": "The model `llama3.1-405b` does not exist or you do not have access to it.",'
-                  ' "type": "invalid_request_error", "code": "model_not_found"}}',
-                  '{"object":"error","message":"The model `x` does not exist.","type":"invalid_request_error"}',
-                  "404 The model `llama3.1-405b` does not exist or you do not have access to it."):
-        assert json.loads(_errkb("explain", "--db", str(store_db), "--json", other).stdout)["sites"] == [], other

@@ -56,7 +56,7 @@ MIN_PROSE_ALNUM = 30
 # Prose this long is one message's own sentence wherever it appears: served on any line
 # (measured on the same foreign messages: see docs/mining.md).
 MIN_SENTENCE_ALNUM = 60
-_CACHE_FORMAT = "sites-cache-v11"  # in the cache files' names: bump when the layout or the trust rule changes
+_CACHE_FORMAT = "sites-cache-v10"  # in the cache files' names: bump when the layout or the trust rule changes
 # On one line, at most this many candidate patterns are verified (most specific first):
 # the bound that keeps a hostile line of anchor words linear.
 MAX_CANDIDATES_PER_LINE = 256
@@ -1078,14 +1078,13 @@ def served_patterns(index_path: Path | None = None) -> tuple[dict, list[Served]]
 
 def _printed_form_not_needed(by_pattern: dict[str, list[dict]], pattern: str) -> bool:
     """Whether ``pattern`` is a message an exception class builds, as a traceback prints it
-    ("EngineDeadError: EngineCore encountered ...": errkb.mine.raise_sites gives both forms), or
-    an error response's message after its type, as its body carries it ("NotFoundError: ...")
+    ("EngineDeadError: EngineCore encountered ...": errkb.mine.raise_sites gives both forms)
     whose message alone is trusted as much (strong, or both "half"): then the message alone
     answers, once per site. A printed form stronger than its message is kept: the class's name
     makes it specific where the message alone must cover half its line."""
     rows = by_pattern[pattern]
     return all(
-        row["k"] in ("factory", "response") and row["e"] and pattern.startswith(row["e"] + ": ")
+        row["k"] == "factory" and row["e"] and pattern.startswith(row["e"] + ": ")
         and any(other["f"] == row["f"] and other["n"] == row["n"] for other in by_pattern.get(pattern[len(row["e"]) + 2:], ()))
         for row in rows) and trust(pattern[len(rows[0]["e"]) + 2:])[0] in ("strong", trust(pattern)[0])
 

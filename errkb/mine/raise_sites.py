@@ -625,14 +625,6 @@ def _from_imports(tree: ast.Module, file: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _usable(template: Template) -> bool:
-    try:
-        usable_template(template)
-    except NoTemplate:
-        return False
-    return True
-
-
 def _module_names(tree: ast.Module, file: str) -> dict[str, str]:
     """What each name a module's top-level imports bind stands for, as a dotted path:
     ``import torch._prims_common as utils`` binds utils -> torch._prims_common, ``import
@@ -1034,15 +1026,7 @@ class _SiteFinder:
             if ("response" in self.kinds and isinstance(stmt, (ast.Return, ast.Expr, ast.Assign, ast.AnnAssign))
                     and isinstance(stmt.value, ast.Call) and _is_error_response_call(stmt.value)):
                 value = stmt.value
-                try:
-                    error_type = _response_type_and_message(value)[0]
-                except NoTemplate:
-                    error_type = None
-                # also as the body carries it beside its type ("NotFoundError: The model `x` does
-                # not exist.", errkb.text.normalize.unwrapped_messages): the type makes a short
-                # message specific enough to serve, as a class's name does a class's message
-                self._add_site(stmt, lambda value=value: _response_type_and_message(value), "response",
-                               printed_as=error_type)
+                self._add_site(stmt, lambda value=value: _response_type_and_message(value), "response")
                 continue
             if (isinstance(stmt, ast.Return) and "factory" in self.kinds and isinstance(stmt.value, ast.Call)
                     and _names_exception_class(stmt.value.func)):
@@ -1181,12 +1165,9 @@ class _SiteFinder:
             if printed_as is not None:
                 # as a traceback prints it ("torch._dynamo.exc.BackendCompilerFailed: backend=...
                 # raised:"): the class's name is the message's own text there, and makes a short
-                # message specific enough to serve (errkb.match.sites' trust rule). An error
-                # response's type is no class of its own (every 400 of every OpenAI-style API is a
-                # "BadRequestError"): its message must be one without it.
+                # message specific enough to serve (errkb.match.sites' trust rule)
                 found_templates = [*found_templates, *((Template.of([f"{printed_as}: "]) + t, kind)
-                                                       for t, kind in found_templates
-                                                       if site_kind != "response" or _usable(t))]
+                                                       for t, kind in found_templates)]
             for template, kind in found_templates:
                 try:
                     template = usable_template(template)

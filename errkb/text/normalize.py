@@ -307,7 +307,6 @@ def unwrapped_messages(text: str, _depth: int = 0) -> list[str]:
         if inner is not None:
             if _depth < 2:
                 out.append(inner)
-                out.extend(_typed(inner, body, 0))
                 out.extend(unwrapped_messages(inner, _depth + 1))
             continue
         error_class, rest = split_error_class(body)
@@ -315,22 +314,10 @@ def unwrapped_messages(text: str, _depth: int = 0) -> list[str]:
         if wrapped is not None:
             out.append(_PYDANTIC_SUFFIX.sub("", body[wrapped.end():]))
             continue
-        rest = rest if error_class is not None else body
-        carried = client_error_message(rest)
+        carried = client_error_message(rest if error_class is not None else body)
         if carried is not None:
             out.append(carried)
-            out.extend(_typed(carried, rest, len("Error code: 400 - ")))
     return list(dict.fromkeys(m for m in out if m.strip()))
-
-
-# The error type a body names beside its message ("type": "NotFoundError"): an error
-# response's message is also read after it, as a class's is after the class's name.
-_BODY_TYPE = re.compile(r"""(['"])type\1: ?(['"])([A-Za-z_][A-Za-z0-9_]{0,63})\2""")
-
-
-def _typed(message: str, body: str, start: int) -> list[str]:
-    found = _BODY_TYPE.search(body, start)
-    return [f"{found.group(3)}: {message}"] if found is not None else []
 
 
 def client_error_message(text: str) -> str | None:

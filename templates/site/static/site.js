@@ -365,29 +365,15 @@
     stripAnsi(text.replace(/\r\n/g, "\n")).split("\n").forEach(function (line) {
       var body = stripPrefixes(line), inner = jsonMessage(body);
       if (inner !== null) {
-        if (depth < 2) {
-          out.push(inner);
-          typed(inner, body, 0).forEach(function (m) { out.push(m); });
-          unwrappedMessages(inner, depth + 1).forEach(function (m) { out.push(m); });
-        }
+        if (depth < 2) { out.push(inner); unwrappedMessages(inner, depth + 1).forEach(function (m) { out.push(m); }); }
         return;
       }
       var split = splitErrorClass(body), wrapped = split ? null : PYDANTIC_ERROR.exec(body);
       if (wrapped) { out.push(body.slice(wrapped[0].length).replace(PYDANTIC_SUFFIX, "")); return; }
-      var rest = split ? split[1] : body, carried = clientErrorMessage(rest);
-      if (carried !== null) {
-        out.push(carried);
-        typed(carried, rest, "Error code: 400 - ".length).forEach(function (m) { out.push(m); });
-      }
+      var carried = clientErrorMessage(split ? split[1] : body);
+      if (carried !== null) { out.push(carried); }
     });
     return dedupe(out.filter(function (m) { return pyStrip(m); }));
-  }
-  // errkb.text.normalize._typed: the message after the error type its body names beside it
-  var BODY_TYPE = /(['"])type\1: ?(['"])([A-Za-z_][A-Za-z0-9_]{0,63})\2/g;
-  function typed(message, body, start) {
-    BODY_TYPE.lastIndex = start;
-    var found = BODY_TYPE.exec(body);
-    return found ? [found[3] + ": " + message] : [];
   }
   function dedupe(texts) {
     var seen = {};
