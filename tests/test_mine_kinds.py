@@ -807,6 +807,7 @@ def matmul_meta(a, b, dim):
     torch._check(a.shape[1] == b.shape[0])
     torch._check(a.shape[0] > 0, "not a callable: raises TypeError, not this text")
     other._check(a, lambda: "a method of that name on something else is not torch's")
+    torch._check_with(error_type, dim > 2, lambda: "a class held in a variable is not known here")
 '''
 
 
@@ -824,6 +825,7 @@ def test_torchs_checks_raise_their_lambdas_message_when_the_condition_fails():
         (10, "TypeError", "expected a batch of matrices here", "a.ndim != 3"),
         (11, "RuntimeError", "expected four dimensions for input, got (.+?)", "a.ndim != 4"),
         (13, "RuntimeError", "the shapes cannot be multiplied together", "a.shape[1] != b.shape[0]"),
+        (17, None, "a class held in a variable is not known here", "dim <= 2"),  # not "error_type" (review)
     ]
 
 

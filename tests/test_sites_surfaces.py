@@ -293,3 +293,8 @@ def test_a_whole_message_another_library_continues_lists_that_library_too(store_
     same = json.loads(_errkb("explain", "--db", str(store_db), "--json",
                              "ValueError: At most 1 image(s) may be provided in one request.").stdout)
     assert [m.get("truncated", False) for m in same["sites"]] == [False], same["sites"]
+    # only on the whole match's own line: a whole vLLM message on line 1 says nothing of line 2,
+    # which the PyTorch table answers (review)
+    two = json.loads(_errkb("explain", "--db", str(store_db), "--json", "ValueError: max_tokens must be at least 1, "
+                            "got 0.\nRuntimeError: Expected all tensors to be on the same device").stdout)
+    assert not any(m.get("truncated") for m in two["sites"]), two["sites"]

@@ -384,12 +384,20 @@ def _longer_elsewhere(kb: KnowledgeBase, text: str, whole: list) -> list:
     ``whole``, may be cut short inside: a library that copies another's message in part
     (FlashInfer's experimental cuDNN frontend raises torch's "view size is not compatible
     with input tensor's size and stride (...)" without torch's "Use .reshape(...) instead.")
-    cannot tell which raised a title that stops there; both are listed, the whole match first."""
-    libraries = {s.library for m in whole if m.meaning is None for s in m.sites}
-    if not libraries:
+    cannot tell which raised a title that stops there; both are listed, the whole match first.
+    Only where the message cut short is on the whole match's line."""
+    # only on a line whose whole matches are all mined sites: a curated table's answer (torch's
+    # "Expected all tensors to be on the same device") already says what its line is
+    lines: dict[int, set[str]] = {}
+    tabled = {m.line_number for m in whole if m.meaning is not None}
+    for m in whole:
+        if m.meaning is None and m.line_number not in tabled:
+            lines.setdefault(m.line_number, set()).update(s.library for s in m.sites)
+    if not lines:
         return []
     return [m for m in _sites(kb, [text], cut=True)
-            if m.meaning is None and m.sites and not {s.library for s in m.sites} & libraries]
+            if m.meaning is None and m.sites and m.line_number in lines
+            and not {s.library for s in m.sites} & lines[m.line_number]]
 
 
 def _sites(kb: KnowledgeBase, texts: list[str], first_lines: list[int] | None = None, cut: bool = False) -> list:

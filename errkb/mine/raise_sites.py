@@ -668,7 +668,7 @@ def _dotted(node: ast.expr, module_names: dict[str, str]) -> str | None:
     return ".".join([module_names[node.id], *reversed(parts)])
 
 
-def _torch_check(call: ast.Call, module_names: dict[str, str]) -> tuple[str, ast.expr, ast.expr] | None:
+def _torch_check(call: ast.Call, module_names: dict[str, str]) -> tuple[str | None, ast.expr, ast.expr] | None:
     """(class, message, condition) of a call of torch's check family whose message is a
     lambda (a check given no message raises torch's generic "Expected cond to be True"), or None."""
     name = _dotted(call.func, module_names)
@@ -677,16 +677,14 @@ def _torch_check(call: ast.Call, module_names: dict[str, str]) -> tuple[str, ast
     error_class, at = TORCH_CHECKS[name]
     keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
     args = list(call.args)
-    if error_class is None:
-        given = args[0] if args else keywords.get("error_type")
+    if error_class is None or "exc_type" in keywords or (name == "torch._prims_common.check" and len(args) > 2):
+        if error_class is None:
+            given = args[0] if args else keywords.get("error_type")
+        else:
+            given = keywords.get("exc_type", args[2] if len(args) > 2 else None)
         error_class = _base_name(given) if given is not None else ""
-        if not error_class:
-            return None
-    elif "exc_type" in keywords or (name == "torch._prims_common.check" and len(args) > 2):
-        given = keywords.get("exc_type", args[2] if len(args) > 2 else None)
-        error_class = _base_name(given) if given is not None else ""
-        if not error_class:
-            return None
+        if not error_class[:1].isupper():  # a variable holding the class (`error_type`): unknown here
+            error_class = None
     test = args[at] if len(args) > at else keywords.get("cond", keywords.get("b"))
     message = args[at + 1] if len(args) > at + 1 else keywords.get("message", keywords.get("s"))
     if test is None or not isinstance(message, ast.Lambda) or message.args.args or message.args.vararg:
