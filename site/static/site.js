@@ -1422,28 +1422,16 @@
     var seen = new Set();  // one per pattern; a table's entry one per table and message (explainer._sites)
     return out.filter(function (m) { var k = siteKey(m); if (seen.has(k)) { return false; } seen.add(k); return true; });
   }
-  // errkb.explain.explainer: a paste of several lines no site was found in, its lines joined
-  // back (wrappedMessages), each site at the line its message begins on (_line_of)
+  // errkb.explain.explainer: a paste no site was found in, read as other forms of its text, each
+  // site at the line of the paste its message begins on (_line_of): its lines joined back
+  // (wrappedMessages: several lines only), then the messages its wrappers carry (unwrappedMessages)
   function wrappedSiteAnswer(text) {
-    if (text.split("\n").length < 2) { return []; }
-    var lines = text.split("\n"), out = [], seen = new Set(), waiting = false;
-    wrappedMessages(text).forEach(function (form) {
-      var got = siteAnswer(form);
-      if (typeof got === "string") { waiting = waiting || got === "loading"; return; }
-      got.forEach(function (m) {
-        if (seen.has(siteKey(m))) { return; }
-        seen.add(siteKey(m));
-        m.line = siteLineOf(lines, m);
-        out.push(m);
-      });
-    });
-    return waiting ? "loading" : out;
+    return text.split("\n").length < 2 ? [] : formsSiteAnswer(text, wrappedMessages(text));
   }
-  // errkb.explain.explainer: a paste no site was found in, read as the messages its wrappers
-  // carry (unwrappedMessages), each site at the line its message begins on (_line_of)
-  function unwrappedSiteAnswer(text) {
+  function unwrappedSiteAnswer(text) { return formsSiteAnswer(text, unwrappedMessages(text, 0)); }
+  function formsSiteAnswer(text, forms) {
     var lines = text.split("\n"), out = [], seen = new Set(), waiting = false;
-    unwrappedMessages(text, 0).forEach(function (form) {
+    forms.forEach(function (form) {
       var got = siteAnswer(form);
       if (typeof got === "string") { waiting = waiting || got === "loading"; return; }
       got.forEach(function (m) {
