@@ -147,11 +147,12 @@ def sites_in_source(text: str, file: str, warnings: bool = False, kinds: frozens
     if "raise" in kinds or classes is not None:
         finder.module_names = _module_names(tree, file)
     if "factory" in kinds:
-        finder.exception_classes = _exception_classes(tree)
+        class_defs = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]  # one walk for both
+        finder.exception_classes = _exception_classes(class_defs)
         if classes is not None:
             module = module_of(file)
             classes.exceptions.update((module, name) for name in finder.exception_classes)
-            finder.pending_classes = _class_bases(tree, module, finder.exception_classes, finder.module_names)
+            finder.pending_classes = _class_bases(class_defs, module, finder.exception_classes, finder.module_names)
     if helpers is not None and "raise" in kinds:
         module = module_of(file)
         for name, func in functions.items():
@@ -1882,12 +1883,11 @@ def _base_name(node: ast.expr) -> str:
     return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
 
 
-def _exception_classes(tree: ast.Module) -> set[str]:
-    """The names of the exception classes a module defines: deriving from a class named as
+def _exception_classes(classes: list[ast.ClassDef]) -> set[str]:
+    """The names of the exception classes among a module's classes: deriving from a class named as
     one (``Exception``, ``ValueError``, ``TorchDynamoException``) or from one of the module's
     own (a bounded number of levels). A class's own name says nothing: a ``RequestTimeout``
     or a ``ProcessExit`` with no such base is a value, and its ``__str__`` no message."""
-    classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
     found = {c.name for c in classes if any(
         _base_name(b).endswith(_EXCEPTION_BASE_ENDS) or _base_name(b) in _EXCEPTION_BASES for b in c.bases)}
     for _ in range(_CLASS_DEPTH):
@@ -1898,12 +1898,11 @@ def _exception_classes(tree: ast.Module) -> set[str]:
     return found
 
 
-def _class_bases(tree: ast.Module, module: str, found: set[str],
+def _class_bases(classes: list[ast.ClassDef], module: str, found: set[str],
                  module_names: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
     """The module's classes that are not known exception classes but may be: each with its
     bases as (module, name), where a base is imported (``from torch._dynamo.exc import
     ShortenTraceback``, ``exc.Unsupported``) or another such class of this module."""
-    classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
     local = {c.name for c in classes}
     out: dict[str, list[tuple[str, str]]] = {}
     for c in classes:
